@@ -1,0 +1,50 @@
+# tuner — the two commands a new user runs: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test test-all lint gpu gpu-wheels clean
+
+install: $(STAMP)
+
+# torch/torchvision pinned to the versions this machine's pip takes from disk; any torch
+# 2.4-2.14 satisfies the package itself (pyproject.toml).
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/python -m pip install -q -e '.[test,postgres]'
+	touch $(STAMP)
+
+# A real search on this machine: resnet18 at 64 px, eager vs inductor, two batch sizes.
+demo: install
+	rm -rf studies/demo
+	$(BIN)/tuner search --model resnet18 --image-size 64 --batch-sizes 1,16 \
+	    --backend eager,inductor --mode default --device cpu --name demo \
+	    --min-seconds 1 --timeout 10m
+	@echo
+	@echo "files: studies/demo/trials.parquet studies/demo/pareto.parquet"
+
+# Fast tests plus a few real CPU compiles of tiny models; GPU tests skip without a GPU.
+test: install
+	$(BIN)/python -m pytest -q -m "not gpu"
+
+lint: install
+	$(BIN)/ruff check tuner tests benchmarks
+
+# GPU: carry optuna's wheels to the GPU machine and run scripts/gpu_check.sh there.
+# Here: `make gpu-wheels`, then call the device tool with carry=[".whl"] and the command
+# `bash scripts/gpu_check.sh` (see README, "On the GPU machine").
+gpu-wheels:
+	mkdir -p .whl
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	    --platform manylinux2014_x86_64 -d .whl optuna==5.0.0 alembic==1.20.1 \
+	    sqlalchemy==2.1.9 colorlog==6.12.0 mako
+
+gpu:
+	bash scripts/gpu_check.sh
+
+clean:
+	rm -rf $(VENV) studies/demo .pytest_cache

@@ -1,0 +1,255 @@
+"""Measurement helpers used inside the trial process: timers, statistics, memory, health.
+
+Nothing here decides what a trial does; :mod:`tuner.worker` runs the protocol in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyStats:
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    min: float
+    iqr: float
+
+    @classmethod
+    def of(cls, samples_ms: list[float]) -> LatencyStats:
+        xs = sorted(samples_ms)
+        return cls(p50=percentile(xs, 50), p90=percentile(xs, 90), p99=percentile(xs, 99),
+                   mean=statistics.fmean(xs), min=xs[0],
+                   iqr=percentile(xs, 75) - percentile(xs, 25))
+
+
+def percentile(sorted_xs: list[float], q: float) -> float:
+    """Linear-interpolated percentile of an already sorted list (numpy's default method)."""
+    if not sorted_xs:
+        raise ValueError("no samples")
+    pos = (len(sorted_xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def is_steady(times: list[float], window: int, tolerance: float) -> bool:
+    """True when the medians of the last two windows of call times agree within ``tolerance``."""
+    if len(times) < 2 * window:
+        return False
+    prev = statistics.median(times[-2 * window:-window])
+    last = statistics.median(times[-window:])
+    return abs(last - prev) <= tolerance * max(prev, 1e-12)
+
+
+class Device:
+    """The one place that knows whether we are on CUDA: sync, timing and memory."""
+
+    def __init__(self, name: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(name)
+        self.cuda = self.device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def time_call_s(self, fn: Callable[[], Any]) -> float:
+        """Wall time of one call, synchronised before and after."""
+        self.sync()
+        start = time.perf_counter()
+        fn()
+        self.sync()
+        return time.perf_counter() - start
+
+    def time_steady_ms(self, fn: Callable[[], Any], min_calls: int, min_seconds: float,
+                       max_seconds: float) -> tuple[list[float], float, str]:
+        """Per-call latency in ms for at least ``min_calls`` calls AND ``min_seconds``.
+
+        On CUDA each call sits between two device events, so the samples are device time
+        including any gap where the GPU waited for the CPU to launch work (launch-bound
+        configs show it); on the CPU, perf_counter around each call.
+        Returns (samples_ms, seconds spent, timer name).
+        """
+        self.sync()
+        start = time.perf_counter()
+        if self.cuda:
+            pairs = []
+            while True:
+                begin = self.torch.cuda.Event(enable_timing=True)
+                end = self.torch.cuda.Event(enable_timing=True)
+                begin.record()
+                fn()
+                end.record()
+                pairs.append((begin, end))
+                elapsed = time.perf_counter() - start
+                if (len(pairs) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
+                    break
+            self.sync()
+            samples = [b.elapsed_time(e) for b, e in pairs]
+            return samples, time.perf_counter() - start, "cuda_event"
+        samples = []
+        while True:
+            t = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t) * 1e3)
+            elapsed = time.perf_counter() - start
+            if (len(samples) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
+                break
+        return samples, time.perf_counter() - start, "perf_counter"
+
+    # memory -------------------------------------------------------------------------------
+    def reset_peaks(self, empty_cache: bool = False) -> None:
+        if self.cuda:
+            self.sync()
+            if empty_cache:
+                self.torch.cuda.empty_cache()
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def allocated(self) -> int | None:
+        return int(self.torch.cuda.memory_allocated(self.device)) if self.cuda else None
+
+    def peaks(self) -> tuple[int | None, int | None]:
+        """(max allocated, max reserved) since the last reset; CUDA-graph pools are included,
+        since their memory comes from the same caching allocator."""
+        if not self.cuda:
+            return None, None
+        self.sync()
+        return (int(self.torch.cuda.max_memory_allocated(self.device)),
+                int(self.torch.cuda.max_memory_reserved(self.device)))
+
+    def process_memory_nvml(self) -> int | None:
+        """Device memory NVML attributes to this process (CUDA context included), if visible."""
+        if not self.cuda:
+            return None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            index = self.device.index if self.device.index is not None else 0
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            if visible:
+                index = int(visible.split(",")[index])
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
+                    return int(proc.usedGpuMemory)
+        except Exception:  # noqa: BLE001 - NVML is optional, and some sandboxes hide processes
+            return None
+        return None
+
+
+def host_rss_peak_bytes() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB
+
+
+# correctness ----------------------------------------------------------------------------
+TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    correct: bool | None
+    max_abs_error: float | None
+    tolerance: float
+    note: str = ""
+
+
+def compare_outputs(actual: Any, expected: Any, dtype: str) -> Comparison:
+    """Compiled vs eager output, NaN-aware, with a tolerance relative to the output's scale.
+
+    NaN must sit in the same places in both; finite values must agree within
+    ``tol * max|expected|`` (absolute) plus ``tol`` (relative). An eager output with no finite
+    value at all (a random bf16 ViT can do that) leaves correctness unknown (``None``).
+    """
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    tol = TOLERANCE.get(dtype, 1e-3)
+    got = [t for t in tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    want = [t for t in tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    if len(got) != len(want):
+        return Comparison(False, None, tol, f"{len(got)} output tensors, eager gave {len(want)}")
+    worst = 0.0
+    finite_seen = False
+    nan_count = 0
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return Comparison(False, None, tol, f"output shape {tuple(g.shape)}, eager {tuple(w.shape)}")
+        g = g.detach().float().cpu()
+        w = w.detach().float().cpu()
+        nan_w = torch.isnan(w)
+        nan_count += int(nan_w.sum())
+        if not torch.equal(nan_w, torch.isnan(g)):
+            return Comparison(False, None, tol, "NaN in different places than eager")
+        finite = torch.isfinite(w) & torch.isfinite(g)
+        if not finite.any():
+            continue
+        finite_seen = True
+        gw, ww = g[finite], w[finite]
+        scale = float(ww.abs().max())
+        err = float((gw - ww).abs().max())
+        worst = max(worst, err)
+        if not torch.allclose(gw, ww, rtol=tol, atol=tol * max(scale, 1e-6)):
+            return Comparison(False, err, tol, f"max abs error {err:.3g} at output scale {scale:.3g}")
+    note = f"eager output has {nan_count} NaN values (compared NaN-aware)" if nan_count else ""
+    if not finite_seen:
+        return Comparison(None, None, tol, note or "no finite output values to compare")
+    return Comparison(True, worst, tol, note)
+
+
+# compile health --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Health:
+    graph_breaks: int
+    graph_break_reasons: list[str]
+    unique_graphs: int
+    recompiles: int
+    recompile_reasons: list[str]
+    cudagraph_skips: int
+    eager_fallback_frames: int
+
+
+def compile_health() -> Health:
+    """Read dynamo's and inductor's own counters; call after the compiled calls."""
+    from torch._dynamo.utils import counters
+
+    metrics: list[Any] = []
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+
+        metrics = list(get_compilation_metrics())
+    except ImportError:
+        pass
+    recompile_reasons = [str(m.recompile_reason) for m in metrics
+                         if getattr(m, "recompile_reason", None)]
+    failed = [m for m in metrics if getattr(m, "fail_type", None)]
+    frames = counters.get("frames", {})
+    fallback = len(failed) if metrics else max(0, frames.get("total", 0) - frames.get("ok", 0))
+    return Health(
+        graph_breaks=int(sum(counters.get("graph_break", {}).values())),
+        graph_break_reasons=[_first_line(r) for r in counters.get("graph_break", {})][:20],
+        unique_graphs=int(counters.get("stats", {}).get("unique_graphs", 0)),
+        recompiles=len(recompile_reasons),
+        recompile_reasons=[_first_line(r) for r in recompile_reasons][:20],
+        cudagraph_skips=int(counters.get("inductor", {}).get("cudagraph_skips", 0)),
+        eager_fallback_frames=fallback,
+    )
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]

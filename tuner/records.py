@@ -1,0 +1,163 @@
+"""Typed records that cross process and module boundaries.
+
+A :class:`TrialRequest` goes to the worker as JSON; a :class:`TrialResult` comes back as JSON,
+written atomically. Both round-trip through plain dicts so they can live in Optuna's storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tuner.space import TrialConfig
+from tuner.workload import Workload
+
+
+class Status(str, enum.Enum):
+    """How a trial ended. Every status but ``ok`` is a failure stored as data."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"  # torch.compile or the first compiled call raised
+    OOM = "oom"  # out of device (or host) memory
+    TIMEOUT = "timeout"  # the parent killed the trial's process group at the deadline
+    CRASH = "crash"  # the process died without a record (signal, abort, segfault)
+    WRONG_RESULT = "wrong_result"  # compiled output differs from eager beyond tolerance
+    WORKLOAD_ERROR = "workload_error"  # the model or factory itself is broken: bad input
+    INTERRUPTED = "interrupted"  # the user stopped the search while this trial ran
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """How a trial measures. Defaults suit the GPU; the CPU demo uses shorter windows."""
+
+    min_calls: int = 50  # steady-state calls timed, at least ...
+    min_seconds: float = 2.0  # ... and at least this long
+    max_seconds: float = 60.0  # stop timing after this, whatever min_calls says
+    warmup_min_calls: int = 5  # CUDA graphs record on the 2nd-3rd call: never fewer
+    warmup_max_calls: int = 200
+    warmup_window: int = 5  # steady when two consecutive windows' medians agree ...
+    warmup_tolerance: float = 0.10  # ... within this fraction
+    noisy_iqr_ratio: float = 0.10  # IQR / median above this marks the row noisy
+    warm_cache: bool = False  # reuse the study's inductor cache instead of a fresh one
+    max_samples_kept: int = 5000
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Protocol:
+        return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialRequest:
+    config: TrialConfig
+    workload: Workload
+    protocol: Protocol = Protocol()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "workload": self.workload.to_dict(),
+                "protocol": self.protocol.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialRequest:
+        return cls(TrialConfig.from_dict(data["config"]), Workload.from_dict(data["workload"]),
+                   Protocol.from_dict(data["protocol"]))
+
+
+@dataclasses.dataclass
+class TrialResult:
+    """Everything one trial measured. Units are in the names; ``None`` means not measured."""
+
+    status: Status
+    message: str = ""
+    stderr_tail: str = ""
+    # time
+    import_s: float | None = None  # importing torch (+ torchvision) in the fresh process
+    build_s: float | None = None  # model + inputs built and moved to the device
+    compile_s_cold: float | None = None  # first compiled call, synchronised
+    warmup_s: float | None = None  # further calls until latency is steady
+    warmup_calls: int | None = None
+    wall_s: float | None = None  # the whole trial process, seen by the parent
+    # steady-state latency of one call
+    latency_ms_p50: float | None = None
+    latency_ms_p90: float | None = None
+    latency_ms_p99: float | None = None
+    latency_ms_mean: float | None = None
+    latency_ms_min: float | None = None
+    latency_ms_iqr: float | None = None
+    latency_samples_ms: list[float] = dataclasses.field(default_factory=list)
+    measure_calls: int | None = None
+    measure_s: float | None = None
+    timer: str | None = None  # cuda_event | perf_counter
+    noisy: bool | None = None
+    eager_reference_ms: float | None = None  # one eager call, for the break-even estimate
+    # memory
+    vram_bytes_baseline: int | None = None  # allocated after build: weights + inputs
+    vram_bytes_compile_allocated: int | None = None  # peaks during compile + warm-up
+    vram_bytes_compile_reserved: int | None = None
+    vram_bytes_steady_allocated: int | None = None  # peaks while serving (after empty_cache)
+    vram_bytes_steady_reserved: int | None = None
+    vram_bytes_process_nvml: int | None = None  # the process's device memory, context included
+    host_rss_bytes_peak: int | None = None
+    # correctness vs eager on the same inputs
+    correct: bool | None = None
+    max_abs_error: float | None = None
+    tolerance: float | None = None
+    correctness_note: str = ""
+    # compile health, from dynamo's own counters
+    graph_breaks: int | None = None
+    graph_break_reasons: list[str] = dataclasses.field(default_factory=list)
+    unique_graphs: int | None = None
+    recompiles: int | None = None
+    recompile_reasons: list[str] = dataclasses.field(default_factory=list)
+    cudagraph_skips: int | None = None
+    eager_fallback_frames: int | None = None
+    fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @property
+    def time_to_steady_s(self) -> float | None:
+        """Warm-up cost: cold compile plus the calls until latency settles."""
+        if self.compile_s_cold is None:
+            return None
+        return self.compile_s_cold + (self.warmup_s or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["status"] = Status(kwargs["status"])
+        return cls(**kwargs)
+
+    @classmethod
+    def failure(cls, status: Status, message: str, **fields: Any) -> TrialResult:
+        return cls(status=status, message=message, **fields)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON so a reader sees the old file or the whole new one, never half."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,201 @@
+"""Run one trial in a fresh process, enforce its deadline, and classify how it ended.
+
+:class:`ProcessRunner` is the real thing; :class:`FakeRunner` returns made-up numbers instantly
+so the study, results and CLI can be tested in milliseconds (its numbers are never real).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Protocol as TypingProtocol
+
+from tuner.records import Status, TrialRequest, TrialResult, write_json_atomic
+
+STDERR_TAIL_CHARS = 4000
+
+
+class Runner(TypingProtocol):
+    def run(self, request: TrialRequest, workdir: Path,
+            abort: threading.Event | None = None) -> TrialResult:
+        """Run one trial; files for it may be kept under ``workdir``. Never raises for a
+        failed trial. Setting ``abort`` ends the trial early as ``interrupted``."""
+        ...
+
+
+class ProcessRunner:
+    """Each trial in its own process group, killed whole at the deadline.
+
+    ``cache_dir``: where inductor and triton keep compiled artifacts when the protocol asks
+    for a warm cache; otherwise every trial gets fresh, empty cache folders (a cold compile).
+    ``env``: extra environment for the worker (``CUDA_VISIBLE_DEVICES`` to pin a GPU).
+    """
+
+    def __init__(self, timeout_s: float, cache_dir: Path | None = None,
+                 env: dict[str, str] | None = None, python: str = sys.executable) -> None:
+        self.timeout_s = timeout_s
+        self.cache_dir = cache_dir
+        self.env = dict(env or {})
+        self.python = python
+
+    def run(self, request: TrialRequest, workdir: Path,
+            abort: threading.Event | None = None) -> TrialResult:
+        workdir.mkdir(parents=True, exist_ok=True)
+        request_path, result_path = workdir / "request.json", workdir / "result.json"
+        log_path = workdir / "worker.log"
+        result_path.unlink(missing_ok=True)
+        write_json_atomic(request_path, request.to_dict())
+
+        fresh_cache = None
+        if request.protocol.warm_cache and self.cache_dir is not None:
+            cache = self.cache_dir
+        else:
+            cache = fresh_cache = Path(tempfile.mkdtemp(prefix="tuner-cache-"))
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
+               "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+               "TRITON_CACHE_DIR": str(cache / "triton")}
+
+        started = time.perf_counter()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [self.python, "-m", "tuner.worker", str(request_path), str(result_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
+            )
+            outcome = _wait(proc, self.timeout_s, abort)
+        wall_s = time.perf_counter() - started
+        _kill_group(proc.pid)  # inductor's compile workers die with the trial, whatever happened
+        if fresh_cache is not None:
+            shutil.rmtree(fresh_cache, ignore_errors=True)
+
+        tail = _tail(log_path)
+        if outcome == "timeout":
+            result = TrialResult.failure(
+                Status.TIMEOUT, f"no result after {self.timeout_s:.0f} s; process group killed")
+        elif outcome == "aborted":
+            result = TrialResult.failure(Status.INTERRUPTED, "stopped by the user")
+        else:
+            result = _read_result(result_path, proc.returncode)
+        result.wall_s = wall_s
+        if not result.ok:
+            result.stderr_tail = tail
+        return result
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            proc.wait(timeout=0.2)
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        if abort is not None and abort.is_set():
+            _kill_group(proc.pid)
+            proc.wait()
+            return "aborted"
+        if time.monotonic() >= deadline:
+            _kill_group(proc.pid)
+            proc.wait()
+            return "timeout"
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_result(path: Path, returncode: int) -> TrialResult:
+    if path.exists():
+        try:
+            return TrialResult.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError) as exc:
+            return TrialResult.failure(Status.CRASH, f"unreadable result record: {exc}")
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else "?"
+        hint = " (the host may have run out of memory)" if name == "SIGKILL" else ""
+        return TrialResult.failure(Status.CRASH, f"worker killed by {name}{hint}")
+    return TrialResult.failure(Status.CRASH, f"worker exited with code {returncode} and no result")
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - STDERR_TAIL_CHARS))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+class FakeRunner:
+    """Deterministic made-up results for tests: no process, no torch, milliseconds.
+
+    ``fail`` maps a config key or label to the status that trial should end with;
+    ``delay_s`` sleeps per trial (to test interruption and kills).
+    """
+
+    BASE_MS = {"eager": 10.0, "inductor:default": 8.0, "inductor:reduce-overhead": 6.0,
+               "inductor:max-autotune-no-cudagraphs": 7.0, "inductor:max-autotune": 5.5,
+               "cudagraphs": 7.5, "aot_eager": 11.0}
+    COMPILE_S = {"eager": 0.0, "inductor:default": 15.0, "inductor:reduce-overhead": 17.0,
+                 "inductor:max-autotune-no-cudagraphs": 60.0, "inductor:max-autotune": 90.0,
+                 "cudagraphs": 3.0, "aot_eager": 5.0}
+
+    def __init__(self, fail: dict[str, Status] | None = None, delay_s: float = 0.0,
+                 gpu_name: str = "Fake GPU", speed: float = 1.0, torch_version: str = "2.11.0") -> None:
+        self.fail = dict(fail or {})
+        self.delay_s = delay_s
+        self.gpu_name = gpu_name
+        self.speed = speed
+        self.torch_version = torch_version
+        self.calls: list[str] = []
+
+    def run(self, request: TrialRequest, workdir: Path,
+            abort: threading.Event | None = None) -> TrialResult:
+        cfg = request.config
+        self.calls.append(cfg.key)
+        if self.delay_s:
+            end = time.monotonic() + self.delay_s
+            while time.monotonic() < end:
+                if abort is not None and abort.is_set():
+                    return TrialResult.failure(Status.INTERRUPTED, "stopped by the user")
+                time.sleep(0.01)
+        fingerprint = {"device_kind": "cuda", "gpu_name": self.gpu_name,
+                       "gpu_compute_capability": "9.0", "driver": "580.0", "cuda": "13.0",
+                       "torch": self.torch_version, "python": "3.12.0", "tuner": "fake",
+                       "host": "fakehost"}
+        base_label = cfg.label.split(" dynamic=")[0]
+        status = self.fail.get(cfg.key) or self.fail.get(cfg.label) or self.fail.get(base_label)
+        if status is not None and status is not Status.OK:
+            return TrialResult.failure(status, f"fake {status.value}", fingerprint=fingerprint,
+                                       stderr_tail="fake stderr\n", wall_s=0.01)
+        dyn_factor = {None: 1.02, False: 1.0, True: 1.05}[cfg.dynamic] if cfg.compiled else 1.0
+        p50 = self.BASE_MS.get(base_label, 9.0) * (0.5 + cfg.batch_size / 8) * dyn_factor / self.speed
+        cudagraphs = "reduce-overhead" in base_label or base_label in ("inductor:max-autotune",
+                                                                       "cudagraphs")
+        vram = int(1e9 * (1 + cfg.batch_size / 32) * (1.3 if cudagraphs else 1.0))
+        samples = [p50 * (1 + 0.01 * ((i % 5) - 2)) for i in range(50)]
+        compile_s = self.COMPILE_S.get(base_label, 10.0)
+        return TrialResult(
+            status=Status.OK, import_s=8.0, build_s=0.5, compile_s_cold=compile_s, warmup_s=0.2,
+            warmup_calls=10, wall_s=0.01, latency_ms_p50=p50, latency_ms_p90=p50 * 1.01,
+            latency_ms_p99=p50 * 1.02, latency_ms_mean=p50, latency_ms_min=p50 * 0.98,
+            latency_ms_iqr=p50 * 0.02, latency_samples_ms=samples, measure_calls=50,
+            measure_s=2.0, timer="fake", noisy=False, eager_reference_ms=10.0,
+            vram_bytes_baseline=int(5e8), vram_bytes_compile_allocated=vram,
+            vram_bytes_compile_reserved=vram, vram_bytes_steady_allocated=vram,
+            vram_bytes_steady_reserved=vram, host_rss_bytes_peak=int(3e9), correct=True,
+            max_abs_error=1e-6, tolerance=1e-3, graph_breaks=0 if cfg.compiled else None,
+            unique_graphs=1 if cfg.compiled else None, recompiles=0 if cfg.compiled else None,
+            cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint)

@@ -1,0 +1,191 @@
+"""One trial, in its own fresh process: ``python -m tuner.worker REQUEST.json RESULT.json``.
+
+The protocol (DESIGN.md, "A trial, as the user should be able to trust it"), in order:
+build and apply knobs → eager reference → cold first call → warm-up until steady →
+correctness → compile health → steady-state latency and memory → one record, written atomically.
+
+Contract with the parent (:mod:`tuner.runner`): the record in RESULT.json is the truth; the exit
+code says the same thing for anyone watching processes. No record means the process died.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from tuner.records import Protocol, Status, TrialRequest, TrialResult, write_json_atomic
+from tuner.space import TrialConfig
+
+EXIT_CODES = {
+    Status.OK: 0,
+    Status.WORKLOAD_ERROR: 3,
+    Status.COMPILE_ERROR: 4,
+    Status.OOM: 5,
+    Status.WRONG_RESULT: 6,
+}
+# Any other exit (a signal, an abort, Python's own 1 for an uncaught error) is a crash.
+
+_CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
+
+
+def uses_cudagraphs(config: TrialConfig) -> bool:
+    return config.backend == "cudagraphs" or (config.backend == "inductor"
+                                              and config.mode in _CUDAGRAPH_MODES)
+
+
+def run_trial(request: TrialRequest, started: float) -> TrialResult:
+    """Run the protocol; every expected failure comes back as a record, never an exception."""
+    t = time.perf_counter()
+    import torch
+
+    if not request.workload.is_factory:
+        import torchvision  # noqa: F401 - counted in import time, not build time
+    import_s = time.perf_counter() - started
+
+    from tuner import fingerprint, measure, workload
+
+    result = TrialResult(status=Status.OK, import_s=import_s)
+    result.fingerprint = fingerprint.collect(request.workload.device)
+    config, proto = request.config, request.protocol
+    dev = measure.Device(request.workload.device)
+
+    workload.apply_global_knobs(request.workload)
+    t = time.perf_counter()
+    try:
+        model, inputs = workload.build(request.workload, config.batch_size)
+        dev.sync()
+    except workload.WorkloadError as exc:
+        return _fail(result, Status.WORKLOAD_ERROR, str(exc))
+    result.build_s = time.perf_counter() - t
+
+    with torch.no_grad():
+        # Eager reference on the same inputs, before anything is compiled.
+        try:
+            reference = _clone(model(*inputs))
+            result.eager_reference_ms = dev.time_call_s(lambda: model(*inputs)) * 1e3
+        except Exception as exc:  # noqa: BLE001
+            if _is_oom(exc):
+                return _fail(result, Status.OOM, f"eager call: {_describe(exc)}")
+            return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {_describe(exc)}")
+
+        dev.reset_peaks(empty_cache=True)
+        result.vram_bytes_baseline = dev.allocated()
+        mark_step = uses_cudagraphs(config) and dev.cuda
+
+        fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
+
+        def call():
+            if mark_step:
+                # One inference step per call, as a serving loop would mark it.
+                torch.compiler.cudagraph_mark_step_begin()
+            return fn(*inputs)
+
+        # Cold compile: the first call, synchronised.
+        try:
+            result.compile_s_cold = dev.time_call_s(call)
+            warm_times = []
+            warm_start = time.perf_counter()
+            while len(warm_times) < proto.warmup_max_calls:
+                warm_times.append(dev.time_call_s(call))
+                if len(warm_times) >= proto.warmup_min_calls and measure.is_steady(
+                        warm_times, proto.warmup_window, proto.warmup_tolerance):
+                    break
+            result.warmup_s = time.perf_counter() - warm_start
+            result.warmup_calls = len(warm_times)
+            result.vram_bytes_compile_allocated, result.vram_bytes_compile_reserved = dev.peaks()
+
+            comparison = measure.compare_outputs(_clone(call()), reference, request.workload.dtype)
+            result.correct = comparison.correct
+            result.max_abs_error = comparison.max_abs_error
+            result.tolerance = comparison.tolerance
+            result.correctness_note = comparison.note
+            del reference
+
+            if config.compiled:
+                health = measure.compile_health()
+                for field in dataclasses.fields(health):
+                    setattr(result, field.name, getattr(health, field.name))
+
+            # Steady state: compile-time transients released, peaks counted afresh.
+            dev.reset_peaks(empty_cache=True)
+            samples, spent, timer = dev.time_steady_ms(call, proto.min_calls, proto.min_seconds,
+                                                       proto.max_seconds)
+        except Exception as exc:  # noqa: BLE001
+            status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
+            return _fail(result, status, _describe(exc))
+
+    result.vram_bytes_steady_allocated, result.vram_bytes_steady_reserved = dev.peaks()
+    result.vram_bytes_process_nvml = dev.process_memory_nvml()
+    result.host_rss_bytes_peak = measure.host_rss_peak_bytes()
+    _fill_latency(result, samples, spent, timer, proto)
+
+    if result.correct is False:
+        return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
+    return result
+
+
+def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer: str,
+                  proto: Protocol) -> None:
+    from tuner.measure import LatencyStats
+
+    stats = LatencyStats.of(samples)
+    result.latency_ms_p50, result.latency_ms_p90, result.latency_ms_p99 = stats.p50, stats.p90, stats.p99
+    result.latency_ms_mean, result.latency_ms_min, result.latency_ms_iqr = stats.mean, stats.min, stats.iqr
+    result.noisy = stats.iqr / stats.p50 > proto.noisy_iqr_ratio if stats.p50 > 0 else None
+    # Keep every sample unless there are very many; then an even stride keeps the shape.
+    step = max(1, -(-len(samples) // proto.max_samples_kept))
+    result.latency_samples_ms = [round(s, 6) for s in samples[::step]]
+    result.measure_calls = len(samples)
+    result.measure_s = spent
+    result.timer = timer
+
+
+def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
+    result.status = status
+    result.message = message
+    return result
+
+
+def _clone(out):
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, out)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                  getattr(torch.cuda, "OutOfMemoryError", None), MemoryError) if t)
+    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text[:4000]
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m tuner.worker REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    request_path, result_path = Path(argv[0]), Path(argv[1])
+    request = TrialRequest.from_dict(json.loads(request_path.read_text()))
+    try:
+        result = run_trial(request, started)
+    except Exception as exc:  # noqa: BLE001 - unexpected: still leave a record behind
+        traceback.print_exc()
+        result = TrialResult(status=Status.CRASH, message=f"worker error: {_describe(exc)}")
+    write_json_atomic(result_path, result.to_dict())
+    return EXIT_CODES.get(result.status, 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""What is being tuned: a model, its inputs, and the global knobs set before compiling.
+
+Two kinds of model:
+
+* a torchvision classification model by name (``resnet18``), built with random weights so
+  nothing is downloaded, fed ``randn(batch, 3, image_size, image_size)``;
+* the user's own, ``--model package.module:factory``. The factory contract::
+
+      def factory(batch_size: int) -> tuple[torch.nn.Module, torch.Tensor | tuple[torch.Tensor, ...]]
+
+  It returns the model and the example inputs for one call at that batch size, on the CPU in
+  float32 (the tuner moves both to the device, and casts the model and floating-point inputs to
+  the study's dtype). The model is called as ``model(*inputs)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tuner.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class WorkloadError(Exception):
+    """The model or its factory is broken (raised in the worker, reported as bad input)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A model and the global knobs of a study; the same for every trial of it."""
+
+    model: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    image_size: int = 224
+    channels_last: bool = False
+    cudnn_benchmark: bool = True
+    seed: int = 0
+
+    @property
+    def is_factory(self) -> bool:
+        return ":" in self.model
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Workload:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def validate(workload: Workload) -> None:
+    """Catch bad input in the parent, cheaply, before any trial is spent on it."""
+    if workload.dtype not in DTYPES:
+        raise UserError(f"unknown dtype {workload.dtype!r}: choose one of {', '.join(DTYPES)}")
+    if workload.image_size <= 0:
+        raise UserError(f"image size {workload.image_size} is not a positive integer")
+    if not (workload.device == "cpu" or workload.device.startswith("cuda")):
+        raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
+    if workload.is_factory:
+        _load_factory(workload.model, error=UserError)
+    else:
+        names = torchvision_models()
+        if workload.model not in names:
+            close = [n for n in names if workload.model.lower()[:4] in n][:5]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise UserError(f"unknown model {workload.model!r}{hint}: give a torchvision "
+                            "classification model name or package.module:factory")
+
+
+def torchvision_models() -> list[str]:
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def _load_factory(spec: str, error: type[Exception]) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise error(f"--model {spec!r}: expected package.module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise error(f"cannot import {module_name!r} for --model {spec}: "
+                    f"{type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise error(f"{module_name!r} has no callable {attr!r} (from --model {spec})")
+    return factory
+
+
+def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """Build the model and inputs on the device, seeded, in eval mode, knobs applied.
+
+    Raises :class:`WorkloadError` when the model or factory is broken.
+    """
+    import torch
+
+    torch.manual_seed(workload.seed)
+    dtype = getattr(torch, workload.dtype)
+    if workload.is_factory:
+        factory = _load_factory(workload.model, error=WorkloadError)
+        try:
+            made = factory(batch_size)
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
+        model, inputs = _check_factory_result(workload.model, made)
+    else:
+        import torchvision
+
+        try:
+            model = torchvision.models.get_model(workload.model, weights=None)
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadError(f"cannot build {workload.model}: {type(exc).__name__}: {exc}") from exc
+        size = workload.image_size
+        inputs = (torch.randn(batch_size, 3, size, size),)
+
+    device = torch.device(workload.device)
+    memory_format = torch.channels_last if workload.channels_last else torch.contiguous_format
+    model = model.eval().to(device=device, dtype=dtype)
+    if workload.channels_last:
+        model = model.to(memory_format=memory_format)
+
+    def place(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
+        if workload.channels_last and t.dim() == 4:
+            t = t.contiguous(memory_format=memory_format)
+        return t
+
+    return model, tuple(place(t) for t in inputs)
+
+
+def apply_global_knobs(workload: Workload) -> None:
+    """Process-wide settings that must be in place before compiling (and in production)."""
+    import torch
+
+    if workload.device.startswith("cuda"):
+        torch.backends.cudnn.benchmark = workload.cudnn_benchmark
+
+
+def _check_factory_result(spec: str, made: Any) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise WorkloadError(f"factory {spec} must return (model, inputs), got {type(made).__name__}")
+    model, inputs = made
+    if not isinstance(model, torch.nn.Module):
+        raise WorkloadError(f"factory {spec} returned {type(model).__name__} as the model; "
+                            "expected a torch.nn.Module")
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if not (isinstance(inputs, (tuple, list)) and inputs
+            and all(isinstance(t, torch.Tensor) for t in inputs)):
+        raise WorkloadError(f"factory {spec} must return a tensor or a tuple of tensors as inputs")
+    return model, tuple(inputs)
