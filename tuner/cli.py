@@ -186,11 +186,17 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
             search_.stop_after_trial.set()
             say("stopping after the current trial (Ctrl-C again to abandon it)")
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    def on_sigterm(signum, frame):
+        # Killed by a scheduler or `timeout`: abandon the trial, keep everything measured.
+        search_.stop_after_trial.set()
+        search_.abort.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint), signal.signal(signal.SIGTERM, on_sigterm)
     try:
         summary = search_.run()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
     say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
         f"study; files in {summary.directory}")
     trials, meta = results.read(summary.directory / results.TRIALS_FILE)

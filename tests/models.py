@@ -1,0 +1,80 @@
+"""Tiny model factories for tests (``--model tests.models:NAME``). Contract: see tuner.workload."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch import nn
+
+
+class TinyCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x)).mean(dim=(2, 3))
+        return self.head(x)
+
+
+def tiny_cnn(batch_size: int):
+    return TinyCNN(), torch.randn(batch_size, 3, 16, 16)
+
+
+def raises(batch_size: int):
+    raise RuntimeError("this factory is broken on purpose")
+
+
+def returns_wrong_thing(batch_size: int):
+    return "not a model"
+
+
+class _Aborts(nn.Module):
+    def forward(self, x):
+        os.abort()
+
+
+def aborts(batch_size: int):
+    return _Aborts(), torch.randn(batch_size, 4)
+
+
+class _Sleeps(nn.Module):
+    def forward(self, x):
+        time.sleep(600)
+        return x
+
+
+def sleeps(batch_size: int):
+    return _Sleeps(), torch.randn(batch_size, 4)
+
+
+class _DiffersWhenCompiled(nn.Module):
+    """Returns x + 1 when traced by dynamo, x in eager: compiled output is wrong."""
+
+    def forward(self, x):
+        if torch.compiler.is_compiling():
+            return x + 1.0
+        return x * 1.0
+
+
+def differs_when_compiled(batch_size: int):
+    return _DiffersWhenCompiled(), torch.randn(batch_size, 4)
+
+
+class _GraphBreak(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(x)
+
+
+def graph_break(batch_size: int):
+    return _GraphBreak(), torch.randn(batch_size, 4)

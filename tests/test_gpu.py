@@ -1,0 +1,48 @@
+"""Real trials on a CUDA device (run on the H200: scripts/gpu_check.sh)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tuner.records import Protocol, Status, TrialRequest  # noqa: E402
+from tuner.runner import ProcessRunner  # noqa: E402
+from tuner.space import TrialConfig  # noqa: E402
+from tuner.workload import Workload  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+QUICK = Protocol(min_calls=20, min_seconds=0.3)
+
+
+def run(tmp_path, config, model="tests.models:tiny_cnn", **workload):
+    wl = Workload(model=model, device="cuda", **workload)
+    return ProcessRunner(timeout_s=300).run(TrialRequest(config, wl, QUICK), tmp_path)
+
+
+@pytest.mark.parametrize("config", [
+    TrialConfig("eager", 8),
+    TrialConfig("inductor", 8, "default", False),
+    TrialConfig("inductor", 8, "reduce-overhead", False),
+], ids=lambda c: c.label)
+def test_cuda_trial_measures_latency_and_memory(tmp_path, config):
+    r = run(tmp_path, config)
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.timer == "cuda_event"
+    assert r.fingerprint["device_kind"] == "cuda" and r.fingerprint["gpu_name"]
+    assert r.latency_ms_p50 > 0 and len(r.latency_samples_ms) >= 20
+    for name in ("vram_bytes_baseline", "vram_bytes_compile_allocated",
+                 "vram_bytes_compile_reserved", "vram_bytes_steady_allocated",
+                 "vram_bytes_steady_reserved"):
+        assert getattr(r, name) is not None and getattr(r, name) >= 0, name
+    assert r.vram_bytes_steady_reserved >= r.vram_bytes_steady_allocated
+    assert r.correct is True
+
+
+def test_bf16_torchvision_model_on_cuda(tmp_path):
+    r = run(tmp_path, TrialConfig("inductor", 4, "default", False), model="resnet18",
+            dtype="bfloat16", image_size=64)
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.correct in (True, None)

@@ -1,0 +1,84 @@
+"""The worker end to end on the CPU: real processes, real torch.compile of tiny models,
+and each failure kind produced for real."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.records import Protocol, Status, TrialRequest
+from tuner.runner import ProcessRunner
+from tuner.space import TrialConfig
+from tuner.workload import Workload
+
+pytestmark = pytest.mark.slow
+QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
+
+
+def run(tmp_path, model, config, timeout_s=240):
+    request = TrialRequest(config, Workload(model=model, device="cpu"), QUICK)
+    return ProcessRunner(timeout_s=timeout_s).run(request, tmp_path)
+
+
+def test_eager_trial_measures_everything(tmp_path):
+    r = run(tmp_path, "tests.models:tiny_cnn", TrialConfig("eager", 2))
+    assert r.status is Status.OK, r.stderr_tail
+    assert r.import_s > 0 and r.build_s >= 0 and r.compile_s_cold > 0
+    assert r.latency_ms_p50 > 0 and r.latency_ms_p90 >= r.latency_ms_p50
+    assert len(r.latency_samples_ms) == r.measure_calls >= 5
+    assert r.timer == "perf_counter" and r.correct is True
+    assert r.host_rss_bytes_peak > 0 and r.vram_bytes_steady_reserved is None
+    assert r.fingerprint["device_kind"] == "cpu" and r.fingerprint["torch"]
+    assert (tmp_path / "result.json").exists()
+
+
+def test_inductor_trial_compiles_and_matches_eager(tmp_path):
+    r = run(tmp_path, "tests.models:tiny_cnn", TrialConfig("inductor", 2, "default", False))
+    assert r.status is Status.OK, r.stderr_tail
+    assert r.correct is True and r.max_abs_error is not None
+    assert r.graph_breaks == 0 and r.unique_graphs >= 1 and r.recompiles == 0
+
+
+def test_graph_breaks_are_counted_with_reasons(tmp_path):
+    r = run(tmp_path, "tests.models:graph_break", TrialConfig("inductor", 2, "default", False))
+    assert r.status is Status.OK, r.stderr_tail
+    assert r.graph_breaks >= 1 and r.graph_break_reasons
+    assert r.unique_graphs >= 2
+
+
+def test_broken_factory_is_a_workload_error(tmp_path):
+    r = run(tmp_path, "tests.models:raises", TrialConfig("eager", 1))
+    assert r.status is Status.WORKLOAD_ERROR
+    assert "broken on purpose" in r.message
+
+
+def test_factory_returning_the_wrong_thing_is_a_workload_error(tmp_path):
+    r = run(tmp_path, "tests.models:returns_wrong_thing", TrialConfig("eager", 1))
+    assert r.status is Status.WORKLOAD_ERROR
+    assert "must return (model, inputs)" in r.message
+
+
+def test_process_that_aborts_is_a_crash(tmp_path):
+    r = run(tmp_path, "tests.models:aborts", TrialConfig("eager", 1))
+    assert r.status is Status.CRASH
+    assert "SIGABRT" in r.message
+
+
+def test_trial_past_its_deadline_is_killed_as_timeout(tmp_path):
+    r = run(tmp_path, "tests.models:sleeps", TrialConfig("eager", 1), timeout_s=20)
+    assert r.status is Status.TIMEOUT
+    assert r.wall_s < 60
+
+
+def test_output_that_differs_from_eager_is_wrong_result(tmp_path):
+    r = run(tmp_path, "tests.models:differs_when_compiled",
+            TrialConfig("inductor", 2, "default", False))
+    assert r.status is Status.WRONG_RESULT, (r.message, r.stderr_tail)
+    assert r.correct is False
+
+
+def test_backend_that_fails_to_compile_is_a_compile_error(tmp_path):
+    # A backend torch registers for its own tests: it raises while compiling a relu.
+    r = run(tmp_path, "tests.models:tiny_cnn",
+            TrialConfig("relu_compile_error_TESTING_ONLY", 2, None, False))
+    assert r.status is Status.COMPILE_ERROR, (r.message, r.stderr_tail)
+    assert "relu" in r.message.lower() or "relu" in r.stderr_tail.lower()
