@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of a change, in one command on the GPU machine (see README).
 # Carry .whl (make gpu-wheels). Writes logs and Parquet files under $OUT when set.
-#   GPU_SEARCH_BUDGET  seconds the example search may start trials for (default 330)
+#   GPU_SEARCH_BUDGET  seconds the example search may start trials for (default 250)
 #   GPU_SKIP_TESTS=1   skip the pytest gpu tests
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +17,10 @@ if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
 fi
 
 # The example study: resumable, so a second call finishes what the first budget left.
-timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-330} + 240 )) python3 -m tuner.cli search \
+timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-250} + ${GPU_SEARCH_GRACE:-200} )) python3 -m tuner.cli search \
     --model resnet18 --batch-sizes 1,32 --dtype float32 \
     --backend eager,inductor --mode default,reduce-overhead,max-autotune-no-cudagraphs \
-    --dynamic false --name h200-resnet18 --budget "${GPU_SEARCH_BUDGET:-330}" --timeout 420 \
+    --dynamic false --name h200-resnet18 --budget "${GPU_SEARCH_BUDGET:-250}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
     > "$OUT/search.txt" 2> "$OUT/search.log"
 echo "search exit: $?"
 tail -5 "$OUT/search.log"

@@ -8,6 +8,7 @@ import json
 import re
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -32,11 +33,16 @@ def parse_duration(text: str) -> float:
     """``8h``, ``30m``, ``1h30m``, ``90s`` or plain seconds → seconds."""
     text = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise UserError(f"cannot read duration {text!r}: use e.g. 8h, 30m, 1h30m or 90s")
-    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+        seconds = float(text)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise UserError(f"cannot read duration {text!r}: use e.g. 8h, 30m, 1h30m or 90s")
+        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    if seconds <= 0:
+        # A zero budget would silently mean "no budget", a zero timeout kill every trial.
+        raise UserError(f"duration {text!r} is not more than zero: use e.g. 8h, 30m or 90s")
+    return seconds
 
 
 def _split(values: tuple[str, ...]) -> list[str] | None:
@@ -121,16 +127,21 @@ def main() -> None:
               help="Share one inductor cache across trials (compile times are then warm, not cold).")
 @click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("studies"), show_default=True)
-@click.option("--storage", help="Optuna storage URL (e.g. postgresql://...); default: SQLite "
-                                "in the study folder.")
+@click.option("--storage", envvar="TUNER_STORAGE",
+              help="Optuna storage URL (e.g. postgresql://...), or set TUNER_STORAGE to keep a "
+                   "password out of `ps`; default: SQLite in the study folder.")
+@click.option("--gpus", help="One worker per GPU on this study: GPU indices (0,1) or all. Each "
+                             "worker's trials see only its GPU.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--fake-runner", is_flag=True, hidden=True, help="Tests only: made-up results.")
+@click.option("--fake-delay", type=click.FloatRange(min=0), default=0.0, hidden=True,
+              help="Tests only: seconds each --fake-runner trial takes.")
 @user_errors
 def search(model, name, device, dtype, image_size, channels_last, batch_sizes, backends, modes,
            dynamic, n_trials, budget, timeout, min_calls, min_seconds, warm_cache, studies_dir,
-           storage, seed, as_json, quiet, fake_runner) -> None:
+           storage, gpus, seed, as_json, quiet, fake_runner, fake_delay) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
     Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor's
@@ -142,8 +153,8 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
       tuner search --model resnet18 --batch-sizes 1,32 --budget 8h
       tuner search --model resnet50 --dtype bfloat16 --mode default,reduce-overhead
       tuner search --model mypkg.models:make --device cpu --trials 10
+      tuner search --model resnet50 --gpus all --budget 8h   # one worker per GPU
     """
-    from tuner import report, results
     from tuner.records import Protocol
     from tuner.runner import FakeRunner, ProcessRunner
     from tuner.space import build_space
@@ -152,6 +163,13 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
 
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # --model mymodule:factory from the current folder
+    if gpus is not None:
+        from tuner.scaleout import choose_gpus, visible_gpus
+
+        gpu_list = choose_gpus(gpus, visible_gpus())
+        if device not in (None, "cuda"):
+            raise UserError(f"--gpus shows each worker only its GPU, as cuda: drop --device {device}")
+        device = "cuda"
     device = device or _default_device()
     workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
                         channels_last=channels_last)
@@ -164,19 +182,32 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
                      protocol=protocol, root=studies_dir, storage=storage, n_trials=n_trials,
                      budget_s=parse_duration(budget) if budget else None, seed=seed)
     timeout_s = parse_duration(timeout)
-    runner = FakeRunner() if fake_runner else ProcessRunner(
+    runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
         timeout_s=timeout_s, cache_dir=spec.directory / "cache")
 
     def say(text: str) -> None:
         if not quiet:
             click.echo(text, err=True)
 
+    if gpus is not None:
+        from tuner.scaleout import Fleet
+
+        _run_fleet(Fleet(spec, gpu_list, timeout_s=timeout_s, quiet=quiet,
+                         fake_runner=fake_runner, fake_delay_s=fake_delay), say, as_json)
+        return
     search_ = Search(spec, runner, on_trial=lambda e: say(_progress_line(e)),
                      on_message=say, on_start=lambda n, c: say(f"  running {c.label} "
                                                                f"bs={c.batch_size} ..."))
-    configs = len(space.configs())
+    _run_search(search_, say, as_json)
+
+
+def _run_search(search_, say, as_json: bool) -> None:
+    """Run a search in the foreground: Ctrl-C stops it after the trial in flight (twice:
+    abandons that trial), SIGTERM abandons it; then the study's table or JSON on stdout."""
+    spec = search_.spec
+    configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, "
-        f"target {n_trials or configs} trials; progress below, Ctrl-C stops after a trial")
+        f"target {spec.n_trials or configs} trials; progress below, Ctrl-C stops after a trial")
 
     def on_sigint(signum, frame):
         if search_.stop_after_trial.is_set():
@@ -199,14 +230,48 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
         signal.signal(signal.SIGTERM, previous[1])
     say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
         f"study; files in {summary.directory}")
-    trials, meta = results.read(summary.directory / results.TRIALS_FILE)
-    pareto, _ = results.read(summary.directory / results.PARETO_FILE)
+    _print_study(summary.directory, as_json)
+    if search_.stop_after_trial.is_set() or search_.abort.is_set():
+        sys.exit(130)
+
+
+def _run_fleet(fleet, say, as_json: bool) -> None:
+    """Run one worker per GPU (tuner.scaleout.Fleet) in the foreground; Ctrl-C is passed on."""
+    spec, signals = fleet.spec, []
+    configs = len(spec.space.configs())
+    say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
+        f"{spec.n_trials or configs} trials, one worker per GPU ({', '.join(map(str, fleet.gpus))}"
+        "); each line starts with its GPU; Ctrl-C stops after the trials in flight")
+
+    def forward(signum, frame):
+        fleet.send_signal(signum)
+        if signum == signal.SIGINT:
+            say("aborting the trials in flight ..." if signals else
+                "stopping after the trials in flight (Ctrl-C again to abandon them)")
+        signals.append(signum)
+
+    previous = signal.signal(signal.SIGINT, forward), signal.signal(signal.SIGTERM, forward)
+    try:
+        summary = fleet.run()
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
+        f"study; files in {summary.directory}")
+    _print_study(summary.directory, as_json)
+    if signals or summary.stop_reason == "stopped by the user":
+        sys.exit(130)
+
+
+def _print_study(directory: Path, as_json: bool) -> None:
+    from tuner import report, results
+
+    trials, meta = results.read(directory / results.TRIALS_FILE)
+    pareto, _ = results.read(directory / results.PARETO_FILE)
     if as_json:
         click.echo(json.dumps(report.as_json(trials, pareto, meta), indent=2))
     else:
         click.echo(report.render(trials, pareto, meta))
-    if search_.stop_after_trial.is_set() or search_.abort.is_set():
-        sys.exit(130)
 
 
 def _progress_line(event) -> str:
@@ -258,6 +323,189 @@ def show(study, studies_dir, show_all, as_json) -> None:
         click.echo(json.dumps(report.as_json(trials, front, meta), indent=2))
     else:
         click.echo(report.render(trials, front, meta))
+
+
+def _study_path(study: str, studies_dir: Path) -> Path:
+    """A study folder, a Parquet file, or a study name under --studies-dir."""
+    path = Path(study)
+    if not path.exists() and (studies_dir / study).exists():
+        return studies_dir / study
+    return path
+
+
+def _echo_warnings(caught) -> None:
+    from tuner.recommendation import MismatchWarning
+
+    for w in caught:
+        if issubclass(w.category, MismatchWarning):
+            click.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("study")
+@click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("studies"), show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="Batch size to serve; needed when the study measured several "
+                   "(except with --objective throughput, which may choose it).")
+@click.option("--objective", type=click.Choice(["latency", "throughput", "memory", "warmup"]),
+              default="latency", show_default=True, help="What to optimise.")
+@click.option("--max-vram-gb", type=float,
+              help="Most memory (GiB) the config may need, compile and warm-up included.")
+@click.option("--max-compile-s", type=float, help="Longest first (compiling) call, in seconds.")
+@click.option("--max-latency-ms", type=float, help="Slowest median latency per call allowed.")
+@click.option("--strict", is_flag=True,
+              help="Refuse if the study was made on another GPU, driver or torch than this machine.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
+              show_default=True, help="table for people, json for scripts, python for a snippet "
+                                      "to paste into production code.")
+@user_errors
+def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compile_s,
+              max_latency_ms, strict, fmt) -> None:
+    """Recommend the best verified config of a study, within limits.
+
+    Only trials that finished and matched eager are recommended. If nothing meets the limits,
+    the error names the closest config and the limit it breaks. A study made on another
+    machine gives a warning on stderr (--strict: an error).
+
+    \b
+    Examples:
+      tuner recommend studies/resnet50-cuda --batch-size 32 --max-vram-gb 20 --max-compile-s 60
+      tuner recommend resnet18-cuda --objective throughput --format json | jq .config
+      tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
+    """
+    from tuner.recommendation import recommend as recommend_
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = recommend_(_study_path(study, studies_dir), batch_size=batch_size,
+                         objective=objective, max_vram_gb=max_vram_gb,
+                         max_compile_s=max_compile_s, max_latency_ms=max_latency_ms,
+                         strict=strict)
+    _echo_warnings(caught)
+    if fmt == "json":
+        click.echo(json.dumps(rec.to_dict(), indent=2, default=str))
+    elif fmt == "python":
+        click.echo(rec.snippet(), nl=False)
+    else:
+        click.echo(rec.describe())
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("studies", nargs=-1, required=True)
+@click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("studies"), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG of the Pareto fronts (latency vs memory per batch size).")
+@user_errors
+def compare(studies, studies_dir, as_json, plot_file) -> None:
+    """Compare studies side by side, e.g. one model on two GPU models.
+
+    STUDIES are two or more study folders, trials.parquet files or study names; the first is
+    the reference (A) for ratios. Per batch size: each study's best config per objective,
+    the speedup over its own eager, and whether one study's fastest config transfers to the
+    others. Differences that confound the comparison (torch version, workload) are named.
+
+    \b
+    Examples:
+      tuner compare studies/resnet50-h200 studies/resnet50-l4
+      tuner compare h200/trials.parquet l4/trials.parquet cpu/ --plot fronts.png
+      tuner compare studies/a studies/b --json | jq '.transfers'
+    """
+    from tuner import compare as compare_
+
+    result = compare_.compare([_study_path(s, studies_dir) for s in studies])
+    if plot_file is not None:
+        compare_.plot(result, plot_file)
+        click.echo(f"plot written to {plot_file}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        click.echo(result.render())
+
+
+@main.command("worker", context_settings=CONTEXT)
+@click.option("--study", "name", required=True,
+              help="Name of the study to join; its workload and search space come with it.")
+@click.option("--storage", envvar="TUNER_STORAGE",
+              help="Optuna storage URL the study lives in, e.g. postgresql://user:pw@host/db, or "
+                   "set TUNER_STORAGE to keep the password out of `ps`; default: the study's "
+                   "SQLite file under --studies-dir.")
+@click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("studies"), show_default=True,
+              help="Where this host writes the study's Parquet files and trial logs.")
+@click.option("--gpu", type=click.IntRange(min=0),
+              help="Run this worker's trials on this GPU only (an index among the GPUs this "
+                   "process sees).")
+@click.option("--trials", "n_trials", type=click.IntRange(min=1),
+              help="Stop when the study holds this many measured trials (every worker's count).")
+@click.option("--budget", help="Wall-clock budget of this worker, e.g. 8h or 45m.")
+@click.option("--timeout", "timeout", default="30m", show_default=True,
+              help="Kill a trial that has not finished after this long.")
+@click.option("--seed", type=int,
+              help="Sampler seed; default: a random one, so that workers propose different configs.")
+@click.option("--export-only", is_flag=True,
+              help="Write the study's Parquet files under --studies-dir and exit, measuring nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--fake-runner", is_flag=True, hidden=True, help="Tests only: made-up results.")
+@click.option("--fake-delay", type=click.FloatRange(min=0), default=0.0, hidden=True,
+              help="Tests only: seconds each --fake-runner trial takes.")
+@user_errors
+def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, seed, export_only,
+            as_json, quiet, fake_runner, fake_delay) -> None:
+    """Join an existing study and measure trials for it, from this host or another.
+
+    Workers claim trials through the study's storage, so any number of them (tuner search,
+    tuner worker, on any host) share one study without measuring a config twice. A worker
+    that dies mid-trial stops sending heartbeats; another worker then fails its trial and
+    measures that config again. Each worker writes the Parquet files under its --studies-dir.
+
+    \b
+    Examples:
+      export TUNER_STORAGE=postgresql://tuner:secret@db-host/tuner
+      tuner search --model resnet50 --name r50 --trials 40   # host A: creates the study
+      tuner worker --study r50 --gpu 0                       # host B: joins it
+      tuner worker --study r50 --export-only                 # any host: just the Parquet files
+    """
+    import secrets
+
+    from tuner.runner import FakeRunner, ProcessRunner
+    from tuner.scaleout import choose_gpus, pin, visible_gpus
+    from tuner.study import Search, export_study, join_spec, open_study
+
+    spec = join_spec(name, storage, studies_dir, n_trials=n_trials,
+                     budget_s=parse_duration(budget) if budget else None,
+                     seed=secrets.randbelow(2**31) if seed is None else seed)
+    if export_only:
+        export_study(open_study(spec), spec)
+        _print_study(spec.directory, as_json)
+        return
+    env = {}
+    if gpu is not None:
+        device = spec.workload.device
+        if device != "cuda":
+            raise UserError(f"study {name!r} runs on {device}; --gpu shows a worker's trials one "
+                            "GPU, as cuda: drop --gpu" + (" (or start a study with --device cuda)"
+                                                          if device.startswith("cuda") else ""))
+        if not fake_runner:
+            choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
+        env = pin(gpu)
+    runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
+        timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache", env=env)
+    prefix = "" if gpu is None else f"gpu{gpu} "
+
+    def say(text: str) -> None:
+        if not quiet:
+            click.echo(prefix + text, err=True)
+
+    search_ = Search(spec, runner, on_trial=lambda e: say(_progress_line(e)),
+                     on_message=say, on_start=lambda n, c: say(f"  running {c.label} "
+                                                               f"bs={c.batch_size} ..."))
+    _run_search(search_, say, as_json)
 
 
 if __name__ == "__main__":

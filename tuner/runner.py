@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol as TypingProtocol
 
 from tuner.records import Status, TrialRequest, TrialResult, write_json_atomic
+from tuner.worker import PARENT_PID_ENV
 
 STDERR_TAIL_CHARS = 4000
 
@@ -60,6 +61,7 @@ class ProcessRunner:
         else:
             cache = fresh_cache = Path(tempfile.mkdtemp(prefix="tuner-cache-"))
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
+               PARENT_PID_ENV: str(os.getpid()),  # the trial dies with this process
                "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
                "TRITON_CACHE_DIR": str(cache / "triton")}
 

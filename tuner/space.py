@@ -150,7 +150,8 @@ def build_space(
 
     ``None`` for a dimension means the default for the device: eager, inductor (and cudagraphs
     on CUDA); every inductor mode the device can use; ``dynamic=False`` only (static shapes are
-    what a fixed batch size serves; ask for ``None``/``True`` to compare).
+    what a fixed batch size serves; ask for ``None``/``True`` to compare). Eager is always in
+    the space: every row's speedup is measured against it.
     """
     have_backends = list(available_backends or installed_backends())
     have_modes = list(available_modes or installed_modes())
@@ -170,6 +171,9 @@ def build_space(
             raise UserError(f"unknown backend {b!r}: this torch offers {', '.join(have_backends)}")
         if b in _CUDA_ONLY_BACKENDS and not on_cuda:
             raise UserError(f"backend {b!r} needs a CUDA device; this run is on {device}")
+    if EAGER not in backends:
+        # Eager is the baseline every row is compared with: always measured, so always in the space.
+        backends = [EAGER, *backends]
 
     if modes is not None and INDUCTOR not in backends:
         raise UserError("--mode applies to the inductor backend only: add inductor to --backend "

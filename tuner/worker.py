@@ -5,13 +5,15 @@ build and apply knobs → eager reference → cold first call → warm-up until 
 correctness → compile health → steady-state latency and memory → one record, written atomically.
 
 Contract with the parent (:mod:`tuner.runner`): the record in RESULT.json is the truth; the exit
-code says the same thing for anyone watching processes. No record means the process died.
+code says the same thing for anyone watching processes. No record means the process died. If the
+parent sets TUNER_PARENT_PID, the trial dies with that process (Linux).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 import traceback
@@ -28,6 +30,8 @@ EXIT_CODES = {
     Status.WRONG_RESULT: 6,
 }
 # Any other exit (a signal, an abort, Python's own 1 for an uncaught error) is a crash.
+
+PARENT_PID_ENV = "TUNER_PARENT_PID"  # set by the runner: the trial dies with that process
 
 _CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
@@ -170,8 +174,36 @@ def _describe(exc: BaseException) -> str:
     return text[:4000]
 
 
+def die_with_parent() -> None:
+    """Be killed when the process named by TUNER_PARENT_PID dies (Linux; elsewhere a no-op).
+
+    The parent kills this trial's process group whenever it ends a trial, but killed outright
+    (SIGKILL, the OOM killer) it cannot, and an orphaned trial would go on computing on the GPU
+    beside the trial that measures its config again. The kernel signals us when the parent's
+    thread that started us exits: the runner starts trials from the search loop's thread.
+    """
+    parent = os.environ.get(PARENT_PID_ENV, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # a wrapper between us, or the parent died just before
+        try:
+            os.kill(int(parent), 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
+    die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m tuner.worker REQUEST.json RESULT.json", file=sys.stderr)

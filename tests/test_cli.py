@@ -1,0 +1,189 @@
+"""The command line as a user meets it: results on stdout, progress on stderr, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from tuner import results
+from tuner.cli import main
+
+STUDY = "resnet18-cpu"
+
+
+def search_args(tmp_path, *extra: str, **options: str | None) -> list[str]:
+    """``search`` on a 4-config space: (eager, inductor default) x batch sizes 1, 8.
+    ``options`` replace those defaults (``backend=None`` drops the option)."""
+    chosen = {"model": "resnet18", "device": "cpu", "backend": "eager,inductor",
+              "mode": "default", "batch_sizes": "1,8", "studies_dir": str(tmp_path), **options}
+    args = ["search", "--fake-runner"]
+    for name, value in chosen.items():
+        if value is not None:
+            args += [f"--{name.replace('_', '-')}", value]
+    return args + list(extra)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_one_line_error(result, *words: str) -> None:
+    assert result.exit_code != 0 and result.exit_code != 130
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """One finished study, shared by the tests that only read it."""
+    root = tmp_path_factory.mktemp("studies")
+    result = invoke(*search_args(root))
+    assert result.exit_code == 0, result.output
+    return root, result
+
+
+# -- search -------------------------------------------------------------------------------------
+
+def test_search_prints_the_table_on_stdout_and_progress_on_stderr(study):
+    root, result = study
+    assert "batch size 1: Pareto-optimal configs" in result.stdout
+    assert "batch size 8: Pareto-optimal configs" in result.stdout
+    assert "inductor:default" in result.stdout and "faster than eager" in result.stdout
+    assert "[1]" not in result.stdout and "running" not in result.stdout
+    assert "running eager bs=1 ..." in result.stderr
+    assert "[4] " in result.stderr and "stopped: every config" in result.stderr
+    assert "p50" not in result.stderr.split("stopped:")[1]  # the table is not on stderr
+    for name in (results.TRIALS_FILE, results.PARETO_FILE):
+        assert (root / STUDY / name).exists()
+
+
+def test_search_json_is_pure_json_on_stdout(tmp_path):
+    result = invoke(*search_args(tmp_path, "--json"))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["study"] == STUDY and data["trials"] == 4 and data["failed"] == 0
+    assert {row["batch_size"] for row in data["pareto"]} == {1, 8}
+    assert set(data["verdicts"]) == {"1", "8"}
+    assert "running" in result.stderr
+
+
+def test_quiet_search_prints_nothing_on_stderr(tmp_path):
+    result = invoke(*search_args(tmp_path, "-q"))
+    assert result.exit_code == 0 and result.stderr == ""
+    assert "Pareto-optimal" in result.stdout
+
+
+def test_search_again_resumes_and_measures_nothing_new(study):
+    root, _ = study
+    result = invoke(*search_args(root))
+    assert result.exit_code == 0, result.output
+    assert "  running " not in result.stderr
+    assert "0 new trials, 4 in the study" in result.stderr
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"model": "resnet19"}, ["unknown model 'resnet19'", "resnet18"]),
+    ({"model": "tests.models:no_such_factory"}, ["no callable 'no_such_factory'"]),
+    ({"backend": "warp-drive"}, ["unknown backend 'warp-drive'"]),
+    ({"mode": "ludicrous"}, ["unknown mode 'ludicrous'"]),
+    ({"mode": "reduce-overhead"}, ["needs a CUDA device"]),
+    ({"backend": "eager"}, ["--mode applies to the inductor backend"]),
+    ({"batch_sizes": "0"}, ["batch size '0'"]),
+    ({"batch_sizes": "a,1"}, ["batch size 'a'"]),
+    ({"dynamic": "maybe"}, ["--dynamic 'maybe'"]),
+    ({"budget": "soon"}, ["cannot read duration 'soon'"]),
+    ({"budget": "0"}, ["duration '0'", "more than zero"]),
+    ({"timeout": "0s"}, ["duration '0s'", "more than zero"]),
+], ids=lambda v: ",".join(f"{k}={o}" for k, o in v.items()) if isinstance(v, dict) else "")
+def test_bad_input_is_a_one_line_error_and_creates_nothing(tmp_path, options, words):
+    result = invoke(*search_args(tmp_path, **options))
+    assert_one_line_error(result, *words)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_studies_dir_under_a_regular_file_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = invoke(*search_args(tmp_path, studies_dir=str(blocker / "studies")))
+    assert_one_line_error(result, "cannot write to", "--studies-dir")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_studies_dir_is_a_one_line_error(tmp_path):
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    try:
+        result = invoke(*search_args(readonly))
+    finally:
+        readonly.chmod(0o700)
+    assert_one_line_error(result, "cannot write to", "--studies-dir")
+
+
+def test_resume_with_another_space_is_a_one_line_error(study):
+    root, _ = study
+    result = invoke(*search_args(root, batch_sizes="1,8,32"))
+    assert_one_line_error(result, "another search space", "batch_sizes")
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+def test_show_prints_the_pareto_table(study):
+    root, searched = study
+    result = invoke("show", str(root / STUDY))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == searched.stdout  # the same report as the end of the search
+    assert result.stderr == ""
+
+
+def test_show_finds_a_study_by_name_under_studies_dir(study):
+    root, _ = study
+    by_name = invoke("show", STUDY, "--studies-dir", str(root))
+    assert by_name.exit_code == 0, by_name.output
+    assert by_name.stdout == invoke("show", str(root / STUDY / results.TRIALS_FILE)).stdout
+
+
+def test_show_json(study):
+    root, _ = study
+    result = invoke("show", str(root / STUDY), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    front = results.pareto(results.read(root / STUDY)[0])
+    assert [row["trial_number"] for row in data["pareto"]] == list(front["trial_number"])
+    every = json.loads(invoke("show", str(root / STUDY), "--json", "--all").stdout)
+    assert len(every["pareto"]) == 4
+
+
+def test_show_on_a_file_that_is_not_a_study_is_a_one_line_error(tmp_path):
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1]}), other)
+    assert_one_line_error(invoke("show", str(other)), "not a tuner study file")
+    assert_one_line_error(invoke("show", str(tmp_path / "missing")), "no such file")
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+def test_every_command_has_help_with_an_example():
+    assert main.commands
+    for name, command in main.commands.items():
+        assert "Example" in (command.help or ""), name
+        for flag in ("--help", "-h"):
+            result = invoke(name, flag)
+            assert result.exit_code == 0, (name, flag, result.output)
+            assert "Example" in result.stdout and "Usage:" in result.stdout
+
+
+def test_top_level_help():
+    for flag in ("--help", "-h"):
+        result = invoke(flag)
+        assert result.exit_code == 0 and "tuner search" in result.stdout
+        for name in main.commands:
+            assert name in result.stdout

@@ -1,0 +1,194 @@
+"""`tuner compare`: studies of one model made on different GPU models, side by side."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from tuner import fingerprint as fingerprint_module
+from tuner import results
+from tuner.cli import main
+from tuner.compare import compare, plot
+from tuner.errors import UserError
+from tuner.recommendation import recommend
+from tuner.records import Status
+from tuner.workload import Workload
+
+from .synthetic import configs, fingerprint, write_study
+
+# FakeRunner at speed s, batch size 1: eager 6.25/s ms, inductor:reduce-overhead 3.75/s,
+# inductor:max-autotune 3.4375/s (and 90 s to compile), inductor:default 5/s, cudagraphs 4.6875/s.
+
+
+@pytest.fixture
+def two_gpus(tmp_path):
+    """A fast GPU where max-autotune wins, and a slow one where max-autotune runs out of memory."""
+    h200 = write_study(tmp_path, "resnet18-h200", gpu="NVIDIA H200", speed=2.0)
+    l4 = write_study(tmp_path, "resnet18-l4", gpu="NVIDIA L4", speed=0.7,
+                     fail={"inductor:max-autotune": Status.OOM})
+    return h200, l4
+
+
+def best(comparison, bs, objective, study):
+    return next(b for b in comparison.best
+                if (b.batch_size, b.objective, b.study) == (bs, objective, study))
+
+
+def transfer(comparison, bs, source, target):
+    return next(t for t in comparison.transfers
+                if (t.batch_size, t.source, t.target) == (bs, source, target))
+
+
+def test_best_config_per_objective_with_ratios_and_own_eager(two_gpus):
+    c = compare(two_gpus)
+    assert [s.name for s in c.studies] == ["resnet18-h200", "resnet18-l4"]
+    assert c.batch_sizes == [1, 8]
+    a, b = best(c, 1, "latency", "A"), best(c, 1, "latency", "B")
+    assert a.label == "inductor:max-autotune" and a.latency_ms_p50 == pytest.approx(3.4375 / 2)
+    assert b.label == "inductor:reduce-overhead" and b.latency_ms_p50 == pytest.approx(3.75 / 0.7)
+    assert a.latency_vs_a is None
+    assert b.latency_vs_a == pytest.approx((3.75 / 0.7) / (3.4375 / 2))
+    assert b.throughput_vs_a == pytest.approx(1 / b.latency_vs_a)
+    assert b.compile_vs_a == pytest.approx(17 / 90)
+    assert b.memory_vs_a == pytest.approx(1.0)
+    # Each study against its own eager baseline.
+    assert a.speedup_vs_eager == pytest.approx(6.25 / 3.4375)
+    assert b.speedup_vs_eager == pytest.approx(6.25 / 3.75)
+    assert best(c, 8, "warmup", "B").label == "eager"
+    assert best(c, 8, "memory", "A").label == "inductor:default"
+
+
+def test_transfer_between_gpus(two_gpus):
+    c = compare(two_gpus)
+    # The H200's fastest config ran out of memory on the L4.
+    t = transfer(c, 1, "A", "B")
+    assert (t.label, t.outcome, t.detail) == ("inductor:max-autotune", "failed", "oom")
+    assert t.target_best_label == "inductor:reduce-overhead"
+    # The L4's fastest config is on the H200's front, 9% slower than the H200's best there.
+    t = transfer(c, 1, "B", "A")
+    assert (t.label, t.outcome) == ("inductor:reduce-overhead", "on_front")
+    assert t.target_latency_ms == pytest.approx(3.75 / 2)
+    assert t.slowdown_vs_target_best == pytest.approx(3.75 / 3.4375)
+
+
+def test_transfer_off_the_front_and_not_measured(tmp_path, two_gpus):
+    # On this machine max-autotune measured slow and heavy: eager dominates it.
+    slow = write_study(tmp_path, "slow", gpu="NVIDIA T4", changes={"inductor:max-autotune": {
+        "latency_ms_p50": 50.0, "latency_ms_p90": 51.0, "vram_bytes_steady_reserved": 4 * 2**30}})
+    lean = write_study(tmp_path, "lean", gpu="NVIDIA A10",
+                       trial_configs=configs(labels=["eager", "inductor:default"]))
+    c = compare([two_gpus[0], slow, lean])
+    t = transfer(c, 1, "A", "B")
+    assert t.outcome == "off_front" and t.target_latency_ms == 50.0
+    assert t.slowdown_vs_target_best == pytest.approx(50.0 / 3.75)
+    assert transfer(c, 1, "A", "C").outcome == "not_measured"
+    assert best(c, 1, "latency", "C").latency_vs_a == pytest.approx(5.0 / (3.4375 / 2))
+    text = c.render()
+    assert "A's inductor:max-autotune on B: NOT on B's Pareto front, 50.000 ms, 13.33x slower " \
+           "than B's best, inductor:reduce-overhead (3.750 ms)" in text
+    assert "A's inductor:max-autotune on C: not measured there" in text
+
+
+def test_fingerprints_shown_and_torch_difference_called_out(tmp_path, two_gpus):
+    text = compare(two_gpus).render()
+    assert "NVIDIA H200" in text and "NVIDIA L4" in text
+    assert "torch differs" not in text
+    newer = write_study(tmp_path, "newer", gpu="NVIDIA L4", torch_version="2.12.0")
+    c = compare([two_gpus[0], newer])
+    assert any("torch differs (A 2.11.0, B 2.12.0)" in n for n in c.confounders)
+    assert "note: torch differs" in c.render()
+    bf16 = write_study(tmp_path, "bf16", workload=Workload("resnet18", "cuda", dtype="bfloat16"))
+    assert any("dtype: A float32, B bfloat16" in n for n in compare([two_gpus[0], bf16]).confounders)
+
+
+def test_json_and_plot_from_the_cli(two_gpus, tmp_path):
+    png = tmp_path / "fronts.png"
+    out = CliRunner().invoke(main, ["compare", *map(str, two_gpus), "--json", "--plot", str(png)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output[out.output.index("{"):])
+    assert [s["tag"] for s in data["studies"]] == ["A", "B"]
+    assert data["studies"][1]["fingerprints"][0]["gpu_name"] == "NVIDIA L4"
+    row = next(b for b in data["best"] if (b["batch_size"], b["objective"], b["study"])
+               == (1, "latency", "B"))
+    assert row["label"] == "inductor:reduce-overhead" and row["latency_vs_a"] > 3
+    assert {t["outcome"] for t in data["transfers"]} == {"failed", "on_front"}
+    assert set(data["fronts"]["A"]) == {"1", "8"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_text_output_from_the_cli(two_gpus):
+    out = CliRunner().invoke(main, ["compare", str(two_gpus[0] / "trials.parquet"),
+                                    str(two_gpus[1])])
+    assert out.exit_code == 0, out.output
+    assert "batch size 1: best config per objective" in out.output
+    assert "B's inductor:reduce-overhead on A: on A's Pareto front, 1.875 ms, 1.09x slower" \
+        in out.output
+
+
+def test_plot_writes_a_png(two_gpus, tmp_path):
+    path = plot(compare(two_gpus), tmp_path / "p.png")
+    assert path.stat().st_size > 10_000
+
+
+def test_bad_input_is_a_one_line_error(two_gpus, tmp_path):
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"PAR1" + b"\x00garbage" * 50)
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), foreign)
+    runner = CliRunner()
+    for bad, words in ((corrupt, "not a readable Parquet file"),
+                       (foreign, "not a tuner study file"),
+                       (tmp_path / "missing", "no such file")):
+        out = runner.invoke(main, ["compare", str(two_gpus[0]), str(bad)])
+        assert out.exit_code == 1, out.output
+        assert out.output.startswith("Error: ") and words in out.output
+        assert out.output.count("\n") == 1
+    out = runner.invoke(main, ["compare", str(two_gpus[0])])
+    assert out.exit_code == 1 and "at least two studies" in out.output
+
+
+def test_a_file_of_an_old_schema_version_loads(two_gpus, tmp_path, monkeypatch):
+    """A v0-like file: columns added later (throughput, warm-up, memory, speedup, the per-row
+    fingerprint) are missing; they are filled in from the others where they can be."""
+    df, meta = results.read(two_gpus[1])
+    dropped = ["throughput_per_s", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
+               "peak_vram_bytes", "eager_latency_ms_p50", "speedup_vs_eager", "break_even_calls",
+               "graph_break_reasons", "recompile_reasons"] + [c for c in df if c.startswith("fp_")]
+    old = df.drop(columns=dropped + ["schema_version"])
+    table = pa.Table.from_pandas(old, preserve_index=False)
+    table = table.replace_schema_metadata({
+        b"tuner.schema_version": b"0", b"tuner.study": b'"resnet18-l4-v0"',
+        b"tuner.workload": json.dumps(meta["workload"]).encode(),
+        b"tuner.fingerprints": json.dumps(meta["fingerprints"]).encode()})
+    v0 = tmp_path / "v0.parquet"
+    pq.write_table(table, v0)
+
+    c = compare([two_gpus[0], v0])
+    b = best(c, 1, "latency", "B")
+    assert c.studies[1].name == "resnet18-l4-v0"
+    assert b.label == "inductor:reduce-overhead"
+    assert b.throughput_per_s == pytest.approx(1e3 * 0.7 / 3.75)
+    assert b.speedup_vs_eager == pytest.approx(6.25 / 3.75)
+    assert b.peak_memory_bytes is not None
+    assert transfer(c, 1, "B", "A").outcome == "on_front"
+    assert "NVIDIA L4" in c.render()
+    monkeypatch.setattr(fingerprint_module, "collect", lambda device: fingerprint("NVIDIA L4"))
+    rec = recommend(v0, batch_size=1, objective="throughput", max_vram_gb=1.0)
+    assert rec.config.label == "inductor:default" and rec.fingerprint["gpu_name"] == "NVIDIA L4"
+
+
+def test_a_newer_schema_is_refused(two_gpus, tmp_path):
+    table = pq.read_table(two_gpus[0] / "trials.parquet")
+    meta = {**table.schema.metadata, b"tuner.schema_version": b"99"}
+    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "future.parquet")
+    with pytest.raises(UserError, match="schema version 99 is newer"):
+        compare([two_gpus[0], tmp_path / "future.parquet"])
+
+
+def test_cli_help_has_examples():
+    out = CliRunner().invoke(main, ["compare", "--help"])
+    assert out.exit_code == 0 and "Examples:" in out.output and "--plot" in out.output

@@ -1,0 +1,143 @@
+"""Several hosts' worth of workers on one study in a real PostgreSQL server (fake runner): no trial
+lost or measured twice, a killed worker's trial recovered, passwords kept out of every output.
+
+Needs a server on 127.0.0.1:5432 (trust auth, database ``test``) or TUNER_TEST_POSTGRES_URL;
+skips with the reason otherwise. Each test makes its own uniquely named study and deletes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import uuid
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests import workers
+from tuner import results
+from tuner.study import INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR, RETRY_ATTR, make_storage
+
+URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PASSWORD = "s3cret-Pw9"  # trust auth ignores it; it must show up nowhere
+
+
+def _unavailable() -> str | None:
+    try:
+        import psycopg2  # noqa: F401
+    except ImportError:
+        return "psycopg2 is not installed: pip install -e '.[postgres]'"
+    import sqlalchemy
+    from sqlalchemy.engine import make_url
+
+    try:
+        engine = sqlalchemy.create_engine(make_url(URL).set(drivername="postgresql+psycopg2"),
+                                          connect_args={"connect_timeout": 2})
+        with engine.connect():
+            pass
+        engine.dispose()
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        first = str(exc.orig if hasattr(exc, "orig") else exc).strip().splitlines()[0]
+        return f"no PostgreSQL server at {URL.split('@')[-1]}: {first}"
+    return None
+
+
+REASON = _unavailable()
+pytestmark = [pytest.mark.postgres,
+              pytest.mark.skipif(REASON is not None, reason=REASON or ""),
+              pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
+
+
+def with_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(password=PASSWORD).render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def name():
+    """A study name no other test run uses; the study is deleted afterwards."""
+    study = f"tuner-test-{uuid.uuid4().hex[:12]}"
+    yield study
+    try:
+        optuna.delete_study(study_name=study, storage=make_storage(URL))
+    except KeyError:
+        pass
+
+
+def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path, name):
+    spec = workers.create(tmp_path / "host-a", name, storage=URL)
+    procs = [workers.start(spec, seed=i) for i in range(3)]
+    for proc in procs:
+        workers.finish(proc)
+    measured = workers.assert_every_config_measured_once(spec)
+    assert len({t.user_attrs[OWNER_ATTR]["pid"] for t in measured}) >= 2  # they shared the work
+
+    # Another host exports the Parquet files from the storage into its own studies folder.
+    elsewhere = dataclasses.replace(spec, root=tmp_path / "host-b")
+    workers.finish(workers.start(elsewhere, "--export-only"))
+    df, meta = results.read(tmp_path / "host-b" / name)
+    assert sorted(df["config_key"]) == sorted(c.key for c in spec.space.configs())
+    assert meta["storage"] == URL  # no password in this URL to hide
+
+
+def test_a_killed_workers_trial_on_postgres_goes_stale_and_is_measured_again(tmp_path, name):
+    spec = workers.create(tmp_path, name, storage=URL, space=workers.SPACE_SMALL)
+    doomed = workers.start(spec, delay_s=60, env=workers.FAST_HEARTBEAT)
+    survivor = workers.start(spec, seed=1, env=workers.FAST_HEARTBEAT)
+    stuck = workers.wait_for_trial(spec, doomed.pid)
+    workers.wait_for_trial(spec, survivor.pid, running=False)  # past its same-host check
+    workers.kill(doomed)
+    _, err = workers.finish(survivor)
+
+    measured = workers.assert_every_config_measured_once(spec)
+    dead = workers.load(spec).trials[stuck.number]
+    assert dead.state is TrialState.FAIL and INTERRUPTED_ATTR not in dead.user_attrs
+    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
+    assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
+    assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
+    assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
+
+
+def tuner(*args: str, cwd) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120)
+
+
+def test_a_password_in_the_storage_url_reaches_no_output_log_or_file(tmp_path, name):
+    secret_url = with_password(URL)
+    assert PASSWORD in secret_url
+    search = tuner("search", "--fake-runner", "--model", "resnet18", "--device", "cpu",
+                   "--backend", "eager,inductor", "--mode", "default", "--batch-sizes", "1",
+                   "--name", name, "--storage", secret_url, "--trials", "1", "--json",
+                   "--studies-dir", str(tmp_path / "a"), cwd=tmp_path)
+    assert search.returncode == 0, search.stderr
+    work = tuner("worker", "--study", name, "--storage", secret_url, "--json", "--fake-runner",
+                 "--studies-dir", str(tmp_path / "b"), cwd=tmp_path)
+    assert work.returncode == 0, work.stderr
+    assert '"pareto"' in work.stdout
+    for run in (search, work):
+        assert PASSWORD not in run.stdout and PASSWORD not in run.stderr
+
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == results.TRIALS_FILE for p in files)
+    leaks = [str(p) for p in files if PASSWORD.encode() in p.read_bytes()]
+    assert leaks == []
+    _, meta = results.read(tmp_path / "b" / name)
+    assert meta["storage"] == secret_url.replace(PASSWORD, "***")
+
+
+@pytest.mark.parametrize("port", ["1", "notaport"])
+def test_a_storage_that_cannot_be_opened_is_a_one_line_error_without_the_password(tmp_path, port):
+    from sqlalchemy.engine import make_url
+
+    host = make_url(URL).host
+    bad = f"postgresql://postgres:{PASSWORD}@{host}:{port}/test"
+    run = tuner("worker", "--study", "x", "--storage", bad, "--fake-runner", cwd=tmp_path)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr.startswith("Error: cannot open storage postgresql://postgres:***@")
+    assert run.stderr.count("\n") == 1 and PASSWORD not in run.stderr

@@ -1,0 +1,324 @@
+"""tuner.recommend / `tuner recommend`: what a user gets from a study in production code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from click.testing import CliRunner
+from torch import nn
+
+import tuner
+from tuner import fingerprint as fingerprint_module
+from tuner.cli import main
+from tuner.errors import UserError
+from tuner.recommendation import GIB, MismatchWarning, Recommendation, recommend
+from tuner.records import Status
+from tuner.space import TrialConfig
+from tuner.workload import Workload
+
+from .synthetic import configs, fingerprint, write_study
+
+# FakeRunner's numbers at batch size 1 (speed 1): p50 ms, memory, first call s
+#   eager 6.25 / 0.96 GiB / 0 s              inductor:default 5.0 / 0.96 GiB / 15 s
+#   cudagraphs 4.69 / 1.25 GiB / 3 s          inductor:reduce-overhead 3.75 / 1.25 GiB / 17 s
+#   inductor:max-autotune 3.44 / 1.25 GiB / 90 s
+
+
+@pytest.fixture(autouse=True)
+def same_machine(monkeypatch):
+    """By default the running process looks like the machine that made the studies."""
+    monkeypatch.setattr(fingerprint_module, "collect", lambda device: fingerprint())
+
+
+@pytest.fixture
+def study(tmp_path):
+    return write_study(tmp_path, "h200")
+
+
+# -- choosing ----------------------------------------------------------------------------------
+def test_latency_picks_the_fastest_verified_config(study):
+    rec = recommend(study, batch_size=1)
+    assert isinstance(rec, Recommendation)
+    assert rec.config == TrialConfig("inductor", 1, "max-autotune", False)
+    assert rec.measured.latency_ms_p50 == pytest.approx(3.4375)
+    assert rec.measured.speedup_vs_eager == pytest.approx(6.25 / 3.4375)
+    assert rec.workload == Workload(model="resnet18", device="cuda")
+    assert rec.fingerprint["gpu_name"] == "NVIDIA H200"
+    assert rec.row["label"] == "inductor:max-autotune" and rec.candidates == 5
+    assert rec.mismatch == ()
+
+
+def test_each_objective(study):
+    assert recommend(study, batch_size=8, objective="throughput").config.label == \
+        "inductor:max-autotune"
+    # Memory: eager and inductor:default tie at 1.16 GiB; the lower p90 (inductor:default) wins.
+    assert recommend(study, batch_size=8, objective="memory").config.label == "inductor:default"
+    # Warm-up: eager costs no compile.
+    assert recommend(study, batch_size=8, objective="warmup").config.label == "eager"
+
+
+def test_throughput_may_choose_the_batch_size(study):
+    rec = recommend(study, objective="throughput")
+    assert rec.config.batch_size == 8 and rec.candidates == 10
+
+
+def test_constraints(study):
+    # 1.0 GiB leaves the configs without CUDA graphs; the fastest of them is inductor:default.
+    assert recommend(study, batch_size=1, max_vram_gb=1.0).config.label == "inductor:default"
+    # 20 s of compile leaves out max-autotune (90 s).
+    assert recommend(study, batch_size=1, max_compile_s=20).config.label == \
+        "inductor:reduce-overhead"
+    # Cheapest warm-up that serves within 5 ms: cudagraphs (3 s compile, 4.69 ms).
+    rec = recommend(study, batch_size=1, objective="warmup", max_latency_ms=5)
+    assert rec.config.label == "cudagraphs"
+    assert rec.constraints.max_latency_ms == 5
+
+
+def test_vram_limit_counts_the_compile_peak(tmp_path):
+    # Serving needs 1.25 GiB, but compiling reached 3 GiB: a 2 GiB card would not survive it.
+    study = write_study(tmp_path, "s", trial_configs=configs([1], ["eager", "inductor:max-autotune"]),
+                        changes={"inductor:max-autotune": {
+                            "vram_bytes_compile_reserved": 3 * GIB}})
+    assert recommend(study, max_vram_gb=2).config.label == "eager"
+    assert recommend(study, max_vram_gb=4).config.label == "inductor:max-autotune"
+
+
+def test_only_finished_and_verified_configs_are_recommended(tmp_path):
+    study = write_study(
+        tmp_path, "s", fail={"inductor:max-autotune": Status.OOM},
+        changes={"inductor:reduce-overhead": {"correct": None},  # could not be checked
+                 "cudagraphs": {"correct": False}})
+    assert recommend(study, batch_size=1).config.label == "inductor:default"
+
+
+def test_ties_are_broken_by_p90_then_warmup_then_trial(tmp_path):
+    same = {"latency_ms_p50": 2.0, "latency_ms_p90": 2.5, "compile_s_cold": 10.0, "warmup_s": 0.0}
+    study = write_study(
+        tmp_path, "ties", trial_configs=configs([1], ["inductor:default", "inductor:reduce-overhead",
+                                                      "cudagraphs", "inductor:max-autotune"]),
+        changes={"inductor:default": dict(same),
+                 "inductor:reduce-overhead": dict(same),
+                 "cudagraphs": {**same, "compile_s_cold": 5.0},
+                 "inductor:max-autotune": {**same, "latency_ms_p90": 2.1, "compile_s_cold": 50.0}})
+    assert recommend(study).config.label == "inductor:max-autotune"  # lowest p90
+    study = write_study(tmp_path, "ties2", trial_configs=configs([1], [
+        "inductor:default", "inductor:reduce-overhead", "cudagraphs"]),
+        changes={"inductor:default": dict(same), "inductor:reduce-overhead": dict(same),
+                 "cudagraphs": {**same, "compile_s_cold": 5.0}})
+    assert recommend(study).config.label == "cudagraphs"  # same p90, cheaper warm-up
+    study = write_study(tmp_path, "ties3", trial_configs=configs([1], [
+        "inductor:reduce-overhead", "inductor:default"]),
+        changes={"inductor:default": dict(same), "inductor:reduce-overhead": dict(same)})
+    rec = recommend(study)
+    assert rec.config.label == "inductor:reduce-overhead" and rec.trial_number == 0
+    assert all(recommend(study).config == rec.config for _ in range(3))  # deterministic
+
+
+# -- clear failures ----------------------------------------------------------------------------
+def test_nothing_feasible_names_the_closest_config_and_the_broken_limit(study):
+    with pytest.raises(UserError) as err:
+        recommend(study, batch_size=1, max_vram_gb=0.5, max_compile_s=60)
+    text = str(err.value)
+    # eager and inductor:default both need 0.96 GiB, the least overshoot; the objective
+    # (latency) decides between them.
+    assert "closest is inductor:default" in text
+    assert "max_vram_gb" in text and "0.96 GiB" in text and "\n" not in text
+
+
+def test_closest_config_breaks_only_the_limit_named(study):
+    with pytest.raises(UserError, match=r"closest is inductor:max-autotune .*takes 90.0 s "
+                                        r"where max_compile_s=85: relax max_compile_s$"):
+        # max-autotune overshoots 85 s by 6%; reduce-overhead overshoots 3.5 ms by 7%.
+        recommend(study, batch_size=1, max_compile_s=85, max_latency_ms=3.5, max_vram_gb=2)
+
+
+def test_bad_requests_are_user_errors(study, tmp_path):
+    with pytest.raises(UserError, match="measured batch sizes 1, 8"):
+        recommend(study)  # latency, but at which batch size?
+    with pytest.raises(UserError, match="did not measure batch size 4; it measured 1, 8"):
+        recommend(study, batch_size=4)
+    with pytest.raises(UserError, match="unknown objective 'speed'"):
+        recommend(study, batch_size=1, objective="speed")
+    with pytest.raises(UserError, match="max_vram_gb=-1"):
+        recommend(study, batch_size=1, max_vram_gb=-1)
+    failed = write_study(tmp_path, "failed", trial_configs=configs([1], ["inductor:default"]),
+                         fail={"inductor:default": Status.COMPILE_ERROR})
+    with pytest.raises(UserError, match="1 of 1 trials failed"):
+        recommend(failed)
+
+
+def test_corrupt_or_foreign_files_are_one_line_errors(tmp_path):
+    bad = tmp_path / "trials.parquet"
+    bad.write_text("not parquet at all")
+    with pytest.raises(UserError) as err:
+        recommend(bad)
+    assert "not a readable Parquet file" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(UserError, match="no such file"):
+        recommend(tmp_path / "nowhere")
+
+
+# -- another machine ---------------------------------------------------------------------------
+def test_another_gpu_or_torch_warns_naming_both(study, monkeypatch):
+    monkeypatch.setattr(fingerprint_module, "collect",
+                        lambda device: fingerprint("NVIDIA L4", torch_version="2.12.0"))
+    with pytest.warns(MismatchWarning) as caught:
+        rec = recommend(study, batch_size=1)
+    text = str(caught[0].message)
+    assert "NVIDIA H200" in text and "NVIDIA L4" in text
+    assert "torch 2.11.0 vs 2.12.0" in text
+    assert rec.mismatch and rec.config.label == "inductor:max-autotune"
+
+
+def test_strict_refuses_another_machine(study, monkeypatch):
+    monkeypatch.setattr(fingerprint_module, "collect",
+                        lambda device: {**fingerprint(), "driver": "590.1"})
+    with pytest.raises(UserError, match="driver 580.0 vs 590.1.*strict"):
+        recommend(study, batch_size=1, strict=True)
+
+
+def test_same_machine_no_warning(study):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        recommend(study, batch_size=1, strict=True)
+
+
+def test_cuda_study_on_a_machine_without_cuda_is_checked_on_the_cpu(study, monkeypatch):
+    asked = []
+    cpu = {**fingerprint(), "device_kind": "cpu", "gpu_name": None, "driver": None}
+    monkeypatch.setattr(fingerprint_module, "collect", lambda device: asked.append(device) or cpu)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(MismatchWarning, match="device cuda vs cpu"):
+        recommend(study, batch_size=1)
+    assert asked == ["cpu"]  # CUDA is never touched
+
+
+# -- into production ---------------------------------------------------------------------------
+@pytest.fixture
+def compile_calls(monkeypatch):
+    """Record torch.compile's arguments and let the real torch.compile run (it compiles lazily:
+    nothing is compiled unless the model is called)."""
+    calls = []
+    real = torch.compile
+
+    def spy(model, **kwargs):
+        calls.append(kwargs)
+        return real(model, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", spy)
+    return calls
+
+
+def cpu_study(tmp_path, label, **workload):
+    load = Workload(model="tests.models:tiny_cnn", device="cpu", **workload)
+    return write_study(tmp_path, f"cpu-{label.replace(':', '-')}", workload=load,
+                       trial_configs=configs([1], [label]))
+
+
+def test_apply_compiles_with_exactly_the_recorded_arguments(tmp_path, compile_calls):
+    rec = recommend(cpu_study(tmp_path, "inductor:default"))
+    model = nn.Linear(4, 2)
+    compiled = rec.apply(model)
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
+    assert compiled._orig_mod is model
+    assert compile_calls == [{"backend": "inductor", "dynamic": False, "mode": "default"}]
+    assert compile_calls[0] == rec.config.compile_kwargs()
+
+
+def test_apply_leaves_eager_uncompiled(tmp_path, compile_calls):
+    rec = recommend(cpu_study(tmp_path, "eager"))
+    model = nn.Linear(4, 2)
+    assert rec.apply(model) is model and compile_calls == []
+
+
+def test_apply_sets_the_studys_knobs(tmp_path, compile_calls, monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    load = Workload(model="resnet18", device="cuda", channels_last=True, cudnn_benchmark=False)
+    rec = recommend(write_study(tmp_path, "knobs", workload=load,
+                                trial_configs=configs([1], ["inductor:default"])))
+    model = nn.Conv2d(3, 4, 3)
+    with pytest.warns(MismatchWarning, match="on cpu, the study ran on cuda"):
+        rec.apply(model)
+    assert torch.backends.cudnn.benchmark is False
+    assert model.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_apply_warns_about_another_dtype_and_does_not_cast(tmp_path, compile_calls):
+    rec = recommend(cpu_study(tmp_path, "inductor:default", dtype="bfloat16"))
+    model = nn.Linear(4, 2)
+    with pytest.warns(MismatchWarning, match="torch.float32, the study used torch.bfloat16"):
+        rec.apply(model)
+    assert model.weight.dtype == torch.float32
+
+
+def test_snippet_is_python_that_does_what_apply_does(tmp_path, compile_calls):
+    rec = recommend(cpu_study(tmp_path, "inductor:default"))
+    source = rec.snippet()
+    code = compile(source, "<snippet>", "exec")
+    namespace: dict = {}
+    exec(code, namespace)
+    compiled = namespace["compile_model"](nn.Linear(4, 2))
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
+    assert compile_calls == [rec.config.compile_kwargs()]
+    assert "trial 0" in source and "torch.float32" in source
+
+
+def test_snippet_for_a_cuda_study_sets_its_knobs(tmp_path):
+    load = Workload(model="resnet18", device="cuda", channels_last=True)
+    rec = recommend(write_study(tmp_path, "knobs", workload=load,
+                                trial_configs=configs([1], ["eager"])))
+    source = rec.snippet()
+    compile(source, "<snippet>", "exec")
+    assert "torch.backends.cudnn.benchmark = True" in source
+    assert "memory_format=torch.channels_last" in source
+    assert "torch.compile(" not in source and "return model" in source
+
+
+def test_package_exports_recommend_lazily(study):
+    assert tuner.recommend is recommend and tuner.Recommendation is Recommendation
+    out = subprocess.run([sys.executable, "-c", "import sys, tuner; "
+                          "print('pandas' in sys.modules, 'torch' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+def test_cli_table_json_and_python(study):
+    runner = CliRunner()
+    out = runner.invoke(main, ["recommend", str(study), "--batch-size", "1"])
+    assert out.exit_code == 0, out.output
+    assert "inductor:max-autotune" in out.output and "3.438 ms p50" in out.output
+    out = runner.invoke(main, ["recommend", str(study), "--objective", "throughput",
+                               "--max-compile-s", "20", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["config"] == {"backend": "inductor", "batch_size": 8, "mode": "reduce-overhead",
+                              "dynamic": False}
+    assert data["compile_kwargs"] == {"backend": "inductor", "dynamic": False,
+                                      "mode": "reduce-overhead"}
+    out = runner.invoke(main, ["recommend", str(study), "--batch-size", "1", "--format", "python"])
+    assert out.exit_code == 0, out.output
+    compile(out.output, "<cli snippet>", "exec")
+
+
+def test_cli_errors_and_warnings(study, monkeypatch):
+    runner = CliRunner()
+    out = runner.invoke(main, ["recommend", str(study), "--batch-size", "1",
+                               "--max-vram-gb", "0.5"])
+    assert out.exit_code == 1
+    assert out.output.startswith("Error: no config of study 'h200' at batch size 1")
+    assert out.output.count("\n") == 1
+    monkeypatch.setattr(fingerprint_module, "collect", lambda device: fingerprint("NVIDIA L4"))
+    out = runner.invoke(main, ["recommend", str(study), "--batch-size", "1", "--strict"])
+    assert out.exit_code == 1 and "NVIDIA L4" in out.output and "strict" in out.output
+    out = runner.invoke(main, ["recommend", str(study), "--batch-size", "1"])
+    assert out.exit_code == 0 and "warning: study 'h200': measured on NVIDIA H200" in out.output
+
+
+def test_cli_help_has_examples():
+    out = CliRunner().invoke(main, ["recommend", "--help"])
+    assert out.exit_code == 0 and "Examples:" in out.output and "--format python" in out.output

@@ -1,0 +1,237 @@
+"""The Parquet product: typed schema with units, fingerprints, Pareto sets, atomic writes, and
+one-line errors for files that are not tuner studies."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tuner import results
+from tuner.errors import UserError
+from tuner.fingerprint import FIELDS as FINGERPRINT_FIELDS
+from tuner.records import Status, TrialResult
+from tuner.space import TrialConfig
+from tuner.workload import Workload
+
+WORKLOAD = Workload(model="resnet18", device="cuda")
+FINGERPRINT = {"device_kind": "cuda", "gpu_name": "NVIDIA H200", "gpu_compute_capability": "9.0",
+               "gpu_memory_bytes": 150_000_000_000, "driver": "580.1", "cuda": "13.0",
+               "torch": "2.11.0", "triton": "3.5.0", "torchvision": "0.26.0", "python": "3.12.3",
+               "tuner": "0.1.0", "host": "gpu-box", "cpu": "Xeon"}
+
+
+def ok(p50: float, compile_s: float = 15.0, warmup_s: float = 1.0, vram: int = 2**30,
+       correct: bool | None = True) -> TrialResult:
+    return TrialResult(status=Status.OK, latency_ms_p50=p50, compile_s_cold=compile_s,
+                       warmup_s=warmup_s, vram_bytes_steady_reserved=vram, correct=correct,
+                       fingerprint=FINGERPRINT)
+
+
+def failed(status: Status = Status.COMPILE_ERROR) -> TrialResult:
+    return TrialResult.failure(status, "it broke", stderr_tail="Traceback ...",
+                               fingerprint=FINGERPRINT)
+
+
+def frame(*trials: tuple[TrialConfig, TrialResult]) -> pd.DataFrame:
+    return results.frame(results.trial_row("s", i, config, WORKLOAD, result)
+                         for i, (config, result) in enumerate(trials))
+
+
+EAGER1, EAGER8 = TrialConfig("eager", 1), TrialConfig("eager", 8)
+
+
+def inductor(bs: int, mode: str = "default", dynamic: bool | None = False) -> TrialConfig:
+    return TrialConfig("inductor", bs, mode, dynamic)
+
+
+# -- schema -------------------------------------------------------------------------------------
+
+def test_measurement_columns_carry_their_unit():
+    for name in ("latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "compile_s_cold",
+                 "time_to_steady_s", "peak_vram_bytes", "peak_memory_bytes", "throughput_per_s",
+                 "host_rss_bytes_peak", "wall_s", "break_even_calls", "speedup_vs_eager"):
+        assert name in results.COLUMNS
+    unit = re.compile(r"(^|_)(ms|s|bytes|calls|per_s)(_|$)")
+    for name in results.COLUMNS:
+        measures = r"(^|_)(latency|compile|warmup|time|memory|vram|rss|wall|import|build|measure)_"
+        if re.search(measures, name) and results.SCHEMA.field(name).type != pa.string():
+            assert unit.search(name), f"{name} has no unit in its name"
+
+
+def test_written_file_has_schema_version_and_fingerprint_on_rows_and_metadata(tmp_path):
+    df = frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0)),
+               (inductor(1, "reduce-overhead"), failed()))
+    results.export(tmp_path, df, {"study": "s", "workload": WORKLOAD.to_dict()})
+
+    for name in (results.TRIALS_FILE, results.PARETO_FILE):
+        table = pq.read_table(tmp_path / name)
+        assert table.schema.names == results.COLUMNS
+        assert table.schema.field("latency_ms_p50").type == pa.float64()
+        assert table.schema.field("batch_size").type == pa.int64()
+        meta = table.schema.metadata
+        assert meta[b"tuner.schema_version"] == str(results.SCHEMA_VERSION).encode()
+
+    back, meta = results.read(tmp_path / results.TRIALS_FILE)
+    assert len(back) == 3 and (back["schema_version"] == results.SCHEMA_VERSION).all()
+    for field in FINGERPRINT_FIELDS:  # failed rows too: every row says where it was measured
+        assert (back[f"fp_{field}"] == FINGERPRINT[field]).all(), field
+    assert meta["fingerprints"] == [FINGERPRINT]
+    assert meta["study"] == "s" and meta["workload"]["model"] == "resnet18"
+
+
+def test_read_of_a_study_folder_means_its_trials_file(tmp_path):
+    df = frame((EAGER1, ok(10.0)))
+    results.export(tmp_path, df, {"study": "s"})
+    back, _ = results.read(tmp_path)
+    assert list(back["config_key"]) == ["eager|bs=1"]
+
+
+def test_failed_trials_keep_status_message_and_stderr(tmp_path):
+    df = frame((EAGER1, ok(10.0)), (inductor(1), failed(Status.OOM)))
+    results.export(tmp_path, df, {"study": "s"})
+    back, _ = results.read(tmp_path)
+    row = back.set_index("config_key").loc[inductor(1).key]
+    assert row["status"] == "oom" and row["message"] == "it broke"
+    assert row["stderr_tail"] == "Traceback ..."
+
+
+# -- derived columns ----------------------------------------------------------------------------
+
+def test_speedup_vs_eager_and_break_even_calls():
+    df = frame((EAGER1, ok(10.0, compile_s=0.0, warmup_s=0.2)),
+               (inductor(1), ok(8.0, compile_s=15.0, warmup_s=0.2)),  # 2 ms saved per call
+               (inductor(1, "max-autotune"), ok(12.5)),  # slower than eager: never pays back
+               (EAGER8, ok(40.0, compile_s=0.0)), (inductor(8), ok(20.0, compile_s=9.0, warmup_s=1.0)),
+               (inductor(8, "reduce-overhead"), failed()))
+    rows = df.set_index("config_key")
+    assert rows.loc[inductor(1).key, "speedup_vs_eager"] == pytest.approx(1.25)
+    assert rows.loc[inductor(1).key, "break_even_calls"] == pytest.approx(15.2e3 / 2.0)
+    assert rows.loc[inductor(1, "max-autotune").key, "speedup_vs_eager"] == pytest.approx(0.8)
+    assert math.isnan(rows.loc[inductor(1, "max-autotune").key, "break_even_calls"])
+    # Each batch size is compared with eager at the same batch size.
+    assert rows.loc[inductor(8).key, "speedup_vs_eager"] == pytest.approx(2.0)
+    assert rows.loc[inductor(8).key, "break_even_calls"] == pytest.approx(10e3 / 20.0)
+    assert rows.loc[EAGER8.key, "speedup_vs_eager"] == pytest.approx(1.0)
+    assert math.isnan(rows.loc[EAGER8.key, "break_even_calls"])
+    assert math.isnan(rows.loc[inductor(8, "reduce-overhead").key, "speedup_vs_eager"])
+    assert rows.loc[inductor(1).key, "throughput_per_s"] == pytest.approx(125.0)
+    assert rows.loc[inductor(1).key, "time_to_steady_s"] == pytest.approx(15.2)
+
+
+def test_no_speedup_without_a_successful_eager_row():
+    df = frame((EAGER1, failed(Status.CRASH)), (inductor(1), ok(8.0)))
+    assert df["speedup_vs_eager"].isna().all() and df["break_even_calls"].isna().all()
+
+
+def test_memory_objective_is_device_memory_on_cuda_and_rss_on_cpu():
+    on_gpu = ok(5.0, vram=123)
+    on_cpu = TrialResult(status=Status.OK, latency_ms_p50=5.0, host_rss_bytes_peak=456)
+    assert results.memory_objective(on_gpu) == (123, "cuda_reserved")
+    assert results.memory_objective(on_cpu) == (456, "host_max_rss")
+
+
+# -- Pareto -------------------------------------------------------------------------------------
+
+def synthetic() -> pd.DataFrame:
+    rows = [  # label, batch size, p50 ms, memory bytes, warm-up s, status, correct
+        ("eager", 1, 10.0, 100, 0.0, "ok", True),
+        ("fast", 1, 8.0, 100, 15.0, "ok", True),
+        ("fast-twin", 1, 8.0, 100, 15.0, "ok", True),  # ties are not domination
+        ("dominated", 1, 9.0, 120, 16.0, "ok", True),  # worse than "fast" on every objective
+        ("lean", 1, 12.0, 50, 20.0, "ok", None),  # not checked: still a candidate
+        ("failed", 1, 1.0, 10, 0.0, "compile_error", None),
+        ("wrong", 1, 1.0, 10, 0.0, "ok", False),
+        ("unmeasured", 1, None, 100, 1.0, "ok", True),
+        # At batch size 8 this row would be dominated by "fast", but only its own batch counts.
+        ("bs8", 8, 12.0, 150, 16.0, "ok", True),
+        ("bs8-dominated", 8, 13.0, 150, 16.0, "ok", True),
+    ]
+    return pd.DataFrame(rows, columns=["label", "batch_size", *results.OBJECTIVES, "status",
+                                       "correct"])
+
+
+def test_pareto_keeps_non_dominated_ok_rows_per_batch_size():
+    front = results.pareto(synthetic())
+    assert sorted(front[front["batch_size"] == 1]["label"]) == ["eager", "fast", "fast-twin",
+                                                                "lean"]
+    assert list(front[front["batch_size"] == 8]["label"]) == ["bs8"]
+    assert list(front["batch_size"]) == sorted(front["batch_size"])  # sorted by batch, latency
+
+
+def test_pareto_of_nothing_is_empty():
+    assert results.pareto(synthetic().iloc[:0]).empty
+    df = synthetic()
+    assert results.pareto(df[df["status"] != "ok"]).empty
+
+
+# -- writing and reading ------------------------------------------------------------------------
+
+def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    path = tmp_path / results.TRIALS_FILE
+    results.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    assert [p.name for p in tmp_path.iterdir()] == [results.TRIALS_FILE]
+
+    def crash_halfway(table, where, **kwargs):
+        with open(where, "wb") as f:
+            f.write(b"PAR1 half a file")
+        raise KeyboardInterrupt  # the user pressed Ctrl-C mid-write
+
+    monkeypatch.setattr(results.pq, "write_table", crash_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        results.write(frame((EAGER1, ok(99.0)), (inductor(1), ok(5.0))), path, {"study": "s"})
+    assert [p.name for p in tmp_path.iterdir()] == [results.TRIALS_FILE]
+    back, _ = results.read(path)  # the old file, whole
+    assert list(back["latency_ms_p50"]) == [10.0]
+
+
+def one_line_error(path) -> str:
+    with pytest.raises(UserError) as exc:
+        results.read(path)
+    message = str(exc.value)
+    assert message and "\n" not in message
+    return message
+
+
+def test_reading_a_parquet_file_that_is_not_a_tuner_study_fails_clearly(tmp_path):
+    path = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), path)
+    assert "not a tuner study file" in one_line_error(path)
+
+
+def test_reading_a_corrupt_file_fails_clearly(tmp_path):
+    good = tmp_path / "good.parquet"
+    results.write(frame((EAGER1, ok(10.0))), good, {"study": "s"})
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    assert "not a readable Parquet file" in one_line_error(cut)
+    text = tmp_path / "notes.parquet"
+    text.write_text("hello\nworld\n")
+    assert "not a readable Parquet file" in one_line_error(text)
+
+
+def test_reading_a_missing_path_fails_clearly(tmp_path):
+    assert "no such file" in one_line_error(tmp_path / "nope.parquet")
+    assert "no such file" in one_line_error(tmp_path)  # a folder without a study
+
+
+def test_a_newer_schema_version_asks_to_upgrade(tmp_path):
+    path = tmp_path / "t.parquet"
+    results.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    table = pq.read_table(path)
+    meta = {**table.schema.metadata, b"tuner.schema_version": b"99"}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    assert "upgrade tuner" in one_line_error(path)
+
+
+def test_an_older_file_without_some_columns_still_loads(tmp_path):
+    path = tmp_path / "t.parquet"
+    results.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["break_even_calls"]), path)
+    back, _ = results.read(path)
+    assert "break_even_calls" in back and back["break_even_calls"].isna().all()

@@ -1,0 +1,247 @@
+"""Several workers on one study (SQLite, one host): `tuner worker`, `tuner search --gpus` (Fleet),
+a killed worker's trial recovered through heartbeats, GPU pinning, passwords kept out of output.
+The same scenarios against PostgreSQL are in test_postgres.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from optuna.trial import TrialState
+
+from tests import workers
+from tuner import results, scaleout
+from tuner.cli import main
+from tuner.errors import UserError
+from tuner.runner import FakeRunner
+from tuner.study import (
+    INTERRUPTED_ATTR,
+    KEY_ATTR,
+    OWNER_ATTR,
+    RETRY_ATTR,
+    Search,
+    redact,
+    scrub,
+)
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+def test_three_workers_on_one_sqlite_study_measure_every_config_once(tmp_path):
+    spec = workers.create(tmp_path, "shared", storage=None)
+    procs = [workers.start(spec, seed=i) for i in range(3)]
+    for proc in procs:
+        workers.finish(proc)
+    measured = workers.assert_every_config_measured_once(spec)
+    assert len({t.user_attrs[OWNER_ATTR]["pid"] for t in measured}) >= 2  # they shared the work
+    df, meta = results.read(tmp_path / "shared")
+    assert sorted(df["config_key"]) == sorted(c.key for c in spec.space.configs())
+
+
+def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = workers.create(tmp_path, "fleet", storage=None)
+    fleet = scaleout.Fleet(spec, [0, 1, 2], timeout_s=60, quiet=True, fake_runner=True,
+                           fake_delay_s=0.02)
+    assert [fleet.command(i, g)[fleet.command(i, g).index("--gpu") + 1] for i, g in
+            enumerate(fleet.gpus)] == ["0", "1", "2"]
+    summary = fleet.run()
+    assert [e.returncode for e in fleet.exits] == [0, 0, 0]
+    workers.assert_every_config_measured_once(spec)
+    assert summary.measured == summary.new == len(spec.space.configs())
+    assert summary.stop_reason == "all 3 workers finished"
+    df, _ = results.read(tmp_path / "fleet")
+    assert df["config_key"].is_unique and len(df) == len(spec.space.configs())
+
+
+def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = workers.create(tmp_path, "stopped", storage=None)
+    fleet = scaleout.Fleet(spec, [0, 1], timeout_s=60, quiet=True, fake_runner=True,
+                           fake_delay_s=1.0)
+    fleet.start()
+    in_flight = [workers.wait_for_trial(spec, proc.pid) for proc in fleet._procs]
+    fleet.send_signal(signal.SIGINT)
+    fleet.wait()
+    summary = fleet.finish()
+    assert [e.returncode for e in fleet.exits] == [scaleout.EXIT_STOPPED] * 2
+    assert summary.stop_reason == "stopped by the user"
+    assert sorted(summary.trials["trial_number"]) == sorted(t.number for t in in_flight)
+    assert (summary.trials["status"] == "ok").all()
+
+
+def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(scaleout, "visible_gpus", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    result = CliRunner().invoke(main, [
+        "search", "--fake-runner", "--model", "resnet18", "--backend", "eager,inductor",
+        "--mode", "default", "--batch-sizes", "1,2", "--gpus", "all", "--json",
+        "--studies-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    assert "one worker per GPU (0, 1)" in result.stderr
+    workers_err = capfd.readouterr().err  # the workers write to this process's stderr
+    assert "gpu0 [" in workers_err and "gpu1 [" in workers_err
+    assert "stopped: all 2 workers finished; 4 new trials, 4 in the study" in result.stderr
+    assert '"pareto"' in result.stdout
+    df, meta = results.read(tmp_path / "resnet18-cuda")
+    assert df["config_key"].is_unique and len(df) == 4 and meta["workload"]["device"] == "cuda"
+
+
+def test_a_killed_workers_trial_goes_stale_and_is_measured_again(tmp_path):
+    spec = workers.create(tmp_path, "killed", storage=None, space=workers.SPACE_SMALL)
+    doomed = workers.start(spec, delay_s=60, env=workers.FAST_HEARTBEAT)
+    survivor = workers.start(spec, seed=1, env=workers.FAST_HEARTBEAT)
+    stuck = workers.wait_for_trial(spec, doomed.pid)
+    # Once the survivor claims a trial it is past its start-up check for trials of dead
+    # processes on this host: only the heartbeat can find the doomed worker's trial.
+    workers.wait_for_trial(spec, survivor.pid, running=False)
+    workers.kill(doomed)
+    _, err = workers.finish(survivor)
+
+    measured = workers.assert_every_config_measured_once(spec)
+    dead = workers.load(spec).trials[stuck.number]
+    assert dead.state is TrialState.FAIL and INTERRUPTED_ATTR not in dead.user_attrs
+    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
+    assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
+    assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
+    assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
+
+
+def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_counted(tmp_path):
+    spec = workers.create(tmp_path, "late", storage=None, space=workers.SPACE_SMALL)
+    messages, given_up = [], []
+    search = Search(spec, FakeRunner(), on_message=messages.append)
+
+    def on_start(number, config):
+        if not given_up:  # another worker fails this trial as stale while it runs here
+            frozen = search.study.trials[number]
+            search.study._storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL)
+            search._requeue(frozen)  # what that worker's stale-trial callback does
+            given_up.append(config.key)
+
+    search.on_start = on_start
+    summary = search.run()
+    workers.assert_every_config_measured_once(spec)
+    assert search.runner.calls.count(given_up[0]) == 2 and summary.new == 4
+    assert any("was failed by another worker" in m and "measured again" in m for m in messages)
+
+
+def test_a_worker_joins_with_the_studys_workload_space_and_protocol(tmp_path):
+    spec = workers.create(tmp_path, "joined", storage=None, space=workers.SPACE_SMALL)
+    out, err = workers.finish(workers.start(spec, "--json", "--trials", "2"))
+    assert '"pareto"' in out and "study joined in" in err
+    df, meta = results.read(tmp_path / "joined")
+    assert len(df) == 2 and meta["workload"] == spec.workload.to_dict()
+    assert meta["space"] == spec.space.to_dict() and meta["protocol"] == spec.protocol.to_dict()
+
+
+def test_export_only_writes_the_parquet_files_and_measures_nothing(tmp_path):
+    spec = workers.create(tmp_path, "exported", storage=None, space=workers.SPACE_SMALL)
+    workers.finish(workers.start(spec, "--trials", "2"))
+    (tmp_path / "exported" / results.TRIALS_FILE).unlink()
+    workers.finish(workers.start(spec, "--export-only"))
+    df, _ = results.read(tmp_path / "exported")
+    assert len(df) == 2
+
+
+def test_joining_a_study_that_does_not_exist_is_a_one_line_error(tmp_path):
+    result = CliRunner().invoke(main, ["worker", "--study", "nope", "--studies-dir",
+                                       str(tmp_path), "--fake-runner"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("Error: no study 'nope'") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "nope").exists()  # nothing created
+
+
+def test_gpus_on_a_machine_without_cuda_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(scaleout, "visible_gpus", lambda: 0)
+    result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--gpus", "all",
+                                       "--studies-dir", str(tmp_path), "--fake-runner"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == ("Error: --gpus needs CUDA GPUs and torch sees none on this "
+                             "machine: drop --gpus to search on the CPU\n")
+
+
+@pytest.mark.parametrize("text, available, gpus", [
+    ("all", 2, [0, 1]), ("1", 2, [1]), ("0, 1,1", 4, [0, 1]), (" ALL ", 1, [0])])
+def test_choose_gpus(text, available, gpus):
+    assert scaleout.choose_gpus(text, available) == gpus
+
+
+@pytest.mark.parametrize("text, words", [("2", "no GPU 2"), ("a,b", "indices"), ("", "indices")])
+def test_choose_gpus_refuses_what_is_not_there(text, words):
+    with pytest.raises(UserError, match=words):
+        scaleout.choose_gpus(text, 2)
+
+
+def test_pin_respects_an_existing_cuda_visible_devices():
+    assert scaleout.pin(1, {}) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert scaleout.pin(1, {"CUDA_VISIBLE_DEVICES": "4,6"}) == {"CUDA_VISIBLE_DEVICES": "6"}
+    with pytest.raises(UserError, match="shows this process 1 GPU"):
+        scaleout.pin(1, {"CUDA_VISIBLE_DEVICES": "GPU-abc"})
+
+
+def test_the_storage_url_reaches_workers_in_their_environment_not_their_argv(tmp_path):
+    url = "postgresql://tuner:s3cret-pw@db/tuner"
+    spec = workers.create(tmp_path, "envonly", storage=None)
+    fleet = scaleout.Fleet(dataclasses.replace(spec, storage=url), [0], timeout_s=60)
+    assert not any("s3cret" in arg for arg in fleet.command(0, 0))
+    assert fleet.environment()[scaleout.STORAGE_ENV] == url
+    assert "s3cret" not in repr(fleet.spec)
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://tuner:s3cret-pw@db:5432/tuner", "postgresql://tuner:***@db:5432/tuner"),
+    ("postgresql+psycopg2://tuner:s3cret%40pw@db/tuner",
+     "postgresql+psycopg2://tuner:***@db/tuner"),
+    ("postgresql://db/tuner?user=tuner&password=s3cret-pw",
+     "postgresql://db/tuner?password=***&user=tuner"),
+    ("sqlite:////tmp/study.db", "sqlite:////tmp/study.db")])
+def test_redact_hides_the_password(url, shown):
+    assert redact(url) == shown
+
+
+def test_scrub_masks_a_password_in_any_message():
+    url = "postgresql://tuner:s3cret%40pw@db:notaport/tuner?sslpassword=k3y"
+    message = (f"could not parse {url}; password s3cret@pw rejected; "
+               "connect postgresql://x:other@db failed; sslpassword=k3y")
+    clean = scrub(message, url)
+    for secret in ("s3cret", "other", "k3y"):
+        assert secret not in clean, clean
+
+
+PARENT = """
+import os, subprocess, sys, time
+env = {**os.environ, "TUNER_PARENT_PID": str(os.getpid())}
+trial = subprocess.Popen(
+    [sys.executable, "-c", "import time; from tuner.worker import die_with_parent; "
+     "die_with_parent(); print('ready', flush=True); time.sleep(60)"],
+    env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+print(trial.pid, trial.stdout.readline().strip(), flush=True)
+time.sleep(60)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1].startswith("Z")  # a zombie is dead
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_trial_dies_with_the_search_process_that_started_it():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    pid, ready = parent.stdout.readline().split()
+    assert ready == "ready" and not _gone(int(pid))
+    parent.kill()  # SIGKILL: it cannot clean up after itself
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while not _gone(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(int(pid))

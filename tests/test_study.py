@@ -1,0 +1,266 @@
+"""The search loop with a fake runner: baselines first, no config twice, resume, failures as data."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import warnings
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tuner import results
+from tuner.errors import UserError
+from tuner.records import Status
+from tuner.runner import FakeRunner
+from tuner.space import SearchSpace, TrialConfig, build_space
+from tuner.study import (
+    CONFIG_ATTR,
+    INTERRUPTED_ATTR,
+    KEY_ATTR,
+    OWNER_ATTR,
+    Search,
+    StudySpec,
+    params_of,
+)
+from tuner.workload import Workload
+
+BACKENDS = ["eager", "inductor", "aot_eager", "cudagraphs"]
+MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+WORKLOAD = Workload(model="resnet18", device="cuda")
+
+
+def make_space(batch_sizes=(1, 8), backends=("eager", "inductor"), modes=("default",),
+               dynamic=(False, True)) -> SearchSpace:
+    return build_space(device="cuda", batch_sizes=list(batch_sizes), backends=list(backends),
+                       modes=list(modes), dynamic=list(dynamic), available_backends=BACKENDS,
+                       available_modes=MODES)
+
+
+SPACE = make_space()  # 2 batch sizes x (eager + inductor default x 2 dynamic) = 6 configs
+
+
+def make_spec(tmp_path, space=SPACE, workload=WORKLOAD, **kwargs) -> StudySpec:
+    return StudySpec(name="s", workload=workload, space=space, root=tmp_path, **kwargs)
+
+
+def run(tmp_path, runner=None, **kwargs):
+    runner = runner or FakeRunner()
+    return Search(make_spec(tmp_path, **kwargs), runner).run(), runner
+
+
+def keys(space: SearchSpace) -> set[str]:
+    return {c.key for c in space.configs()}
+
+
+def ask(study: optuna.Study) -> optuna.Trial:
+    """A trial as a search process starts one (Search beats its heartbeat itself)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+        return study.ask()
+
+
+def test_baselines_are_measured_first(tmp_path):
+    summary, runner = run(tmp_path)
+    baselines = [c.key for c in SPACE.baselines()]
+    assert runner.calls[:len(baselines)] == baselines
+    assert summary.stop_reason == "every config in the search space is measured"
+
+
+def test_every_config_is_measured_exactly_once(tmp_path):
+    space = make_space(backends=BACKENDS[:3], modes=MODES[:2])  # 14 configs
+    summary, runner = run(tmp_path, space=space)
+    assert sorted(runner.calls) == sorted(keys(space))
+    assert sorted(summary.trials["config_key"]) == sorted(keys(space))
+    assert summary.measured == summary.new == len(keys(space))
+
+
+def test_a_second_search_resumes_and_measures_only_what_is_missing(tmp_path):
+    first, r1 = run(tmp_path, n_trials=3)
+    assert len(r1.calls) == 3 and first.stop_reason == "reached 3 trials"
+    before = first.trials.set_index("config_key")
+
+    second, r2 = run(tmp_path, n_trials=5)  # --trials counts the whole study
+    assert len(r2.calls) == 2 and not set(r2.calls) & set(r1.calls)
+    assert second.measured == 5 and second.new == 2
+
+    again, r3 = run(tmp_path, n_trials=5)
+    assert r3.calls == [] and again.new == 0 and again.stop_reason == "reached 5 trials"
+
+    last, r4 = run(tmp_path)
+    assert sorted(r1.calls + r2.calls + r4.calls) == sorted(keys(SPACE))
+    after = last.trials.set_index("config_key")
+    for key in r1.calls:  # measured trials keep their number and values on resume
+        assert after.loc[key, "trial_number"] == before.loc[key, "trial_number"]
+        assert after.loc[key, "latency_ms_p50"] == before.loc[key, "latency_ms_p50"]
+
+
+def test_resuming_with_another_workload_names_the_difference(tmp_path):
+    run(tmp_path, n_trials=1)
+    other = Workload(model="resnet18", device="cuda", dtype="bfloat16")
+    with pytest.raises(UserError) as exc:
+        Search(make_spec(tmp_path, workload=other), FakeRunner())
+    message = str(exc.value)
+    assert "another workload" in message and "dtype" in message
+    assert "'float32'" in message and "'bfloat16'" in message and "\n" not in message
+
+
+def test_resuming_with_another_space_names_the_difference(tmp_path):
+    run(tmp_path, n_trials=1)
+    with pytest.raises(UserError) as exc:
+        Search(make_spec(tmp_path, space=make_space(batch_sizes=(1, 8, 32))), FakeRunner())
+    message = str(exc.value)
+    assert "another search space" in message and "batch_sizes" in message
+    assert "backends" not in message  # only what differs
+
+
+def test_failed_trials_are_rows_and_do_not_stop_the_study(tmp_path):
+    runner = FakeRunner(fail={"inductor:default dynamic=True": Status.COMPILE_ERROR,
+                              "inductor|default|dynamic=False|bs=8": Status.OOM})
+    summary, _ = run(tmp_path, runner)
+    assert sorted(runner.calls) == sorted(keys(SPACE))
+    df, _ = results.read(tmp_path / "s" / results.TRIALS_FILE)
+    assert len(df) == 6
+    failed = df[df["status"] != "ok"].set_index("config_key")
+    assert dict(failed["status"]) == {
+        "inductor|default|dynamic=True|bs=1": "compile_error",
+        "inductor|default|dynamic=True|bs=8": "compile_error",
+        "inductor|default|dynamic=False|bs=8": "oom"}
+    assert (failed["message"] == "fake " + failed["status"]).all()
+    assert (failed["stderr_tail"] == "fake stderr\n").all()
+    assert failed["latency_ms_p50"].isna().all()
+
+
+def test_a_broken_model_stops_with_a_user_error_but_keeps_the_file(tmp_path):
+    runner = FakeRunner(fail={"eager": Status.WORKLOAD_ERROR})
+    with pytest.raises(UserError, match="the model cannot run: fake workload_error"):
+        run(tmp_path, runner)
+    assert len(runner.calls) == 1
+    df, _ = results.read(tmp_path / "s")
+    assert list(df["status"]) == ["workload_error"]
+    assert (tmp_path / "s" / results.PARETO_FILE).exists()
+
+
+def test_after_the_model_is_fixed_a_rerun_measures_what_the_broken_model_could_not(tmp_path):
+    with pytest.raises(UserError):
+        run(tmp_path, FakeRunner(fail={"eager": Status.WORKLOAD_ERROR}))
+    summary, runner = run(tmp_path)  # same command, model fixed
+    baselines = [c.key for c in SPACE.baselines()]
+    assert sorted(runner.calls[:len(baselines)]) == sorted(baselines)
+    assert sorted(runner.calls) == sorted(keys(SPACE))
+    ok = summary.trials[summary.trials["status"] == "ok"]
+    assert sorted(ok["config_key"]) == sorted(keys(SPACE))
+    assert ok["speedup_vs_eager"].notna().all()
+
+
+def test_stop_after_trial_stops_the_loop(tmp_path):
+    search = Search(make_spec(tmp_path), FakeRunner())
+    search.on_trial = lambda event: event.number == 2 and search.stop_after_trial.set()
+    summary = search.run()
+    assert len(search.runner.calls) == 2
+    assert summary.stop_reason == "stopped by the user" and len(summary.trials) == 2
+
+
+def test_abort_abandons_the_trial_in_flight_and_resume_measures_it(tmp_path):
+    search = Search(make_spec(tmp_path), FakeRunner(delay_s=5))
+    search.on_start = lambda number, config: search.abort.set()
+    summary = search.run()
+    assert summary.stop_reason.startswith("stopped by the user")
+    assert summary.new == 0 and len(summary.trials) == 0
+    abandoned = search.runner.calls[0]
+
+    resumed, runner = run(tmp_path)
+    baselines = {c.key for c in SPACE.baselines()}
+    assert abandoned in baselines and set(runner.calls[:len(baselines)]) == baselines
+    assert sorted(runner.calls) == sorted(keys(SPACE))
+
+
+def test_budget_stops_the_search(tmp_path):
+    summary, runner = run(tmp_path, FakeRunner(delay_s=0.2), budget_s=0.5)
+    assert summary.stop_reason == "the time budget is spent"
+    assert 1 <= len(runner.calls) < len(keys(SPACE))
+    df, _ = results.read(tmp_path / "s")
+    assert len(df) == len(runner.calls)
+
+
+def test_pareto_file_is_per_batch_size_with_only_ok_and_correct_rows(tmp_path):
+    # The fastest config fails at every batch size: it must not be recommended.
+    space = make_space(modes=("default", "reduce-overhead"), dynamic=(False,))
+    runner = FakeRunner(fail={"inductor:reduce-overhead": Status.WRONG_RESULT,
+                              "eager|bs=8": Status.CRASH})
+    run(tmp_path, runner, space=space)
+    trials, _ = results.read(tmp_path / "s" / results.TRIALS_FILE)
+    front, _ = results.read(tmp_path / "s" / results.PARETO_FILE)
+    assert set(front["batch_size"]) == {1, 8}
+    assert (front["status"] == "ok").all() and (front["correct"] == True).all()  # noqa: E712
+    assert "inductor:reduce-overhead" not in set(front["label"])
+    assert "eager|bs=8" not in set(front["config_key"])
+    for bs, group in trials.groupby("batch_size"):
+        alone = results.pareto(trials[trials["batch_size"] == bs])
+        assert sorted(front[front["batch_size"] == bs]["config_key"]) == sorted(alone["config_key"])
+        ok = group[group["status"] == "ok"]
+        fastest = ok.loc[ok["latency_ms_p50"].idxmin(), "config_key"]
+        assert fastest in set(front["config_key"])
+
+
+def test_a_trial_left_running_by_a_dead_search_is_measured_again(tmp_path):
+    spec = make_spec(tmp_path)
+    config = TrialConfig("inductor", 8, "default", True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    study = Search(spec, FakeRunner()).study
+    study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
+    trial = ask(study)
+    trial.set_user_attr(CONFIG_ATTR, config.to_dict())
+    trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": dead.pid})
+
+    messages = []
+    search = Search(spec, FakeRunner(), on_message=messages.append)
+    summary = search.run()
+    assert search.runner.calls.count(config.key) == 1
+    assert sorted(summary.trials["config_key"]) == sorted(keys(SPACE))
+    reaped = search.study.trials[trial.number]
+    assert reaped.state is TrialState.FAIL and reaped.user_attrs[INTERRUPTED_ATTR] is True
+    assert any(f"trial {trial.number}" in m and "measured again" in m for m in messages)
+
+
+def test_a_trial_killed_before_it_was_claimed_is_measured_again(tmp_path):
+    # A search killed between asking Optuna for an enqueued baseline and claiming it leaves a
+    # RUNNING trial with the baseline's key and no owner: it must not block that config forever.
+    spec = make_spec(tmp_path)
+    config = SPACE.baselines()[0]
+    study = Search(spec, FakeRunner()).study
+    study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
+    ask(study)
+
+    summary, runner = run(tmp_path)
+    assert runner.calls.count(config.key) == 1
+    assert sorted(summary.trials["config_key"]) == sorted(keys(SPACE))
+
+
+def test_a_trial_running_in_a_live_search_is_not_measured_twice(tmp_path):
+    spec = make_spec(tmp_path)
+    config = TrialConfig("inductor", 8, "default", True)
+    study = Search(spec, FakeRunner()).study
+    study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
+    trial = ask(study)
+    trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": 1})  # alive
+
+    summary, runner = run(tmp_path)
+    assert config.key not in runner.calls
+    assert sorted(runner.calls) == sorted(keys(SPACE) - {config.key})
+    assert summary.stop_reason == "every config in the search space is measured"
+
+
+def test_optuna_sees_the_objectives_of_ok_trials(tmp_path):
+    runner = FakeRunner(fail={"eager|bs=1": Status.TIMEOUT})
+    run(tmp_path, runner)
+    study = optuna.load_study(study_name="s", storage=make_spec(tmp_path).storage_url)
+    assert study.metric_names == list(results.OBJECTIVES)
+    measured = [t for t in study.trials if KEY_ATTR in t.user_attrs
+                and t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+    states = {t.user_attrs[KEY_ATTR]: t.state for t in measured}
+    assert states["eager|bs=1"] is TrialState.FAIL
+    assert sum(s is TrialState.COMPLETE for s in states.values()) == 5

@@ -1,0 +1,92 @@
+"""Several `tuner worker` processes (fake runner) on one study, for the SQLite and PostgreSQL
+tests: start them, kill one, and check that every config was measured exactly once."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from tuner.space import SearchSpace
+from tuner.study import KEY_ATTR, OWNER_ATTR, RESULT_ATTR, StudySpec, make_storage, open_study
+from tuner.workload import Workload
+
+# 2 batch sizes x (eager + inductor 2 modes x 2 dynamic + aot_eager 2 dynamic) = 14 configs.
+SPACE = SearchSpace(backends=("eager", "inductor", "aot_eager"),
+                    modes=("default", "max-autotune-no-cudagraphs"), dynamic=(False, True),
+                    batch_sizes=(1, 2))
+# 2 batch sizes x (eager + inductor default) = 4 configs.
+SPACE_SMALL = SearchSpace(backends=("eager", "inductor"), modes=("default",), dynamic=(False,),
+                          batch_sizes=(1, 2))
+WORKLOAD = Workload(model="resnet18", device="cuda")  # never run: the fake runner makes it up
+# A killed worker's trial goes stale 2-3 s after its last beat, not minutes.
+FAST_HEARTBEAT = {"TUNER_HEARTBEAT_INTERVAL_S": "1", "TUNER_HEARTBEAT_GRACE_S": "2"}
+
+
+def create(root: Path, name: str, storage: str | None, space: SearchSpace = SPACE) -> StudySpec:
+    """Create the study as `tuner search` would, so that workers can join it."""
+    spec = StudySpec(name=name, workload=WORKLOAD, space=space, root=root, storage=storage)
+    open_study(spec)
+    return spec
+
+
+def start(spec: StudySpec, *extra: str, delay_s: float = 0.02, seed: int = 0,
+          env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`tuner worker` on the study; the storage URL goes in the environment, as Fleet does."""
+    command = [sys.executable, "-m", "tuner.cli", "worker", "--study", spec.name,
+               "--studies-dir", str(spec.root), "--fake-runner", "--fake-delay", str(delay_s),
+               "--seed", str(seed), *extra]
+    environ = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
+    if spec.storage:
+        environ["TUNER_STORAGE"] = spec.storage
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+def finish(proc: subprocess.Popen, timeout_s: float = 60) -> tuple[str, str]:
+    out, err = proc.communicate(timeout=timeout_s)
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def load(spec: StudySpec) -> optuna.Study:
+    return optuna.load_study(study_name=spec.name, storage=make_storage(spec.storage_url))
+
+
+def assert_every_config_measured_once(spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
+    """No config lost, none measured twice, nothing left running or queued; the measured
+    trials come back."""
+    study = load(spec)
+    trials = study.get_trials(deepcopy=False)
+    measured = [t for t in trials if RESULT_ATTR in t.user_attrs]
+    counts = collections.Counter(t.user_attrs[KEY_ATTR] for t in measured)
+    assert sorted(counts) == sorted(c.key for c in spec.space.configs())
+    assert {k: n for k, n in counts.items() if n > 1} == {}
+    assert [t.number for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)] == []
+    return measured
+
+
+def wait_for_trial(spec: StudySpec, pid: int, running: bool = True, timeout_s: float = 30):
+    """The first trial that process ``pid`` has claimed (and is still measuring)."""
+    study = load(spec)
+    deadline = time.monotonic() + timeout_s
+    states = (TrialState.RUNNING,) if running else None
+    while time.monotonic() < deadline:
+        for t in study.get_trials(deepcopy=False, states=states):
+            if (t.user_attrs.get(OWNER_ATTR) or {}).get("pid") == pid and KEY_ATTR in t.user_attrs:
+                return t
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} claimed no trial within {timeout_s} s")
+
+
+def kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
