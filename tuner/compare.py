@@ -265,9 +265,11 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
         ax.set_xlabel("median latency per call (ms), lower is better")
         ax.set_ylabel("memory while serving (GiB), lower is better")
         ax.grid(True, alpha=0.3)
-    title = "Pareto fronts (latency, memory, warm-up) per batch size: " + "   ".join(
-        f"{s.tag} = {s.name} ({s.where.split(', host')[0]})" for s in comparison.studies)
+    # One line per study, so long GPU and torch names are never cut off at the figure's edge.
+    title = "\n".join(["Pareto fronts (latency, memory, warm-up) per batch size"] + [
+        f"{s.tag} = {s.name}: {s.where.split(', host')[0]}" for s in comparison.studies])
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)
     except (OSError, ValueError) as exc:

@@ -153,6 +153,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, readable_mode())
         with os.fdopen(fd, "w") as f:
             json.dump(data, f)
             f.flush()
@@ -161,3 +162,11 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def readable_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (mkstemp's 0600 would hide results
+    from other users of a shared machine)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from tuner.errors import UserError
 from tuner.fingerprint import FIELDS as FINGERPRINT_FIELDS
-from tuner.records import Status, TrialResult
+from tuner.records import Status, TrialResult, readable_mode
 from tuner.space import TrialConfig
 from tuner.workload import Workload
 
@@ -144,6 +144,7 @@ def write(df: pd.DataFrame, path: Path, metadata: dict[str, Any]) -> None:
     table = table.replace_schema_metadata(meta)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, readable_mode())
     os.close(fd)
     try:
         pq.write_table(table, tmp)
