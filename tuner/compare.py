@@ -269,7 +269,6 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
     title = "\n".join(["Pareto fronts (latency, memory, warm-up) per batch size"] + [
         f"{s.tag} = {s.name}: {s.where.split(', host')[0]}" for s in comparison.studies])
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)
     except (OSError, ValueError) as exc:
@@ -310,7 +309,8 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
         if not there.empty:
             status = ", ".join(sorted({str(s) for s in there["status"]}))
             if status == "ok":
-                status = "not verified correct"
+                status = ("compiled nothing, ran eager" if results.ran_eager_only(there).all()
+                          else "not verified correct")
             return Transfer(bs, source, target, label, key, "failed", status, None,
                             best_label, best_ms, None)
         return Transfer(bs, source, target, label, key, "not_measured", "", None,
