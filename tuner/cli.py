@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -222,15 +223,9 @@ def _run_search(search_, say, as_json: bool) -> None:
         search_.stop_after_trial.set()
         search_.abort.set()
 
-    previous = signal.signal(signal.SIGINT, on_sigint), signal.signal(signal.SIGTERM, on_sigterm)
-    try:
+    with _signal_handlers({signal.SIGINT: on_sigint, signal.SIGTERM: on_sigterm}):
         summary = search_.run()
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
-    say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
-        f"study; files in {summary.directory}")
-    _print_study(summary.directory, as_json)
+    _finish(summary, say, as_json)
     if search_.stop_after_trial.is_set() or search_.abort.is_set():
         sys.exit(130)
 
@@ -250,17 +245,29 @@ def _run_fleet(fleet, say, as_json: bool) -> None:
                 "stopping after the trials in flight (Ctrl-C again to abandon them)")
         signals.append(signum)
 
-    previous = signal.signal(signal.SIGINT, forward), signal.signal(signal.SIGTERM, forward)
-    try:
+    with _signal_handlers({signal.SIGINT: forward, signal.SIGTERM: forward}):
         summary = fleet.run()
+    _finish(summary, say, as_json)
+    if signals or summary.stop_reason == "stopped by the user":
+        sys.exit(130)
+
+
+@contextlib.contextmanager
+def _signal_handlers(handlers):
+    """Install signal handlers for the duration of a run, then put the previous ones back."""
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    try:
+        yield
     finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _finish(summary, say, as_json: bool) -> None:
+    """How the run ended on stderr, then the study's table (or JSON) on stdout."""
     say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
         f"study; files in {summary.directory}")
     _print_study(summary.directory, as_json)
-    if signals or summary.stop_reason == "stopped by the user":
-        sys.exit(130)
 
 
 def _print_study(directory: Path, as_json: bool) -> None:
