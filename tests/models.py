@@ -78,3 +78,35 @@ class _GraphBreak(nn.Module):
 
 def graph_break(batch_size: int):
     return _GraphBreak(), torch.randn(batch_size, 4)
+
+
+FAILING_BACKEND = "tuner_fails_TESTING_ONLY"
+
+
+def _failing_backend(gm, example_inputs):
+    raise RuntimeError("this backend is broken on purpose")
+
+
+def falls_back_to_eager(batch_size: int):
+    """TinyCNN, for a backend that always fails (``FAILING_BACKEND``) under
+    ``suppress_errors``: dynamo swallows the error and every call runs eager."""
+    from torch._dynamo.backends.registry import list_backends, register_backend
+
+    if FAILING_BACKEND not in list_backends(exclude_tags=()):
+        register_backend(_failing_backend, name=FAILING_BACKEND)
+    torch._dynamo.config.suppress_errors = True
+    return tiny_cnn(batch_size)
+
+
+class _SlowInEager(TinyCNN):
+    """tiny_cnn that sleeps 50 ms per call in eager only (dynamo traces the branch away): its
+    compiled configs are reliably faster than eager, so they are finalists."""
+
+    def forward(self, x):
+        if not torch.compiler.is_compiling():
+            time.sleep(0.05)
+        return super().forward(x)
+
+
+def slow_in_eager(batch_size: int):
+    return _SlowInEager(), torch.randn(batch_size, 3, 16, 16)

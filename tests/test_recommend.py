@@ -96,6 +96,16 @@ def test_only_finished_and_verified_configs_are_recommended(tmp_path):
     assert recommend(study, batch_size=1).config.label == "inductor:default"
 
 
+def test_a_config_that_ran_eager_is_never_recommended_as_compiled(tmp_path):
+    # max-autotune is the fastest, but dynamo compiled nothing: its calls ran eager.
+    study = write_study(tmp_path, "s", changes={"inductor:max-autotune": {"ran_compiled": False}})
+    assert recommend(study, batch_size=1).config.label == "inductor:reduce-overhead"
+    only = write_study(tmp_path, "t", trial_configs=configs([1], ["inductor:default"]),
+                       changes={"inductor:default": {"ran_compiled": False}})
+    with pytest.raises(UserError, match="1 compiled nothing and ran eager"):
+        recommend(only, batch_size=1)
+
+
 def test_ties_are_broken_by_p90_then_warmup_then_trial(tmp_path):
     same = {"latency_ms_p50": 2.0, "latency_ms_p90": 2.5, "compile_s_cold": 10.0, "warmup_s": 0.0}
     study = write_study(

@@ -56,7 +56,7 @@ def test_measurement_columns_carry_their_unit():
                  "time_to_steady_s", "peak_vram_bytes", "peak_memory_bytes", "throughput_per_s",
                  "host_rss_bytes_peak", "wall_s", "break_even_calls", "speedup_vs_eager"):
         assert name in results.COLUMNS
-    unit = re.compile(r"(^|_)(ms|s|bytes|calls|per_s)(_|$)")
+    unit = re.compile(r"(^|_)(ms|s|bytes|calls|per_s|pct)(_|$)")
     for name in results.COLUMNS:
         measures = r"(^|_)(latency|compile|warmup|time|memory|vram|rss|wall|import|build|measure)_"
         if re.search(measures, name) and results.SCHEMA.field(name).type != pa.string():
@@ -235,3 +235,71 @@ def test_an_older_file_without_some_columns_still_loads(tmp_path):
     pq.write_table(table.drop_columns(["break_even_calls"]), path)
     back, _ = results.read(path)
     assert "break_even_calls" in back and back["break_even_calls"].isna().all()
+
+
+def test_a_version_1_file_loads_with_the_version_2_columns_empty(tmp_path):
+    path = tmp_path / "t.parquet"
+    results.write(frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0))), path,
+                  {"study": "s"})
+    table = pq.read_table(path)
+    added = ["eager_fallback_reasons", "recompile_limit_hits", "recompile_limit_reasons",
+             "cudagraph_skip_reasons", "ran_compiled", "flops_per_call", "achieved_tflops",
+             "peak_tflops_measured", "fraction_of_peak"]
+    v1 = table.drop_columns(added).set_column(
+        table.schema.get_field_index("schema_version"), "schema_version",
+        pa.array([1] * table.num_rows, pa.int32()))
+    pq.write_table(v1.replace_schema_metadata(
+        {**table.schema.metadata, b"tuner.schema_version": b"1"}), path)
+
+    back, meta = results.read(path)
+    assert meta["schema_version"] == 1 and list(back["schema_version"]) == [1, 1]
+    assert set(results.COLUMNS) <= set(back.columns)
+    assert back[added].isna().all().all()
+    # Without the column a compiled row counts as compiled, as it did before.
+    assert len(results.pareto(back)) == 2
+    assert "inductor" in results.pareto(back)["backend"].tolist()
+
+
+# -- ran eager, FLOPs ---------------------------------------------------------------------------
+
+def ran_eager(p50: float) -> TrialResult:
+    result = ok(p50)
+    result.ran_compiled, result.unique_graphs, result.eager_fallback_frames = False, 0, 1
+    return result
+
+
+def test_a_compiled_config_that_ran_eager_is_no_compiled_speedup_and_not_on_the_front():
+    from tuner import report
+
+    # The fallback's latency is noise around eager's, here a little lower: never a speedup.
+    df = frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ran_eager(9.9)),
+               (inductor(1, "reduce-overhead"), ok(12.0, compile_s=20.0)))
+    row = df.set_index("config_key").loc[inductor(1).key]
+    assert row["ran_compiled"] == False  # noqa: E712
+    assert math.isnan(row["speedup_vs_eager"]) and math.isnan(row["break_even_calls"])
+    assert inductor(1).key not in set(results.pareto(df)["config_key"])
+    assert report.notes(row).startswith("RAN EAGER")
+    verdict = report.verdicts(df)[1]
+    assert verdict.startswith("compiling does not pay at batch size 1")
+    assert "inductor:default produced no compiled graph" in verdict
+
+
+def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_peak():
+    eager, compiled, elsewhere = ok(10.0), ok(5.0), ok(5.0)
+    for r in (eager, compiled, elsewhere):
+        r.flops_per_call = 2 * 10**9
+    eager.peak_tflops_measured = 0.5  # this machine measured twice: its best counts
+    compiled.peak_tflops_measured = 0.8
+    elsewhere.fingerprint = {**FINGERPRINT, "host": "other-box"}  # measured no peak
+    df = frame((EAGER1, eager), (inductor(1), compiled), (inductor(1, "max-autotune"), elsewhere))
+    rows = df.set_index("config_key")
+    assert rows.loc[EAGER1.key, "achieved_tflops"] == pytest.approx(0.2)
+    assert rows.loc[inductor(1).key, "achieved_tflops"] == pytest.approx(0.4)
+    assert rows.loc[EAGER1.key, "fraction_of_peak"] == pytest.approx(0.25)
+    assert rows.loc[inductor(1).key, "fraction_of_peak"] == pytest.approx(0.5)
+    assert math.isnan(rows.loc[inductor(1, "max-autotune").key, "fraction_of_peak"])
+    assert results.peaks(df) == [{"host": "gpu-box", "gpu_name": "NVIDIA H200",
+                                  "peak_tflops_measured": 0.8}]
+    no_flops = frame((EAGER1, ok(10.0)))
+    assert no_flops["achieved_tflops"].isna().all() and no_flops["fraction_of_peak"].isna().all()
+

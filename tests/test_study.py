@@ -69,6 +69,23 @@ def test_baselines_are_measured_first(tmp_path):
     assert summary.stop_reason == "every config in the search space is measured"
 
 
+class PeakRecordingRunner(FakeRunner):
+    def __init__(self) -> None:
+        super().__init__()
+        self.measure_peak: list[bool] = []
+
+    def run(self, request, workdir, *args, **kwargs):
+        self.measure_peak.append(request.protocol.measure_peak)
+        return super().run(request, workdir, *args, **kwargs)
+
+
+def test_the_first_trial_of_each_run_measures_the_device_peak(tmp_path):
+    _, first = run(tmp_path, PeakRecordingRunner(), n_trials=3)
+    assert first.measure_peak == [True, False, False]
+    _, resumed = run(tmp_path, PeakRecordingRunner(), n_trials=5)
+    assert resumed.measure_peak == [True, False]
+
+
 def test_every_config_is_measured_exactly_once(tmp_path):
     space = make_space(backends=BACKENDS[:3], modes=MODES[:2])  # 14 configs
     summary, runner = run(tmp_path, space=space)

@@ -3,8 +3,11 @@ and each failure kind produced for real."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from tests.models import FAILING_BACKEND
 from tuner.records import Protocol, Status, TrialRequest
 from tuner.runner import ProcessRunner
 from tuner.space import TrialConfig
@@ -14,13 +17,14 @@ pytestmark = pytest.mark.slow
 QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
 
-def run(tmp_path, model, config, timeout_s=240):
-    request = TrialRequest(config, Workload(model=model, device="cpu"), QUICK)
+def run(tmp_path, model, config, timeout_s=240, protocol=QUICK):
+    request = TrialRequest(config, Workload(model=model, device="cpu"), protocol)
     return ProcessRunner(timeout_s=timeout_s).run(request, tmp_path)
 
 
 def test_eager_trial_measures_everything(tmp_path):
-    r = run(tmp_path, "tests.models:tiny_cnn", TrialConfig("eager", 2))
+    r = run(tmp_path, "tests.models:tiny_cnn", TrialConfig("eager", 2),
+            protocol=dataclasses.replace(QUICK, measure_peak=True))
     assert r.status is Status.OK, r.stderr_tail
     assert r.import_s > 0 and r.build_s >= 0 and r.compile_s_cold > 0
     assert r.latency_ms_p50 > 0 and r.latency_ms_p90 >= r.latency_ms_p50
@@ -29,6 +33,8 @@ def test_eager_trial_measures_everything(tmp_path):
     assert r.host_rss_bytes_peak > 0 and r.vram_bytes_steady_reserved is None
     assert r.fingerprint["device_kind"] == "cpu" and r.fingerprint["torch"]
     assert (tmp_path / "result.json").exists()
+    assert r.flops_per_call > 0 and r.peak_tflops_measured > 0  # asked for: measured
+    assert r.ran_compiled is None  # nothing was to be compiled
 
 
 def test_inductor_trial_compiles_and_matches_eager(tmp_path):
@@ -36,6 +42,8 @@ def test_inductor_trial_compiles_and_matches_eager(tmp_path):
     assert r.status is Status.OK, r.stderr_tail
     assert r.correct is True and r.max_abs_error is not None
     assert r.graph_breaks == 0 and r.unique_graphs >= 1 and r.recompiles == 0
+    assert r.ran_compiled is True and r.eager_fallback_frames == 0 and r.recompile_limit_hits == 0
+    assert r.flops_per_call > 0 and r.peak_tflops_measured is None  # not asked for
 
 
 def test_graph_breaks_are_counted_with_reasons(tmp_path):
@@ -82,3 +90,14 @@ def test_backend_that_fails_to_compile_is_a_compile_error(tmp_path):
             TrialConfig("relu_compile_error_TESTING_ONLY", 2, None, False))
     assert r.status is Status.COMPILE_ERROR, (r.message, r.stderr_tail)
     assert "relu" in r.message.lower() or "relu" in r.stderr_tail.lower()
+
+
+def test_backend_that_fails_under_suppress_errors_runs_eager_and_is_marked(tmp_path):
+    # The factory sets suppress_errors: dynamo swallows the backend's error and runs eager.
+    r = run(tmp_path, "tests.models:falls_back_to_eager",
+            TrialConfig(FAILING_BACKEND, 2, None, False))
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.correct is True  # eager matches eager, of course
+    assert r.ran_compiled is False and r.unique_graphs == 0
+    assert r.eager_fallback_frames >= 1
+    assert any("broken on purpose" in reason for reason in r.eager_fallback_reasons)

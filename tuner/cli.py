@@ -17,6 +17,7 @@ import click
 from tuner.errors import UserError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+CONFIRM_REPEATS = 2  # tuner.finalists.DEFAULT_REPEATS, without importing pandas for --help
 
 
 def user_errors(fn):
@@ -126,6 +127,12 @@ def main() -> None:
               help="... and at least this many seconds.")
 @click.option("--warm-cache", is_flag=True,
               help="Share one inductor cache across trials (compile times are then warm, not cold).")
+@click.option("--confirm", "confirm_repeats", type=click.IntRange(min=0), default=CONFIRM_REPEATS,
+              show_default=True,
+              help="After the search, measure each finalist (the Pareto set of each batch size) "
+                   "this many more times, each in a fresh process: a warm compile, a start from "
+                   "saved compile artifacts, and a latency interval that ranks configs within "
+                   "noise. 0: skip (`tuner confirm` can do it later).")
 @click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("studies"), show_default=True)
 @click.option("--storage", envvar="TUNER_STORAGE",
@@ -141,13 +148,14 @@ def main() -> None:
               help="Tests only: seconds each --fake-runner trial takes.")
 @user_errors
 def search(model, name, device, dtype, image_size, channels_last, batch_sizes, backends, modes,
-           dynamic, n_trials, budget, timeout, min_calls, min_seconds, warm_cache, studies_dir,
-           storage, gpus, seed, as_json, quiet, fake_runner, fake_delay) -> None:
+           dynamic, n_trials, budget, timeout, min_calls, min_seconds, warm_cache, confirm_repeats,
+           studies_dir, storage, gpus, seed, as_json, quiet, fake_runner, fake_delay) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
     Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor's
     default are measured first at every batch size, so every row has a speedup vs eager.
-    Run the same command again to resume; Ctrl-C stops after the current trial.
+    Run the same command again to resume; Ctrl-C stops after the current trial. Then the
+    finalists are measured again (--confirm; after --budget too, since it bounds the search).
 
     \b
     Examples:
@@ -181,7 +189,8 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
     protocol = Protocol(min_calls=min_calls, min_seconds=min_seconds, warm_cache=warm_cache)
     spec = StudySpec(name=name or _study_name(model, device), workload=workload, space=space,
                      protocol=protocol, root=studies_dir, storage=storage, n_trials=n_trials,
-                     budget_s=parse_duration(budget) if budget else None, seed=seed)
+                     budget_s=parse_duration(budget) if budget else None, seed=seed,
+                     confirm_repeats=confirm_repeats)
     timeout_s = parse_duration(timeout)
     runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
         timeout_s=timeout_s, cache_dir=spec.directory / "cache")
@@ -191,10 +200,16 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
             click.echo(text, err=True)
 
     if gpus is not None:
-        from tuner.scaleout import Fleet
+        from tuner.scaleout import Fleet, pin
+
+        def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
+            runner_ = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
+                timeout_s=timeout_s, cache_dir=spec.directory / "cache", env=pin(gpu_list[0]))
+            return _run_confirm(Search(spec, runner_, on_message=say), say, confirm_repeats)
 
         _run_fleet(Fleet(spec, gpu_list, timeout_s=timeout_s, quiet=quiet,
-                         fake_runner=fake_runner, fake_delay_s=fake_delay), say, as_json)
+                         fake_runner=fake_runner, fake_delay_s=fake_delay), say, as_json,
+                   then=confirm_after if confirm_repeats else None)
         return
     search_ = Search(spec, runner, on_trial=lambda e: say(_progress_line(e)),
                      on_message=say, on_start=lambda n, c: say(f"  running {c.label} "
@@ -230,8 +245,9 @@ def _run_search(search_, say, as_json: bool) -> None:
         sys.exit(130)
 
 
-def _run_fleet(fleet, say, as_json: bool) -> None:
-    """Run one worker per GPU (tuner.scaleout.Fleet) in the foreground; Ctrl-C is passed on."""
+def _run_fleet(fleet, say, as_json: bool, then=None) -> None:
+    """Run one worker per GPU (tuner.scaleout.Fleet) in the foreground; Ctrl-C is passed on.
+    ``then``, if the workers were not stopped, runs next (it returns True if it was stopped)."""
     spec, signals = fleet.spec, []
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
@@ -247,9 +263,36 @@ def _run_fleet(fleet, say, as_json: bool) -> None:
 
     with _signal_handlers({signal.SIGINT: forward, signal.SIGTERM: forward}):
         summary = fleet.run()
+    stopped = bool(signals) or summary.stop_reason == "stopped by the user"
+    if then is not None and not stopped:
+        stopped = then()
     _finish(summary, say, as_json)
-    if signals or summary.stop_reason == "stopped by the user":
+    if stopped:
         sys.exit(130)
+
+
+def _run_confirm(search_, say, repeats: int, redo: bool = False) -> bool:
+    """Re-measure the finalists in the foreground (tuner.finalists): Ctrl-C stops after the
+    process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped."""
+
+    def on_sigint(signum, frame):
+        if search_.stop_after_trial.is_set():
+            search_.abort.set()
+            say("aborting the re-measurement in flight ...")
+        else:
+            search_.stop_after_trial.set()
+            say("stopping after the current re-measurement (Ctrl-C again to abandon it)")
+
+    def on_sigterm(signum, frame):
+        search_.stop_after_trial.set()
+        search_.abort.set()
+
+    with _signal_handlers({signal.SIGINT: on_sigint, signal.SIGTERM: on_sigterm}):
+        summary = search_.confirm(repeats, redo=redo)
+    failed = f", {summary.failed} failed" if summary.failed else ""
+    say(f"{summary.finalists} finalists; {summary.measured} re-measurements now{failed}"
+        + ("; stopped by the user (the same command resumes)" if summary.stopped else ""))
+    return summary.stopped
 
 
 @contextlib.contextmanager
@@ -432,6 +475,62 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         click.echo(result.render())
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("study")
+@click.option("--repeats", type=click.IntRange(min=1), default=CONFIRM_REPEATS, show_default=True,
+              help="Re-measurements each finalist should have in all. Those made before count, "
+                   "so a second call only adds what is missing.")
+@click.option("--redo", is_flag=True,
+              help="Forget the finalists' earlier re-measurements and make --repeats new ones.")
+@click.option("--timeout", "timeout", default="30m", show_default=True,
+              help="Kill a re-measurement that has not finished after this long.")
+@click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("studies"), show_default=True)
+@click.option("--storage", envvar="TUNER_STORAGE",
+              help="Optuna storage URL the study lives in (or set TUNER_STORAGE); default: the "
+                   "study's SQLite file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--fake-runner", is_flag=True, hidden=True, help="Tests only: made-up results.")
+@user_errors
+def confirm(study, repeats, redo, timeout, studies_dir, storage, as_json, quiet,
+            fake_runner) -> None:
+    """Measure a study's finalists again, in fresh processes, and rank them within noise.
+
+    The finalists are the Pareto-optimal configs of each batch size. Each gets --repeats more
+    processes: the first compiles on the trial's kept cache (a warm compile) and saves the
+    compile artifacts where torch can; the next starts from those artifacts on an empty cache;
+    any more are warm again. The p50s of all processes give a spread and a 95% interval;
+    configs whose intervals overlap share a rank. `tuner search` does this at its end
+    (--confirm); this command does it for an existing study, or adds repeats.
+
+    STUDY is a study folder, or a study name under --studies-dir (or in --storage).
+
+    \b
+    Examples:
+      tuner confirm studies/resnet18-cuda
+      tuner confirm resnet18-cuda --repeats 4      # two more each, after the default two
+      tuner confirm studies/resnet18-cuda --redo   # all of them again, from scratch
+    """
+    from tuner.runner import FakeRunner, ProcessRunner
+    from tuner.study import Search, join_spec
+
+    path = Path(study)
+    name, root = (path.name, path.parent) if path.is_dir() else (study, studies_dir)
+    spec = join_spec(name, storage, root)
+    runner = FakeRunner() if fake_runner else ProcessRunner(
+        timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache")
+
+    def say(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=True)
+
+    stopped = _run_confirm(Search(spec, runner, on_message=say), say, repeats, redo=redo)
+    _print_study(spec.directory, as_json)
+    if stopped:
+        sys.exit(130)
 
 
 @main.command("worker", context_settings=CONTEXT)

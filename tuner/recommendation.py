@@ -13,10 +13,10 @@ recommend what it could not verify.
 The module is named ``recommendation`` rather than ``recommend`` so that importing it never
 shadows the :func:`tuner.recommend` function on the package.
 
-Warm start (compile artifacts stored next to the Parquet) is not implemented yet; a
-:class:`Recommendation` knows the study folder it came from (``path.parent``), which is where
-such artifacts would be found, and :meth:`Recommendation.apply` is where they would be loaded,
-between the global knobs and ``torch.compile``.
+Warm start: a study keeps the compile artifacts of its finalists next to its Parquet files
+(``artifacts/<config>.bin``, named by the row's ``artifacts_file``; see :mod:`tuner.finalists`).
+:meth:`Recommendation.apply` loads them before ``torch.compile`` when this process runs the
+torch that saved them, so the first call hits the compile cache instead of compiling cold.
 """
 
 from __future__ import annotations
@@ -130,12 +130,19 @@ class Measured:
     noisy: bool | None
     graph_breaks: int | None
     recompiles: int | None
+    # finalists measured again in fresh processes (tuner.finalists); None if not
+    compile_s_warm: float | None = None
+    compile_s_artifacts: float | None = None
+    latency_ms_p50_ci_low: float | None = None
+    latency_ms_p50_ci_high: float | None = None
+    latency_spread_pct: float | None = None
+    rank_within_noise: int | None = None
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:
         values = {f.name: _plain(row.get(f.name)) for f in dataclasses.fields(cls)}
         values["memory_needed_bytes"] = memory_needed_bytes(row)
-        for name in ("peak_memory_bytes", "graph_breaks", "recompiles"):
+        for name in ("peak_memory_bytes", "graph_breaks", "recompiles", "rank_within_noise"):
             if values[name] is not None:
                 values[name] = int(values[name])
         return cls(**values)
@@ -159,6 +166,9 @@ class Recommendation:
         candidates: how many configs met the constraints.
         fingerprint: the machine and software the trial ran on.
         mismatch: how the running process differed from ``fingerprint`` when this was made.
+        within_noise: configs that met the constraints and whose latency is within noise of
+            this one's (their 95% intervals over fresh processes overlap); for the latency and
+            throughput objectives, when the study re-measured its finalists.
         row: the whole Parquet row.
     """
 
@@ -174,15 +184,18 @@ class Recommendation:
     fingerprint: dict[str, Any] = dataclasses.field(compare=False)
     mismatch: tuple[str, ...] = ()
     row: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    within_noise: tuple[str, ...] = ()
 
-    def apply(self, model: torch.nn.Module) -> torch.nn.Module:
+    def apply(self, model: torch.nn.Module, warm_start: bool = True) -> torch.nn.Module:
         """Set up ``model`` the way the study measured it and compile it with the recorded args.
 
         What it does, in order: sets the study's process-wide knobs
         (:func:`tuner.workload.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study);
         converts the model to ``channels_last`` if the study used it; then returns
         ``torch.compile(model, **config.compile_kwargs())``, or, when eager was best, the model
-        itself, not compiled.
+        itself, not compiled. Before compiling, with ``warm_start``, it loads the compile
+        artifacts the study saved for the config (:meth:`load_artifacts`), so the first call
+        finds its compiled code in the cache.
 
         What it does not do: move the model to the device, cast it to the study's dtype, put it in
         eval mode, or touch the inputs (cast them, make 4-D ones channels_last, and run under
@@ -200,7 +213,46 @@ class Recommendation:
             model = model.to(memory_format=torch.channels_last)
         if not self.config.compiled:
             return model
+        if warm_start:
+            self.load_artifacts()
         return torch.compile(model, **self.config.compile_kwargs())
+
+    @property
+    def artifacts_path(self) -> Path | None:
+        """The file of compile artifacts the study saved for this config, if it names one."""
+        name = self.row.get("artifacts_file")
+        return self.path.parent / name if name else None
+
+    def load_artifacts(self) -> bool:
+        """Load the study's compile artifacts of this config into this process's compile
+        caches (``torch.compiler.load_cache_artifacts``); True if they were loaded.
+
+        Skipped with a :class:`MismatchWarning` when the file is missing, this process runs
+        another torch than the one that saved them, or torch cannot load them; then the first
+        call compiles cold, as it would without them. Nothing to do (False, no warning) when
+        the study saved none for this config.
+        """
+        import torch
+
+        from tuner import artifacts
+
+        path = self.artifacts_path
+        if path is None or not self.config.compiled:
+            return False
+        saved_by = self.row.get("artifacts_torch") or self.fingerprint.get("torch")
+        problem = None
+        if not path.exists():
+            problem = f"{path} is missing"
+        elif saved_by != torch.__version__:
+            problem = (f"{path} was saved by torch {saved_by or '(unknown)'}, this process runs "
+                       f"torch {torch.__version__}")
+        else:
+            _, problem = artifacts.load(path)
+        if problem:
+            warnings.warn(f"apply: no warm start from study {self.study!r}: {problem}; the first "
+                          "call compiles cold", MismatchWarning, stacklevel=3)
+            return False
+        return True
 
     def _check_model(self, model: torch.nn.Module) -> None:
         import torch
@@ -234,6 +286,19 @@ class Recommendation:
             + (", 4-D inputs channels_last" if w.channels_last else "")
             + ": place and cast model and inputs the same way.",
             "import torch",
+        ]
+        warm = self.artifacts_path if self.config.compiled else None
+        if warm is not None and warm.exists():
+            saved_by = self.row.get("artifacts_torch") or self.fingerprint.get("torch")
+            lines += [
+                "from pathlib import Path",
+                "",
+                "# Compile artifacts the study saved for this config: loaded before torch.compile,",
+                "# the first call finds its compiled code in the cache (copy the file along).",
+                f"ARTIFACTS = Path({str(warm)!r})",
+                f"ARTIFACTS_TORCH = {saved_by!r}  # only this torch can use them",
+            ]
+        lines += [
             "",
             "",
             "def compile_model(model: torch.nn.Module) -> torch.nn.Module:",
@@ -244,6 +309,9 @@ class Recommendation:
         if w.channels_last:
             lines.append("    model = model.to(memory_format=torch.channels_last)")
         if self.config.compiled:
+            if warm is not None and warm.exists():
+                lines += ["    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
+                          "        torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())"]
             args = ", ".join(f"{k}={v!r}" for k, v in self.config.compile_kwargs().items())
             lines.append(f"    return torch.compile(model, {args})")
         else:
@@ -259,6 +327,8 @@ class Recommendation:
             "workload": self.workload.to_dict(), "measured": dataclasses.asdict(self.measured),
             "trial_number": self.trial_number, "candidates": self.candidates,
             "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
+            "within_noise": list(self.within_noise),
+            "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
         }
 
     def describe(self) -> str:
@@ -280,6 +350,9 @@ class Recommendation:
              + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
             ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s")),
             ("compile", _fmt(m.compile_s_cold, "{:.1f} s first call") + ", "
+             + ("" if m.compile_s_warm is None else f"{m.compile_s_warm:.1f} s warm, ")
+             + ("" if m.compile_s_artifacts is None
+                else f"{m.compile_s_artifacts:.1f} s from saved artifacts, ")
              + _fmt(m.time_to_steady_s, "{:.1f} s until steady")
              + ("" if m.break_even_calls is None
                 else f", pays back after {m.break_even_calls:,.0f} calls")),
@@ -287,6 +360,16 @@ class Recommendation:
              + _fmt(m.memory_needed_bytes, "bytes") + " at most"),
             ("measured on", describe(self.fingerprint)),
         ]
+        if m.latency_ms_p50_ci_low is not None:
+            rows.insert(6, ("noise", f"p50 {m.latency_ms_p50_ci_low:.3f}-"
+                            f"{m.latency_ms_p50_ci_high:.3f} ms (95% interval over fresh "
+                            f"processes), spread {_fmt(m.latency_spread_pct, '{:.1f}%')}"))
+        if self.within_noise:
+            rows.append(("note", f"within noise of {', '.join(self.within_noise)}: their 95% "
+                                 "latency intervals overlap, so neither is faster; choose on "
+                                 "the other columns"))
+        if self.artifacts_path is not None:
+            rows.append(("warm start", f"apply() loads {self.artifacts_path}"))
         if m.noisy:
             rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
         width = max(len(k) for k, _ in rows)
@@ -367,7 +450,19 @@ def recommend(
         config=config_of(best), workload=workload, measured=Measured.from_row(best),
         trial_number=int(best["trial_number"]), candidates=len(feasible),
         fingerprint=fingerprint, mismatch=mismatch,
-        row={k: _plain(v) for k, v in best.items()})
+        row={k: _plain(v) for k, v in best.items()},
+        within_noise=_within_noise_of(best, feasible) if objective in ("latency", "throughput")
+        else ())
+
+
+def _within_noise_of(best: pd.Series, feasible: pd.DataFrame) -> tuple[str, ...]:
+    """Labels of the other feasible configs at the same batch size whose latency interval
+    overlaps ``best``'s (see tuner.finalists)."""
+    from tuner.report import within_noise
+
+    same = feasible[(feasible["batch_size"] == best["batch_size"])
+                    & (feasible["trial_number"] != best["trial_number"])]
+    return tuple(str(r["label"]) for _, r in same.iterrows() if within_noise(best, r))
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -422,9 +517,11 @@ def _complete(df: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
 
 # -- choosing ----------------------------------------------------------------------------------
 def eligible(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows that may be recommended: finished, verified correct, with a latency."""
+    """Rows that may be recommended: finished, verified correct, with a latency, and not a
+    compiled config that ran eager (``ran_compiled`` False)."""
     verified = df["correct"].map(lambda v: v is True or (v is not None and v == True))  # noqa: E712
     keep = (df["status"] == Status.OK.value) & verified.astype(bool) & df["latency_ms_p50"].notna()
+    keep &= ~results.ran_eager_only(df)
     return df[keep]
 
 
@@ -463,6 +560,9 @@ def _why_none(df: pd.DataFrame) -> str:
     wrong = int((ok["correct"] == False).sum())  # noqa: E712
     if wrong:
         parts.append(f"{wrong} gave wrong results")
+    ran_eager = int(results.ran_eager_only(ok).sum())
+    if ran_eager:
+        parts.append(f"{ran_eager} compiled nothing and ran eager")
     return ", ".join(parts)
 
 

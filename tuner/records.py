@@ -45,6 +45,9 @@ class Protocol:
     noisy_iqr_ratio: float = 0.10  # IQR / median above this marks the row noisy
     warm_cache: bool = False  # reuse the study's inductor cache instead of a fresh one
     max_samples_kept: int = 5000
+    # After the trial, time a dense matmul for the device's peak (the study asks it of one
+    # trial per run: it is a property of the machine, not of the config).
+    measure_peak: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -59,15 +62,21 @@ class TrialRequest:
     config: TrialConfig
     workload: Workload
     protocol: Protocol = Protocol()
+    # Compile artifacts (tuner.artifacts): after warm-up, save them to this file; before the
+    # first compiled call, load them from this one. Absent from requests of older tuners.
+    save_artifacts: str | None = None
+    load_artifacts: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "workload": self.workload.to_dict(),
-                "protocol": self.protocol.to_dict()}
+                "protocol": self.protocol.to_dict(), "save_artifacts": self.save_artifacts,
+                "load_artifacts": self.load_artifacts}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRequest:
         return cls(TrialConfig.from_dict(data["config"]), Workload.from_dict(data["workload"]),
-                   Protocol.from_dict(data["protocol"]))
+                   Protocol.from_dict(data["protocol"]), data.get("save_artifacts"),
+                   data.get("load_artifacts"))
 
 
 @dataclasses.dataclass
@@ -118,6 +127,22 @@ class TrialResult:
     recompile_reasons: list[str] = dataclasses.field(default_factory=list)
     cudagraph_skips: int | None = None
     eager_fallback_frames: int | None = None
+    eager_fallback_reasons: list[str] = dataclasses.field(default_factory=list)
+    recompile_limit_hits: int | None = None  # recompiles dynamo refused: the frame ran eager
+    recompile_limit_reasons: list[str] = dataclasses.field(default_factory=list)
+    cudagraph_skip_reasons: list[str] = dataclasses.field(default_factory=list)
+    # False: a compiled backend produced no compiled graph, every call ran eager under the
+    # config's label; never a compiled speedup. None: not compiled (eager) or not known.
+    ran_compiled: bool | None = None
+    # work per call (torch.utils.flop_counter on one eager call) and the machine's peak
+    flops_per_call: int | None = None
+    peak_tflops_measured: float | None = None  # bf16 8192^3 matmul on CUDA, fp32 1024^3 on CPU
+    # compile artifacts and cache hits (tuner.artifacts; finalist re-measurements ask for them)
+    artifacts_bytes: int | None = None  # saved to the request's save_artifacts file
+    artifacts_load_s: float | None = None  # load_cache_artifacts, before the first call
+    artifacts_note: str = ""  # why none were saved or loaded
+    fxgraph_cache_hits: int | None = None  # inductor's FX-graph cache, after warm-up
+    fxgraph_cache_misses: int | None = None
     fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from tuner import results
 from tuner.fingerprint import describe
 from tuner.records import Status
 
@@ -17,10 +18,21 @@ _TABLE = [
     ("latency_ms_p90", "p90 ms", "{:.3f}"),
     ("speedup_vs_eager", "vs eager", "{:.2f}x"),
     ("throughput_per_s", "items/s", "{:,.0f}"),
+    ("achieved_tflops", "TFLOP/s", "{:.3g}"),
+    ("fraction_of_peak", "of peak", "{:.1%}"),
     ("compile_s_cold", "compile s", "{:.1f}"),
     ("time_to_steady_s", "warm-up s", "{:.1f}"),
     ("peak_memory_bytes", "memory", "bytes"),
 ]
+# Finalists measured again in fresh processes (tuner.finalists): shown after the column named,
+# when a row of the table has them.
+_CONFIRMED = {
+    "latency_ms_p90": [("rank_within_noise", "rank", "{:.0f}"),
+                       ("p50_ci_ms", "p50 95% CI ms", "{}"),
+                       ("latency_spread_pct", "spread", "{:.1f}%")],
+    "compile_s_cold": [("compile_s_warm", "warm s", "{:.1f}"),
+                       ("compile_s_artifacts", "artifacts s", "{:.1f}")],
+}
 
 
 def fmt_bytes(n: Any) -> str:
@@ -39,9 +51,12 @@ def _cell(value: Any, fmt: str) -> str:
 
 def notes(row: pd.Series) -> str:
     out = []
+    if results.ran_eager(row.get("ran_compiled")):
+        out.append("RAN EAGER: no compiled graph, not a compiled result")
     if row.get("noisy") is True:
         out.append("noisy")
     for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
+                         ("recompile_limit_hits", "recompile-limit hits"),
                          ("cudagraph_skips", "cudagraph skips"),
                          ("eager_fallback_frames", "frames fell back to eager")):
         value = row.get(column)
@@ -49,13 +64,17 @@ def notes(row: pd.Series) -> str:
             out.append(f"{int(value)} {word}")
     if isinstance(row.get("correctness_note"), str) and row["correctness_note"]:
         out.append(row["correctness_note"])
+    failed = row.get("repeats_failed")
+    if failed is not None and not pd.isna(failed) and failed > 0:
+        out.append(f"{int(failed)} re-measurement(s) failed")
     return "; ".join(out)
 
 
 def table(rows: pd.DataFrame) -> str:
     """Fixed-width text table of some rows (one batch size, typically)."""
-    headers = [h for _, h, _ in _TABLE] + ["notes"]
-    body = [[_cell(r.get(c), f) for c, _, f in _TABLE] + [notes(r)] for _, r in rows.iterrows()]
+    rows, columns = _with_confirmed(rows)
+    headers = [h for _, h, _ in columns] + ["notes"]
+    body = [[_cell(r.get(c), f) for c, _, f in columns] + [notes(r)] for _, r in rows.iterrows()]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
@@ -66,18 +85,66 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+    """The table's columns, with those of re-measured finalists where any row has them."""
+    if "latency_ms_p50_ci_low" in rows:
+        low = pd.to_numeric(rows["latency_ms_p50_ci_low"], errors="coerce")
+        high = pd.to_numeric(rows["latency_ms_p50_ci_high"], errors="coerce")
+        rows = rows.assign(p50_ci_ms=[None if pd.isna(lo) else f"{lo:.3f}-{hi:.3f}"
+                                      for lo, hi in zip(low, high)])
+    columns = []
+    for column in _TABLE:
+        columns.append(column)
+        columns += [extra for extra in _CONFIRMED.get(column[0], [])
+                    if extra[0] in rows and rows[extra[0]].notna().any()]
+    return rows, columns
+
+
+def within_noise(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two re-measured configs' 95% intervals of p50 overlap: neither is faster."""
+    bounds = [pd.to_numeric(pd.Series([r.get("latency_ms_p50_ci_low"),
+                                       r.get("latency_ms_p50_ci_high")]), errors="coerce")
+              for r in (a, b)]
+    if any(bound.isna().any() for bound in bounds):
+        return False
+    (a_low, a_high), (b_low, b_high) = bounds[0].tolist(), bounds[1].tolist()
+    return a_low <= b_high and b_low <= a_high
+
+
+def _noise_note(rows: pd.DataFrame) -> str | None:
+    if "rank_within_noise" not in rows or rows["rank_within_noise"].isna().all():
+        return None
+    counts = sorted({len(v) for v in rows["latency_ms_p50_repeats"] if _is_list(v)})
+    processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
+        if counts else "several"
+    return (f"rank: latency beyond noise, 1 = fastest. Configs of equal rank are within noise "
+            f"of each other (95% t-intervals over the p50s of {processes} fresh processes "
+            "overlap), so neither is faster.")
+
+
+def _is_list(value: Any) -> bool:
+    return hasattr(value, "__len__") and not isinstance(value, str)
+
+
 def verdicts(trials: pd.DataFrame) -> dict[int, str]:
     """Per batch size, one plain sentence: does compiling pay, and after how many calls."""
     out: dict[int, str] = {}
     ok = trials[(trials["status"] == Status.OK.value) & (trials["correct"] != False)]  # noqa: E712
-    for bs, group in ok.groupby("batch_size"):
+    ran_eager = results.ran_eager_only(ok)
+    for bs, group in ok[~ran_eager].groupby("batch_size"):
         eager = group[group["backend"] == "eager"]
         compiled = group[group["backend"] != "eager"]
         if eager.empty or compiled.empty:
             continue
         e = eager["latency_ms_p50"].min()
         best = compiled.loc[compiled["latency_ms_p50"].idxmin()]
-        if best["latency_ms_p50"] >= e:
+        if within_noise(best, eager.loc[eager["latency_ms_p50"].idxmin()]):
+            out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
+                            f"compiled config, {best['label']} ({best['latency_ms_p50']:.3f} ms), "
+                            f"and eager ({e:.3f} ms) are within noise of each other (their 95% "
+                            "intervals over fresh processes overlap), and it costs "
+                            f"{best['time_to_steady_s']:.1f} s to warm up. Use eager.")
+        elif best["latency_ms_p50"] >= e:
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
                             f"faster than the best compiled config, {best['label']} "
                             f"({best['latency_ms_p50']:.3f} ms), and that one costs "
@@ -89,6 +156,12 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
             out[int(bs)] = (f"batch size {bs}: {best['label']} is {e / best['latency_ms_p50']:.2f}x "
                             f"faster than eager ({best['latency_ms_p50']:.3f} vs {e:.3f} ms)"
                             f"{payback}.")
+    # Configs that ran eager under a compiled label are named, never counted as compiled.
+    for bs, group in ok[ran_eager].groupby("batch_size"):
+        labels = ", ".join(sorted(set(group["label"])))
+        note = (f"{labels} produced no compiled graph (every call ran eager), so "
+                f"{'it is' if len(group) == 1 else 'they are'} not counted as compiled.")
+        out[int(bs)] = f"{out[int(bs)]} {note}" if int(bs) in out else f"batch size {bs}: {note}"
     return out
 
 
@@ -111,6 +184,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) -> 
         lines.append("")
         lines.append(f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
         lines.append(table(group))
+        if _noise_note(group):
+            lines.append(_noise_note(group))
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
     failed = failures(trials)
@@ -126,8 +201,14 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
             "latency_ms_p90", "latency_ms_p99", "speedup_vs_eager", "throughput_per_s",
             "compile_s_cold", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
             "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",
-            "correct", "trial_number"]
+            "correct", "trial_number", "ran_compiled", "recompile_limit_hits",
+            "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
+            "rank_within_noise", "latency_ms_p50_ci_low", "latency_ms_p50_ci_high",
+            "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
+            "compile_s_artifacts", "artifacts_file"]
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
+    rows = [{k: (v.tolist() if _is_list(v) and hasattr(v, "tolist") else v)
+             for k, v in row.items()} for row in rows]
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),

@@ -24,13 +24,25 @@ from tuner.records import Status, TrialResult, readable_mode
 from tuner.space import TrialConfig
 from tuner.workload import Workload
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: compile-health reasons, ran_compiled, FLOPs and peak columns
 TRIALS_FILE = "trials.parquet"
 PARETO_FILE = "pareto.parquet"
 # Minimised together, within each batch size.
 OBJECTIVES = ("latency_ms_p50", "peak_memory_bytes", "time_to_steady_s")
 
 _f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+# Schema 2: finalists (the Pareto set of each batch size) re-measured in fresh processes; see
+# tuner.finalists. Empty for the other trials.
+FINALIST_FIELDS = [
+    ("compile_s_warm", _f64),  # first call of a second process on the trial's cache folder
+    ("compile_s_artifacts", _f64),  # load_cache_artifacts + first call, on an empty cache
+    ("latency_ms_p50_repeats", pa.list_(_f64)),  # p50 of each process, the trial's own first
+    ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
+    ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, see finalists
+    ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: intervals overlap, within noise
+    ("repeats_failed", _i64),  # re-measurements that did not finish ok
+    ("artifacts_file", _str), ("artifacts_torch", _str),  # relative to the study folder
+]
 SCHEMA = pa.schema([
     ("schema_version", pa.int32()),
     ("study", _str), ("trial_number", _i64), ("config_key", _str), ("label", _str),
@@ -54,6 +66,13 @@ SCHEMA = pa.schema([
     ("graph_breaks", _i64), ("graph_break_reasons", pa.list_(_str)), ("unique_graphs", _i64),
     ("recompiles", _i64), ("recompile_reasons", pa.list_(_str)), ("cudagraph_skips", _i64),
     ("eager_fallback_frames", _i64),
+    # schema 2
+    ("eager_fallback_reasons", pa.list_(_str)), ("recompile_limit_hits", _i64),
+    ("recompile_limit_reasons", pa.list_(_str)), ("cudagraph_skip_reasons", pa.list_(_str)),
+    ("ran_compiled", _bool),
+    ("flops_per_call", _i64), ("achieved_tflops", _f64), ("peak_tflops_measured", _f64),
+    ("fraction_of_peak", _f64),
+    *FINALIST_FIELDS,
     *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
 ])
 COLUMNS = SCHEMA.names
@@ -65,6 +84,7 @@ def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
     data = result.to_dict()
     fingerprint = data.pop("fingerprint") or {}
     row: dict[str, Any] = {k: v for k, v in data.items() if k in COLUMNS}
+    row.update(dict.fromkeys(name for name, _ in FINALIST_FIELDS))  # tuner.finalists fills them
     memory_bytes, memory_kind = memory_objective(result)
     row.update(
         schema_version=SCHEMA_VERSION, study=study, trial_number=number, config_key=config.key,
@@ -78,6 +98,8 @@ def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
         memory_kind=memory_kind,
         throughput_per_s=(config.batch_size * 1e3 / result.latency_ms_p50
                           if result.latency_ms_p50 else None),
+        achieved_tflops=(result.flops_per_call / (result.latency_ms_p50 * 1e-3) / 1e12
+                         if result.flops_per_call is not None and result.latency_ms_p50 else None),
     )
     row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_FIELDS})
     return row
@@ -108,15 +130,24 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     # Calls after which the warm-up cost is paid back by faster calls; none if never.
     df["break_even_calls"] = (df["time_to_steady_s"] * 1e3 / saved_ms).where(
         (saved_ms > 0) & (df["backend"] != "eager"))
+    # A config that ran eager under a compiled label has no compiled speedup to report.
+    ran_eager = ran_eager_only(df)
+    df.loc[ran_eager, ["speedup_vs_eager", "break_even_calls"]] = float("nan")
+    # Against the best matmul rate measured on the same machine during the study.
+    machine = [df["fp_host"].fillna(""), df["fp_gpu_name"].fillna("")]
+    peak = pd.to_numeric(df["peak_tflops_measured"], errors="coerce").groupby(machine).transform("max")
+    df["fraction_of_peak"] = pd.to_numeric(df["achieved_tflops"], errors="coerce") / peak
     return df.sort_values(["batch_size", "trial_number"], kind="stable").reset_index(drop=True)
 
 
 def pareto(df: pd.DataFrame) -> pd.DataFrame:
     """Non-dominated trials within each batch size over :data:`OBJECTIVES`.
 
-    Only trials that finished and were not shown wrong are candidates.
+    Only trials that finished, were not shown wrong and, if compiled, really ran compiled
+    are candidates.
     """
-    ok = df[(df["status"] == Status.OK.value) & (df["correct"] != False)]  # noqa: E712
+    ok = df[(df["status"] == Status.OK.value) & (df["correct"] != False)  # noqa: E712
+            & ~ran_eager_only(df)]
     ok = ok.dropna(subset=list(OBJECTIVES))
     keep = []
     for _, group in ok.groupby("batch_size"):
@@ -128,6 +159,19 @@ def pareto(df: pd.DataFrame) -> pd.DataFrame:
             if not dominated:
                 keep.append(group.index[i])
     return df.loc[keep].sort_values(["batch_size", "latency_ms_p50"]).reset_index(drop=True)
+
+
+def ran_eager_only(df: pd.DataFrame) -> pd.Series:
+    """Rows of a compiled config whose calls all ran eager (``ran_compiled`` is False); rows of
+    files older than the column count as compiled."""
+    if "ran_compiled" not in df:
+        return pd.Series(False, index=df.index)
+    return df["ran_compiled"].map(ran_eager).astype(bool)
+
+
+def ran_eager(ran_compiled: Any) -> bool:
+    """True for a ``ran_compiled`` cell that says False (not for an empty one)."""
+    return ran_compiled is not None and ran_compiled is not pd.NA and ran_compiled == False  # noqa: E712
 
 
 def to_table(df: pd.DataFrame) -> pa.Table:
@@ -192,9 +236,18 @@ def fingerprints(df: pd.DataFrame) -> list[dict[str, Any]]:
             for row in distinct.to_dict("records")]
 
 
+def peaks(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The best matmul rate measured on each machine of a study (host, GPU name, TFLOP/s)."""
+    measured = df[pd.to_numeric(df["peak_tflops_measured"], errors="coerce").notna()]
+    best = measured.groupby([measured["fp_host"].fillna(""), measured["fp_gpu_name"].fillna("")])[
+        "peak_tflops_measured"].max()
+    return [{"host": host or None, "gpu_name": gpu or None, "peak_tflops_measured": float(v)}
+            for (host, gpu), v in best.items()]
+
+
 def export(study_dir: Path, df: pd.DataFrame, metadata: dict[str, Any]) -> None:
     """Write both files of a study."""
-    meta = {**metadata, "fingerprints": fingerprints(df)}
+    meta = {**metadata, "fingerprints": fingerprints(df), "peak_tflops": peaks(df)}
     write(df, Path(study_dir) / TRIALS_FILE, meta)
     write(pareto(df), Path(study_dir) / PARETO_FILE, meta)
 

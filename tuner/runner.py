@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -16,8 +17,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from typing import Protocol as TypingProtocol
 
+from tuner.artifacts import write_bytes_atomic
 from tuner.records import Status, TrialRequest, TrialResult, write_json_atomic
 from tuner.worker import PARENT_PID_ENV
 
@@ -26,9 +29,10 @@ STDERR_TAIL_CHARS = 4000
 
 class Runner(TypingProtocol):
     def run(self, request: TrialRequest, workdir: Path,
-            abort: threading.Event | None = None) -> TrialResult:
+            abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
         """Run one trial; files for it may be kept under ``workdir``. Never raises for a
-        failed trial. Setting ``abort`` ends the trial early as ``interrupted``."""
+        failed trial. Setting ``abort`` ends the trial early as ``interrupted``.
+        ``cache_dir``: the inductor and triton caches to use and keep (see ProcessRunner)."""
         ...
 
 
@@ -36,7 +40,9 @@ class ProcessRunner:
     """Each trial in its own process group, killed whole at the deadline.
 
     ``cache_dir``: where inductor and triton keep compiled artifacts when the protocol asks
-    for a warm cache; otherwise every trial gets fresh, empty cache folders (a cold compile).
+    for a warm cache; otherwise every trial gets fresh, empty cache folders (a cold compile),
+    deleted after it, unless :meth:`run` is given a ``cache_dir`` of the trial's own: that one
+    is used as it is (empty for a cold compile, filled for a warm one) and kept.
     ``env``: extra environment for the worker (``CUDA_VISIBLE_DEVICES`` to pin a GPU).
     """
 
@@ -48,7 +54,7 @@ class ProcessRunner:
         self.python = python
 
     def run(self, request: TrialRequest, workdir: Path,
-            abort: threading.Event | None = None) -> TrialResult:
+            abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
         workdir.mkdir(parents=True, exist_ok=True)
         request_path, result_path = workdir / "request.json", workdir / "result.json"
         log_path = workdir / "worker.log"
@@ -56,7 +62,10 @@ class ProcessRunner:
         write_json_atomic(request_path, request.to_dict())
 
         fresh_cache = None
-        if request.protocol.warm_cache and self.cache_dir is not None:
+        if cache_dir is not None:
+            cache = Path(cache_dir)
+            cache.mkdir(parents=True, exist_ok=True)
+        elif request.protocol.warm_cache and self.cache_dir is not None:
             cache = self.cache_dir
         else:
             cache = fresh_cache = Path(tempfile.mkdtemp(prefix="tuner-cache-"))
@@ -144,7 +153,14 @@ class FakeRunner:
     """Deterministic made-up results for tests: no process, no torch, milliseconds.
 
     ``fail`` maps a config key or label to the status that trial should end with;
-    ``delay_s`` sleeps per trial (to test interruption and kills).
+    ``delay_s`` sleeps per trial (to test interruption and kills); ``base_ms`` overrides
+    :data:`BASE_MS` per label; ``jitter`` moves each call's latency by up to that fraction,
+    differently on each call of a config but the same from one test run to the next.
+
+    Compile caches and artifacts are faked with files: a ``cache_dir`` that an earlier call
+    filled makes the first call warm (:data:`WARM_FACTOR` of the cold time, a cache hit), a
+    request's ``save_artifacts`` file is written, and a ``load_artifacts`` file that exists
+    makes the first call :data:`ARTIFACTS_FACTOR` of the cold time.
     """
 
     BASE_MS = {"eager": 10.0, "inductor:default": 8.0, "inductor:reduce-overhead": 6.0,
@@ -153,20 +169,30 @@ class FakeRunner:
     COMPILE_S = {"eager": 0.0, "inductor:default": 15.0, "inductor:reduce-overhead": 17.0,
                  "inductor:max-autotune-no-cudagraphs": 60.0, "inductor:max-autotune": 90.0,
                  "cudagraphs": 3.0, "aot_eager": 5.0}
+    WARM_FACTOR = 0.15
+    ARTIFACTS_FACTOR = 0.4
+    CACHE_MARK = "fake-cache"
 
     def __init__(self, fail: dict[str, Status] | None = None, delay_s: float = 0.0,
-                 gpu_name: str = "Fake GPU", speed: float = 1.0, torch_version: str = "2.11.0") -> None:
+                 gpu_name: str = "Fake GPU", speed: float = 1.0, torch_version: str = "2.11.0",
+                 jitter: float = 0.0, base_ms: dict[str, float] | None = None) -> None:
         self.fail = dict(fail or {})
         self.delay_s = delay_s
         self.gpu_name = gpu_name
         self.speed = speed
         self.torch_version = torch_version
+        self.jitter = jitter
+        self.base_ms = {**self.BASE_MS, **(base_ms or {})}
         self.calls: list[str] = []
+        self.requests: list[TrialRequest] = []  # every request, in order
+        self.cache_dirs: list[Path | None] = []  # the cache_dir of each call
 
     def run(self, request: TrialRequest, workdir: Path,
-            abort: threading.Event | None = None) -> TrialResult:
+            abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
         cfg = request.config
         self.calls.append(cfg.key)
+        self.requests.append(request)
+        self.cache_dirs.append(cache_dir)
         if self.delay_s:
             end = time.monotonic() + self.delay_s
             while time.monotonic() < end:
@@ -183,12 +209,17 @@ class FakeRunner:
             return TrialResult.failure(status, f"fake {status.value}", fingerprint=fingerprint,
                                        stderr_tail="fake stderr\n", wall_s=0.01)
         dyn_factor = {None: 1.02, False: 1.0, True: 1.05}[cfg.dynamic] if cfg.compiled else 1.0
-        p50 = self.BASE_MS.get(base_label, 9.0) * (0.5 + cfg.batch_size / 8) * dyn_factor / self.speed
+        p50 = self.base_ms.get(base_label, 9.0) * (0.5 + cfg.batch_size / 8) * dyn_factor / self.speed
+        if self.jitter:
+            nth = self.calls.count(cfg.key)
+            p50 *= 1 + self.jitter * random.Random(f"{cfg.key}#{nth}").uniform(-1.0, 1.0)
         cudagraphs = "reduce-overhead" in base_label or base_label in ("inductor:max-autotune",
                                                                        "cudagraphs")
         vram = int(1e9 * (1 + cfg.batch_size / 32) * (1.3 if cudagraphs else 1.0))
         samples = [p50 * (1 + 0.01 * ((i % 5) - 2)) for i in range(50)]
         compile_s = self.COMPILE_S.get(base_label, 10.0)
+        cache = self._fake_cache(request, cache_dir, compile_s) if cfg.compiled else {}
+        compile_s = cache.pop("compile_s_cold", compile_s)
         return TrialResult(
             status=Status.OK, import_s=8.0, build_s=0.5, compile_s_cold=compile_s, warmup_s=0.2,
             warmup_calls=10, wall_s=0.01, latency_ms_p50=p50, latency_ms_p90=p50 * 1.01,
@@ -200,4 +231,23 @@ class FakeRunner:
             vram_bytes_steady_reserved=vram, host_rss_bytes_peak=int(3e9), correct=True,
             max_abs_error=1e-6, tolerance=1e-3, graph_breaks=0 if cfg.compiled else None,
             unique_graphs=1 if cfg.compiled else None, recompiles=0 if cfg.compiled else None,
-            cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint)
+            cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint, **cache)
+
+    def _fake_cache(self, request: TrialRequest, cache_dir: Path | None,
+                    cold_s: float) -> dict[str, Any]:
+        fields: dict[str, Any] = {"compile_s_cold": cold_s, "fxgraph_cache_hits": 0,
+                                  "fxgraph_cache_misses": 1}
+        if request.load_artifacts and Path(request.load_artifacts).exists():
+            fields.update(compile_s_cold=cold_s * self.ARTIFACTS_FACTOR, artifacts_load_s=0.05,
+                          fxgraph_cache_hits=1, fxgraph_cache_misses=0)
+        elif cache_dir is not None and (Path(cache_dir) / self.CACHE_MARK).exists():
+            fields.update(compile_s_cold=cold_s * self.WARM_FACTOR, fxgraph_cache_hits=1,
+                          fxgraph_cache_misses=0)
+        if cache_dir is not None:
+            Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            (Path(cache_dir) / self.CACHE_MARK).write_text("fake compile cache\n")
+        if request.save_artifacts:
+            data = f"fake artifacts of {request.config.key}".encode()
+            write_bytes_atomic(Path(request.save_artifacts), data)
+            fields["artifacts_bytes"] = len(data)
+        return fields

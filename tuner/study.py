@@ -24,7 +24,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner import results
+from tuner import finalists, results
 from tuner.errors import UserError
 from tuner.records import Protocol, Status, TrialRequest, TrialResult
 from tuner.runner import Runner
@@ -62,6 +62,8 @@ class StudySpec:
     # Any Optuna storage URL; default: SQLite in the study folder. Not in repr: it may hold a password.
     storage: str | None = dataclasses.field(default=None, repr=False)
     n_trials: int | None = None  # total measured trials the study should reach
+    # Re-measurements of each finalist after the search (tuner.finalists); 0: none.
+    confirm_repeats: int = 0
     budget_s: float | None = None  # wall-clock budget of this run
     seed: int = 0
 
@@ -200,9 +202,12 @@ class Search:
 
             self.on_start(trial.number, config)
             t0 = time.monotonic()
-            request = TrialRequest(config, spec.workload, spec.protocol)
+            # The first trial of a run also times the device's peak matmul rate (fraction_of_peak).
+            request = TrialRequest(config, spec.workload,
+                                   dataclasses.replace(spec.protocol, measure_peak=new == 0))
             result = self.runner.run(request, spec.directory / "trials" / str(trial.number),
-                                     self.abort)
+                                     self.abort, cache_dir=finalists.fresh_trial_cache(
+                                         spec, config, trial.number))
             durations.append(time.monotonic() - t0)
             if result.status is Status.INTERRUPTED:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
@@ -219,6 +224,7 @@ class Search:
                 continue
             new += 1
             df = self.export()
+            finalists.prune_caches(study, spec, df)
             measured = len(state.measured) + 1
             self.on_trial(TrialEvent(
                 number=measured, target=spec.n_trials, config=config, result=result,
@@ -227,9 +233,22 @@ class Search:
             if result.status is Status.WORKLOAD_ERROR:
                 raise UserError(f"the model cannot run: {result.message}")
 
+        if spec.confirm_repeats and not (self.stop_after_trial.is_set() or self.abort.is_set()):
+            if self.confirm(spec.confirm_repeats).stopped:
+                stop_reason += "; confirming the finalists was stopped (the same command resumes it)"
         df = self.export()
+        finalists.prune_caches(study, spec, df)
         return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
                              new, stop_reason, df, results.pareto(df))
+
+    def confirm(self, repeats: int, redo: bool = False) -> finalists.ConfirmSummary:
+        """Re-measure the finalists (see :mod:`tuner.finalists`); ``stop_after_trial`` stops
+        it before the next process, ``abort`` kills the one in flight."""
+        summary = finalists.confirm(self.study, self.spec, self.runner, self.export(), repeats,
+                                    redo=redo, on_message=self.on_message,
+                                    stop=self.stop_after_trial, abort=self.abort)
+        finalists.prune_caches(self.study, self.spec, self.export())
+        return summary
 
     # -- storage helpers --------------------------------------------------------------------
     def export(self) -> pd.DataFrame:
@@ -439,7 +458,7 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
 
 def export_study(study: optuna.Study, spec: StudySpec) -> pd.DataFrame:
     """Write the study's Parquet files under this host's ``spec.directory`` from the storage."""
-    df = study_frame(study, spec.name, spec.workload)
+    df = study_frame(study, spec.name, spec.workload, spec.directory)
     results.export(spec.directory, df, {
         "study": spec.name, "workload": spec.workload.to_dict(),
         "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
@@ -552,15 +571,21 @@ def record(study: optuna.Study, trial: optuna.Trial, result: TrialResult) -> Non
         study.tell(trial, state=TrialState.FAIL)
 
 
-def study_frame(study: optuna.Study, name: str, workload: Workload) -> pd.DataFrame:
+def study_frame(study: optuna.Study, name: str, workload: Workload,
+                directory: Path | None = None) -> pd.DataFrame:
+    """Every measured trial as a Parquet row; ``directory`` (the study folder on this host) is
+    where finalists' artifacts files are looked for."""
+    repeats = finalists.repeats_of(study)
     rows = []
     for t in study.get_trials(deepcopy=False):
         if RESULT_ATTR not in t.user_attrs:
             continue
         config = TrialConfig.from_dict(t.user_attrs[CONFIG_ATTR])
         result = TrialResult.from_dict(t.user_attrs[RESULT_ATTR])
-        rows.append(results.trial_row(name, t.number, config, workload, result))
-    return results.frame(rows)
+        row = results.trial_row(name, t.number, config, workload, result)
+        row.update(finalists.columns(result, repeats.get(t.number, []), config.key, directory))
+        rows.append(row)
+    return finalists.with_ranks(results.frame(rows))
 
 
 def redact(url: str) -> str:

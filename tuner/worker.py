@@ -50,7 +50,7 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
         import torchvision  # noqa: F401 - counted in import time, not build time
     import_s = time.perf_counter() - started
 
-    from tuner import fingerprint, measure, workload
+    from tuner import artifacts, fingerprint, measure, workload
 
     result = TrialResult(status=Status.OK, import_s=import_s)
     result.fingerprint = fingerprint.collect(request.workload.device)
@@ -75,11 +75,17 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
             if _is_oom(exc):
                 return _fail(result, Status.OOM, f"eager call: {_describe(exc)}")
             return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {_describe(exc)}")
+        # The work one call does, counted on eager (the compiled model does the same math).
+        result.flops_per_call = measure.flops_per_call(lambda: model(*inputs))
 
         dev.reset_peaks(empty_cache=True)
         result.vram_bytes_baseline = dev.allocated()
         mark_step = uses_cudagraphs(config) and dev.cuda
 
+        if request.load_artifacts and config.compiled:
+            # Start from saved artifacts (a finalist re-measurement); not in compile_s_cold.
+            result.artifacts_load_s, result.artifacts_note = artifacts.load(
+                Path(request.load_artifacts))
         fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
 
         def call():
@@ -101,6 +107,11 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
             result.warmup_s = time.perf_counter() - warm_start
             result.warmup_calls = len(warm_times)
             result.vram_bytes_compile_allocated, result.vram_bytes_compile_reserved = dev.peaks()
+            if config.compiled:
+                result.fxgraph_cache_hits, result.fxgraph_cache_misses = artifacts.cache_counters()
+                if request.save_artifacts:
+                    result.artifacts_bytes, note = artifacts.save(Path(request.save_artifacts))
+                    result.artifacts_note = result.artifacts_note or note
 
             comparison = measure.compare_outputs(_clone(call()), reference, request.workload.dtype)
             result.correct = comparison.correct
@@ -113,6 +124,7 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
                 health = measure.compile_health()
                 for field in dataclasses.fields(health):
                     setattr(result, field.name, getattr(health, field.name))
+                result.ran_compiled = health.ran_compiled
 
             # Steady state: compile-time transients released, peaks counted afresh.
             dev.reset_peaks(empty_cache=True)
@@ -146,6 +158,16 @@ def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer
     result.measure_calls = len(samples)
     result.measure_s = spent
     result.timer = timer
+
+
+def _peak_tflops(device: str) -> float | None:
+    from tuner import measure
+
+    try:
+        return measure.peak_matmul_tflops(device)
+    except Exception:  # noqa: BLE001 - a device that cannot run it leaves the cell blank
+        traceback.print_exc()
+        return None
 
 
 def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
@@ -212,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     request = TrialRequest.from_dict(json.loads(request_path.read_text()))
     try:
         result = run_trial(request, started)
+        if request.protocol.measure_peak:  # last, so it cannot disturb the trial's numbers
+            result.peak_tflops_measured = _peak_tflops(request.workload.device)
     except Exception as exc:  # noqa: BLE001 - unexpected: still leave a record behind
         traceback.print_exc()
         result = TrialResult(status=Status.CRASH, message=f"worker error: {_describe(exc)}")

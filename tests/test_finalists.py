@@ -1,0 +1,318 @@
+"""Finalists measured again in fresh processes, with the fake runner: what is re-run, where the
+records go, the columns and ranks a user reads, resume, and `tuner confirm`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import optuna
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from tuner import cli, finalists, report, results
+from tuner.records import Protocol, Status, TrialRequest
+from tuner.runner import FakeRunner
+from tuner.space import TrialConfig
+from tuner.study import RESULT_ATTR, Search
+
+from .test_study import make_space, make_spec
+
+# bs 1 and 8 x (eager + inductor default, reduce-overhead x dynamic False, True): 10 configs.
+# dynamic=True is 5 % slower at the same cost: never a finalist.
+SPACE = make_space(modes=("default", "reduce-overhead"), dynamic=(False, True))
+CONFIGS = len(SPACE.configs())
+
+
+def search(tmp_path, runner=None, repeats=2, **kwargs):
+    runner = runner or FakeRunner(jitter=0.02)
+    spec = make_spec(tmp_path, space=kwargs.pop("space", SPACE), confirm_repeats=repeats, **kwargs)
+    s = Search(spec, runner)
+    return s, s.run()
+
+
+def front_numbers(df) -> set[int]:
+    return set(results.pareto(df)["trial_number"].astype(int))
+
+
+def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp_path):
+    s, summary = search(tmp_path)
+    front = results.pareto(summary.trials)
+    assert len(front) >= 4  # at each batch size: eager (no compile) and a faster compiled one
+    # Measured trials: one per config, as without confirmation; repeats are not trials.
+    assert sum(RESULT_ATTR in t.user_attrs for t in s.study.trials) == CONFIGS == summary.measured
+    assert len(s.runner.calls) == CONFIGS + 2 * len(front)
+    stored = finalists.repeats_of(s.study)
+    assert set(stored) == front_numbers(summary.trials)
+    for _, row in front.iterrows():
+        kinds = [r["kind"] for r in stored[int(row["trial_number"])]]
+        assert kinds == (["eager", "eager"] if row["backend"] == "eager" else ["warm", "artifacts"])
+        assert all(r["status"] == "ok" and r["torch"] == "2.11.0" for r in stored[
+            int(row["trial_number"])])
+
+
+def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
+    s, summary = search(tmp_path)
+    df, _ = results.read(tmp_path / "s" / results.TRIALS_FILE)
+    front, off = df[df["trial_number"].isin(front_numbers(df))], df[
+        ~df["trial_number"].isin(front_numbers(df))]
+    assert len(off) >= 1
+    stored = finalists.repeats_of(s.study)
+    for _, row in front.iterrows():
+        p50s = list(row["latency_ms_p50_repeats"])
+        records = stored[int(row["trial_number"])]
+        assert p50s == [row["latency_ms_p50"]] + [r["latency_ms_p50"] for r in records]
+        assert len(set(p50s)) == 3  # the fake jitters each process
+        assert row["latency_spread_pct"] == pytest.approx(
+            (max(p50s) - min(p50s)) / sorted(p50s)[1] * 100)
+        assert row["latency_ms_p50_ci_low"] < min(p50s) and row["latency_ms_p50_ci_high"] > max(p50s)
+        assert row["repeats_failed"] == 0 and row["rank_within_noise"] >= 1
+        if row["backend"] == "eager":
+            assert pd_none(row["compile_s_warm"]) and pd_none(row["artifacts_file"])
+            continue
+        cold = row["compile_s_cold"]
+        assert row["compile_s_warm"] == pytest.approx(cold * FakeRunner.WARM_FACTOR)
+        assert row["compile_s_artifacts"] == pytest.approx(cold * FakeRunner.ARTIFACTS_FACTOR + 0.05)
+        assert row["artifacts_file"] == finalists.artifacts.relative_path(row["config_key"])
+        assert (tmp_path / "s" / row["artifacts_file"]).read_bytes().startswith(b"fake artifacts")
+        assert row["artifacts_torch"] == "2.11.0"
+    for column, _ in results.FINALIST_FIELDS:  # trials that are not finalists: all empty
+        assert off[column].map(pd_none).all(), column
+    pareto, _ = results.read(tmp_path / "s" / results.PARETO_FILE)
+    assert pareto["rank_within_noise"].notna().all()
+
+
+def pd_none(value) -> bool:
+    return value is None or (not hasattr(value, "__len__") and pd.isna(value))
+
+
+def test_the_search_keeps_the_compile_caches_of_the_front_only(tmp_path):
+    s, summary = search(tmp_path)
+    runner, spec = s.runner, s.spec
+    compiled = [(r.config, c) for r, c in zip(runner.requests[:CONFIGS],
+                                              runner.cache_dirs[:CONFIGS])]
+    for config, cache in compiled:  # each compiled trial had a cache folder of its own ...
+        assert (cache is None) == (not config.compiled)
+    kept = {int(p.name) for p in (spec.directory / finalists.CACHE_DIR).iterdir()}
+    front = results.pareto(summary.trials)
+    # ... and only the compiled finalists' are left.
+    assert kept == set(front[front["backend"] != "eager"]["trial_number"].astype(int))
+    warm = [c for r, c in zip(runner.requests[CONFIGS:], runner.cache_dirs[CONFIGS:])
+            if r.save_artifacts]
+    assert warm and all(c is not None and int(c.name) in kept for c in warm)
+
+
+def test_a_resumed_search_does_not_measure_confirmed_finalists_again(tmp_path):
+    s, _ = search(tmp_path)
+    before = finalists.repeats_of(s.study)
+    again, _ = search(tmp_path)
+    assert again.runner.calls == [] and finalists.repeats_of(again.study) == before
+    more, _ = search(tmp_path, repeats=3)  # a third each, on the warm cache again
+    assert len(more.runner.calls) == len(before)
+    after = finalists.repeats_of(more.study)
+    assert all(after[n][:2] == before[n] and len(after[n]) == 3 for n in before)
+    assert {after[n][2]["kind"] for n in after} == {"warm", "eager"}
+
+
+def test_redo_forgets_earlier_measurements(tmp_path):
+    s, _ = search(tmp_path)
+    before = finalists.repeats_of(s.study)
+    redo = Search(s.spec, FakeRunner(jitter=0.02))
+    summary = redo.confirm(2, redo=True)
+    assert summary.measured == 2 * len(before) and not summary.stopped
+    after = finalists.repeats_of(redo.study)
+    assert set(after) == set(before) and all(len(v) == 2 for v in after.values())
+    assert after != before
+
+
+def test_without_the_trials_cache_the_first_repeat_compiles_cold_then_warm(tmp_path):
+    s, _ = search(tmp_path, repeats=0)
+    assert finalists.repeats_of(s.study) == {}
+    for path in (s.spec.directory / finalists.CACHE_DIR).iterdir():
+        for item in path.iterdir():
+            item.unlink()
+    runner = FakeRunner()
+    Search(s.spec, runner).confirm(3)
+    stored = finalists.repeats_of(s.study)
+    compiled = [v for v in stored.values() if v[0]["kind"] != "eager"]
+    assert compiled and all([r["kind"] for r in v] == ["cold", "warm", "artifacts"]
+                            for v in compiled)
+    df = s.export()
+    row = df[df["trial_number"] == next(n for n, v in stored.items() if v[0]["kind"] == "cold")]
+    assert row["compile_s_warm"].iloc[0] == pytest.approx(
+        row["compile_s_cold"].iloc[0] * FakeRunner.WARM_FACTOR)
+
+
+def test_a_warm_repeat_that_missed_the_cache_gives_no_warm_compile_time():
+    result = FakeRunner().run(TrialRequest(TrialConfig("inductor", 1, "default", False),
+                                           make_spec_workload()), None)
+    record = finalists._record("warm", result)  # FakeRunner without a cache: a miss
+    assert record["fxgraph_cache_misses"] == 1
+    columns = finalists.columns(result, [record], "k")
+    assert columns["compile_s_warm"] is None and columns["latency_ms_p50_repeats"] == [
+        result.latency_ms_p50, result.latency_ms_p50]
+
+
+def make_spec_workload():
+    from .test_study import WORKLOAD
+
+    return WORKLOAD
+
+
+def test_failed_repeats_are_counted_and_leave_the_interval_to_the_others(tmp_path):
+    class FailsSecond(FakeRunner):
+        def run(self, request, workdir, abort=None, cache_dir=None):
+            result = super().run(request, workdir, abort, cache_dir)
+            if request.load_artifacts:
+                return type(result).failure(Status.CRASH, "fake crash")
+            return result
+
+    s, summary = search(tmp_path, FailsSecond(jitter=0.02))
+    df = s.export()
+    compiled = df[df["trial_number"].isin(front_numbers(df)) & (df["backend"] != "eager")]
+    assert (compiled["repeats_failed"] == 1).all()
+    assert compiled["latency_ms_p50_repeats"].map(len).eq(2).all()
+    assert compiled["compile_s_artifacts"].isna().all()
+    assert "1 re-measurement(s) failed" in report.notes(compiled.iloc[0])
+    # Resuming does not retry a failed repeat: it was measured, and failed.
+    again, _ = search(tmp_path, FailsSecond())
+    assert again.runner.calls == []
+
+
+def test_stopping_during_confirmation_keeps_what_was_measured_and_resume_finishes(tmp_path):
+    spec = make_spec(tmp_path, space=SPACE, confirm_repeats=2)
+    s = Search(spec, FakeRunner(jitter=0.02))
+    s.on_message = lambda text: text.startswith("[confirm 3/") and s.stop_after_trial.set()
+    summary = s.run()
+    assert "confirming the finalists was stopped" in summary.stop_reason
+    assert sum(len(v) for v in finalists.repeats_of(s.study).values()) == 3
+    rest, _ = search(tmp_path)
+    front = len(results.pareto(rest.export()))
+    assert len(rest.runner.calls) == 2 * front - 3
+
+
+def test_an_abandoned_repeat_is_not_recorded(tmp_path):
+    class Interrupted(FakeRunner):
+        def run(self, request, workdir, abort=None, cache_dir=None):
+            return type(super().run(request, workdir)).failure(Status.INTERRUPTED, "stopped")
+
+    s, _ = search(tmp_path, repeats=0)
+    summary = Search(s.spec, Interrupted()).confirm(2)
+    assert summary.stopped and summary.measured == 0
+    assert finalists.repeats_of(s.study) == {}
+
+
+# -- ranks within noise ----------------------------------------------------------------------------
+def test_overlapping_intervals_share_a_rank_even_through_a_chain():
+    #                      A [1, 2]  B [1.9, 3]  C [2.9, 4]  D [5, 6]  E [0.1, 0.5]
+    assert finalists.rank_intervals([1.0, 1.9, 2.9, 5.0, 0.1], [2.0, 3.0, 4.0, 6.0, 0.5]) == \
+        [2, 2, 2, 3, 1]
+    assert finalists.rank_intervals([], []) == []
+
+
+class Scripted(FakeRunner):
+    """The p50 of each process of a config (by label), in the order they run."""
+
+    def __init__(self, p50s: dict[str, list[float]]) -> None:
+        super().__init__()
+        self.p50s = {label: list(values) for label, values in p50s.items()}
+
+    def run(self, request, workdir, abort=None, cache_dir=None):
+        result = super().run(request, workdir, abort, cache_dir)
+        if self.p50s.get(request.config.label):
+            result.latency_ms_p50 = self.p50s[request.config.label].pop(0)
+        return result
+
+
+def test_two_configs_within_noise_get_one_rank_and_the_report_says_so(tmp_path):
+    # reduce-overhead's trial was faster than default's (and it needs more memory: both are
+    # finalists), but their processes overlap; eager is slower beyond noise.
+    runner = Scripted({"inductor:default": [8.0, 8.3, 7.8],
+                       "inductor:reduce-overhead": [7.9, 7.7, 8.2], "eager": [10.0, 10.1, 9.9]})
+    search(tmp_path, runner, space=make_space(batch_sizes=(1,), modes=("default",
+                                                                         "reduce-overhead"),
+                                                dynamic=(False,)))
+    df, meta = results.read(tmp_path / "s")
+    assert len(results.pareto(df)) == 3
+    ranks = dict(zip(df["label"], df["rank_within_noise"]))
+    assert ranks == {"inductor:reduce-overhead": 1, "inductor:default": 1, "eager": 2}
+    text = report.render(df, results.pareto(df), meta)
+    assert "rank" in text and "p50 95% CI ms" in text and "warm s" in text
+    assert "Configs of equal rank are within noise" in text and "3 fresh processes" in text
+
+
+def test_the_verdict_does_not_call_a_compiled_config_faster_when_it_is_within_noise(tmp_path):
+    runner = Scripted({"eager": [10.0, 10.4, 9.7], "inductor:default": [9.9, 10.3, 9.6]})
+    search(tmp_path, runner, space=make_space(batch_sizes=(1,), modes=("default",),
+                                              dynamic=(False,)))
+    df, _ = results.read(tmp_path / "s")
+    verdict = report.verdicts(df)[1]
+    assert "within noise" in verdict and "Use eager" in verdict and "faster than eager" not in verdict
+
+
+def test_interval_spread_and_t():
+    assert finalists.interval([2.0]) is None and finalists.spread_pct([2.0]) is None
+    assert finalists.interval([2.0, 2.0, 2.0]) == (pytest.approx(2.0), pytest.approx(2.0))
+    low, high = finalists.interval([1.0, 1.1, 1.2])
+    logs = [math.log(v) for v in (1.0, 1.1, 1.2)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    assert low == pytest.approx(math.exp(mean - 4.303 * sd / math.sqrt(3)))
+    assert high == pytest.approx(math.exp(mean + 4.303 * sd / math.sqrt(3)))
+    assert finalists.spread_pct([1.0, 1.1, 1.2]) == pytest.approx(20 / 1.1)
+    assert finalists.t975(1) == 12.706 and finalists.t975(11) == 2.228 and finalists.t975(500) == 1.96
+
+
+# -- records and the command line ----------------------------------------------------------------
+def test_requests_of_older_tuners_still_load():
+    request = TrialRequest(TrialConfig("eager", 1), make_spec_workload(), Protocol())
+    old = request.to_dict()
+    del old["save_artifacts"], old["load_artifacts"]
+    assert TrialRequest.from_dict(json.loads(json.dumps(old))) == request
+
+
+def test_the_cli_default_is_the_librarys():
+    assert cli.CONFIRM_REPEATS == finalists.DEFAULT_REPEATS
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli.main, list(args))
+
+
+def test_tuner_confirm_on_an_existing_study(tmp_path):
+    args = ["search", "--fake-runner", "--model", "resnet18", "--device", "cpu", "--backend",
+            "eager,inductor", "--mode", "default", "--batch-sizes", "1,8",
+            "--studies-dir", str(tmp_path), "--name", "st"]
+    result = invoke(*args, "--confirm", "0")
+    assert result.exit_code == 0, result.output
+    assert "confirming" not in result.stderr and "rank" not in result.stdout
+    study = str(tmp_path / "st")
+
+    first = invoke("confirm", study, "--fake-runner")
+    assert first.exit_code == 0, first.output
+    assert "confirming 4 finalists: 8 re-measurements" in first.stderr
+    assert "[confirm 8/8]" in first.stderr and "warm" in first.stderr
+    assert "rank" in first.stdout and "warm s" in first.stdout  # the table, on stdout
+    df, _ = results.read(tmp_path / "st")
+    assert df["latency_ms_p50_repeats"].map(len).eq(3).all()
+
+    again = invoke("confirm", "st", "--studies-dir", str(tmp_path), "--fake-runner", "--json")
+    assert again.exit_code == 0, again.output
+    assert "0 re-measurements now" in again.stderr
+    data = json.loads(again.stdout)
+    assert all(len(r["latency_ms_p50_repeats"]) == 3 for r in data["pareto"])
+    assert all(r["rank_within_noise"] is not None for r in data["pareto"])
+
+    more = invoke("confirm", study, "--fake-runner", "--repeats", "3")
+    assert "4 re-measurements now" in more.stderr
+    redo = invoke("confirm", study, "--fake-runner", "--redo", "-q")
+    assert redo.exit_code == 0 and redo.stderr == ""
+    storage = optuna.load_study(study_name="st", storage=f"sqlite:///{tmp_path / 'st' / 'study.db'}")
+    assert all(len(v) == 2 for v in finalists.repeats_of(storage).values())
+
+
+def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path):
+    result = invoke("confirm", "nope", "--studies-dir", str(tmp_path), "--fake-runner")
+    assert result.exit_code != 0 and result.stdout == ""
+    assert result.stderr.startswith("Error: no study 'nope'") and result.stderr.count("\n") == 1
