@@ -146,9 +146,7 @@ def pareto(df: pd.DataFrame) -> pd.DataFrame:
     Only trials that finished, were not shown wrong and, if compiled, really ran compiled
     are candidates.
     """
-    ok = df[(df["status"] == Status.OK.value) & (df["correct"] != False)  # noqa: E712
-            & ~ran_eager_only(df)]
-    ok = ok.dropna(subset=list(OBJECTIVES))
+    ok = candidates(df).dropna(subset=list(OBJECTIVES))
     keep = []
     for _, group in ok.groupby("batch_size"):
         values = group[list(OBJECTIVES)].to_numpy()
@@ -159,6 +157,13 @@ def pareto(df: pd.DataFrame) -> pd.DataFrame:
             if not dominated:
                 keep.append(group.index[i])
     return df.loc[keep].sort_values(["batch_size", "latency_ms_p50"]).reset_index(drop=True)
+
+
+def candidates(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows that may be compared, ranked and recommended: the trial finished, its output was not
+    shown wrong, and a compiled config really ran compiled code."""
+    return df[(df["status"] == Status.OK.value) & (df["correct"] != False)  # noqa: E712
+              & ~ran_eager_only(df)]
 
 
 def ran_eager_only(df: pd.DataFrame) -> pd.Series:

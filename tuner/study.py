@@ -624,9 +624,8 @@ _QUERY_PASSWORD = re.compile(r"(?i)((?:^|[?&;\s])[a-z_]*password=)[^&;\s]*")
 
 
 def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
-    ok = df[(df["status"] == Status.OK.value) & (df["correct"] != False)]  # noqa: E712
     best = {}
-    for bs, group in ok.groupby("batch_size"):
+    for bs, group in results.candidates(df).groupby("batch_size"):
         row = group.loc[group["latency_ms_p50"].idxmin()]
         best[int(bs)] = (str(row["label"]), float(row["latency_ms_p50"]))
     return best
