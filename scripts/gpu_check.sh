@@ -3,6 +3,10 @@
 # Carry .whl (make gpu-wheels). Writes logs and Parquet files under $OUT when set.
 #   GPU_SEARCH_BUDGET  seconds the example search may start trials for (default 250)
 #   GPU_SKIP_TESTS=1   skip the pytest gpu tests
+#   GPU_CONFIRM=1      also measure the example study's finalists again (fresh processes: spread,
+#                      interval, warm and from-artifacts compiles), then the first production call
+#                      cold / from artifacts / warm. GPU_CONFIRM_REPEATS (default 3),
+#                      GPU_CONFIRM_BUDGET seconds (default 900).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tuner-gpu-out}; mkdir -p "$OUT"
@@ -21,8 +25,27 @@ timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-250} + ${GPU_SEARCH_GRACE:-200} )) pyth
     --model resnet18 --batch-sizes 1,32 --dtype float32 \
     --backend eager,inductor --mode default,reduce-overhead,max-autotune-no-cudagraphs \
     --dynamic false --name h200-resnet18 --budget "${GPU_SEARCH_BUDGET:-250}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
-    > "$OUT/search.txt" 2> "$OUT/search.log"
+    --confirm 0 > "$OUT/search.txt" 2> "$OUT/search.log"
 echo "search exit: $?"
 tail -5 "$OUT/search.log"
 cp studies/h200-resnet18/*.parquet studies/h200-resnet18/study.db "$OUT/" 2>/dev/null
 cat "$OUT/search.txt"
+
+# Finalists measured again, and warm starts (issue 3 items 2 and 4, issue 4 part 4). The study's
+# trial caches do not travel (studies/*/cache is not in git), so on a fresh machine the first
+# repeat of each compiled finalist compiles cold into its cache, the second is warm and saves the
+# artifacts, the third starts from them: 3 repeats give all three. Resumable like the search.
+if [ "${GPU_CONFIRM:-0}" = 1 ]; then
+  timeout -s TERM "${GPU_CONFIRM_BUDGET:-900}" python3 -m tuner.cli confirm studies/h200-resnet18 \
+      --repeats "${GPU_CONFIRM_REPEATS:-3}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
+      > "$OUT/confirm.txt" 2> "$OUT/confirm.log"
+  echo "confirm exit: $?"
+  grep -v '^W' "$OUT/confirm.log" | tail -20
+  python3 benchmarks/repeat_spread.py studies/h200-resnet18 | tee "$OUT/repeat_spread.txt"
+  for bs in 1 32; do
+    python3 benchmarks/warm_start.py studies/h200-resnet18 --batch-size $bs --repeats 2 \
+        | tee -a "$OUT/warm_start.txt"
+  done
+  cp studies/h200-resnet18/*.parquet studies/h200-resnet18/study.db "$OUT/" 2>/dev/null
+  du -sh studies/h200-resnet18/artifacts studies/h200-resnet18/cache 2>/dev/null
+fi

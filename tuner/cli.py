@@ -569,6 +569,7 @@ def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, seed, ex
     tuner worker, on any host) share one study without measuring a config twice. A worker
     that dies mid-trial stops sending heartbeats; another worker then fails its trial and
     measures that config again. Each worker writes the Parquet files under its --studies-dir.
+    Workers do not measure the finalists again: run `tuner confirm` once they are done.
 
     \b
     Examples:

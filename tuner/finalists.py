@@ -146,10 +146,10 @@ def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, df: pd.DataFra
         return ConfirmSummary(len(front), 0, 0, False)
     say(f"confirming {len(plan)} finalists: {total} re-measurements, each in a fresh process "
         "(Ctrl-C stops; `tuner confirm` or the same command resumes)")
+    for number, *_ in plan if redo else []:  # all at once: a stop half-way redoes the rest
+        study.set_user_attr(REPEATS_ATTR + str(number), [])
     measured = failed = 0
     for number, config, records, missing in plan:
-        if redo:
-            study.set_user_attr(REPEATS_ATTR + str(number), [])
         for _ in range(missing):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
                 return ConfirmSummary(len(front), measured, failed, True)

@@ -369,7 +369,9 @@ class Recommendation:
                                  "latency intervals overlap, so neither is faster; choose on "
                                  "the other columns"))
         if self.artifacts_path is not None:
-            rows.append(("warm start", f"apply() loads {self.artifacts_path}"))
+            saved_by = self.row.get("artifacts_torch") or self.fingerprint.get("torch")
+            rows.append(("warm start", f"apply() loads {self.artifacts_path} (saved by torch "
+                                       f"{saved_by}; another torch skips it)"))
         if m.noisy:
             rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
         width = max(len(k) for k, _ in rows)
