@@ -18,11 +18,11 @@ Only the standard library is imported at module level: the worker and ``apply`` 
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import time
 from pathlib import Path
+
+from tuner.records import write_bytes_atomic
 
 ARTIFACTS_DIR = "artifacts"  # under the study folder
 
@@ -109,19 +109,3 @@ def cache_counters() -> tuple[int | None, int | None]:
     return int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` so that a reader sees the old file or the whole new one, never half."""
-    from tuner.records import readable_mode
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, readable_mode())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

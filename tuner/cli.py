@@ -225,20 +225,7 @@ def _run_search(search_, say, as_json: bool) -> None:
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, "
         f"target {spec.n_trials or configs} trials; progress below, Ctrl-C stops after a trial")
 
-    def on_sigint(signum, frame):
-        if search_.stop_after_trial.is_set():
-            search_.abort.set()
-            say("aborting the trial in flight ...")
-        else:
-            search_.stop_after_trial.set()
-            say("stopping after the current trial (Ctrl-C again to abandon it)")
-
-    def on_sigterm(signum, frame):
-        # Killed by a scheduler or `timeout`: abandon the trial, keep everything measured.
-        search_.stop_after_trial.set()
-        search_.abort.set()
-
-    with _signal_handlers({signal.SIGINT: on_sigint, signal.SIGTERM: on_sigterm}):
+    with _signal_handlers(_stop_handlers(search_, say, "trial")):
         summary = search_.run()
     _finish(summary, say, as_json)
     if search_.stop_after_trial.is_set() or search_.abort.is_set():
@@ -275,24 +262,31 @@ def _run_confirm(search_, say, repeats: int, redo: bool = False) -> bool:
     """Re-measure the finalists in the foreground (tuner.finalists): Ctrl-C stops after the
     process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped."""
 
-    def on_sigint(signum, frame):
-        if search_.stop_after_trial.is_set():
-            search_.abort.set()
-            say("aborting the re-measurement in flight ...")
-        else:
-            search_.stop_after_trial.set()
-            say("stopping after the current re-measurement (Ctrl-C again to abandon it)")
-
-    def on_sigterm(signum, frame):
-        search_.stop_after_trial.set()
-        search_.abort.set()
-
-    with _signal_handlers({signal.SIGINT: on_sigint, signal.SIGTERM: on_sigterm}):
+    with _signal_handlers(_stop_handlers(search_, say, "re-measurement")):
         summary = search_.confirm(repeats, redo=redo)
     failed = f", {summary.failed} failed" if summary.failed else ""
     say(f"{summary.finalists} finalists; {summary.measured} re-measurements now{failed}"
         + ("; stopped by the user (the same command resumes)" if summary.stopped else ""))
     return summary.stopped
+
+
+def _stop_handlers(search_, say, what: str):
+    """Ctrl-C stops after the ``what`` in flight, a second Ctrl-C abandons it; SIGTERM (a
+    scheduler, `timeout`) abandons it at once. Everything measured is kept either way."""
+
+    def on_sigint(signum, frame):
+        if search_.stop_after_trial.is_set():
+            search_.abort.set()
+            say(f"aborting the {what} in flight ...")
+        else:
+            search_.stop_after_trial.set()
+            say(f"stopping after the current {what} (Ctrl-C again to abandon it)")
+
+    def on_sigterm(signum, frame):
+        search_.stop_after_trial.set()
+        search_.abort.set()
+
+    return {signal.SIGINT: on_sigint, signal.SIGTERM: on_sigterm}
 
 
 @contextlib.contextmanager

@@ -175,12 +175,17 @@ class TrialResult:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write JSON so a reader sees the old file or the whole new one, never half."""
-    path = Path(path)
+    write_bytes_atomic(Path(path), json.dumps(data).encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` so that a reader sees the old file or the whole new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, readable_mode())
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-from tuner.artifacts import write_bytes_atomic
-from tuner.records import Status, TrialRequest, TrialResult, write_json_atomic
+from tuner.records import Status, TrialRequest, TrialResult, write_bytes_atomic, write_json_atomic
 from tuner.worker import PARENT_PID_ENV
 
 STDERR_TAIL_CHARS = 4000
