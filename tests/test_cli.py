@@ -99,6 +99,9 @@ def test_search_again_resumes_and_measures_nothing_new(study):
     ({"batch_sizes": "0"}, ["batch size '0'"]),
     ({"batch_sizes": "a,1"}, ["batch size 'a'"]),
     ({"dynamic": "maybe"}, ["--dynamic 'maybe'"]),
+    ({"shape_schedule": "0,a"}, ["shape schedule entry '0'"]),
+    ({"shape_schedule": "1,a"}, ["shape schedule entry 'a'"]),
+    ({"shape_schedule": "1,-8"}, ["shape schedule entry '-8'"]),
     ({"budget": "soon"}, ["cannot read duration 'soon'"]),
     ({"budget": "0"}, ["duration '0'", "more than zero"]),
     ({"timeout": "0s"}, ["duration '0s'", "more than zero"]),
@@ -132,6 +135,12 @@ def test_resume_with_another_space_is_a_one_line_error(study):
     root, _ = study
     result = invoke(*search_args(root, batch_sizes="1,8,32"))
     assert_one_line_error(result, "another search space", "batch_sizes")
+
+
+def test_resume_with_another_shape_schedule_is_a_one_line_error(study):
+    root, _ = study
+    result = invoke(*search_args(root, shape_schedule="1,8,1"))
+    assert_one_line_error(result, "another workload", "shape_schedule")
 
 
 # -- show ---------------------------------------------------------------------------------------

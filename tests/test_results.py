@@ -16,7 +16,7 @@ from tuner.errors import UserError
 from tuner.fingerprint import FIELDS as FINGERPRINT_FIELDS
 from tuner.records import Status, TrialResult
 from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tuner.workload import Workload, validate
 
 WORKLOAD = Workload(model="resnet18", device="cuda")
 FINGERPRINT = {"device_kind": "cuda", "gpu_name": "NVIDIA H200", "gpu_compute_capability": "9.0",
@@ -61,6 +61,41 @@ def test_measurement_columns_carry_their_unit():
         measures = r"(^|_)(latency|compile|warmup|time|memory|vram|rss|wall|import|build|measure)_"
         if re.search(measures, name) and results.SCHEMA.field(name).type != pa.string():
             assert unit.search(name), f"{name} has no unit in its name"
+
+
+def test_workload_with_a_shape_schedule_round_trips_and_is_validated():
+    import json
+
+    w = Workload(model="resnet18", shape_schedule=(1, 8, 32, 8))
+    assert w.to_dict()["shape_schedule"] == [1, 8, 32, 8]
+    assert Workload.from_dict(json.loads(json.dumps(w.to_dict()))) == w
+    assert "shape_schedule" not in WORKLOAD.to_dict()  # studies made before it resume unchanged
+    assert Workload.from_dict(WORKLOAD.to_dict()).shape_schedule == ()
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(UserError, match="shape schedule entry"):
+            validate(Workload(model="resnet18", shape_schedule=(1, bad)))
+
+
+def test_schedule_columns_round_trip_and_old_files_load_them_empty(tmp_path):
+    for name in ("schedule_recompiles", "schedule_recompile_s", "schedule_total_s",
+                 "schedule_batch_sizes", "schedule_latency_ms"):
+        assert name in results.COLUMNS
+    assert results.SCHEMA.field("schedule_batch_sizes").type == pa.list_(pa.int64())
+    replayed = ok(8.0)
+    replayed.schedule_recompiles, replayed.schedule_recompile_s = 2, 1.5
+    replayed.schedule_total_s = 2.0
+    replayed.schedule_batch_sizes, replayed.schedule_latency_ms = [1, 2, 4], [0.1, 0.2, 0.4]
+    results.export(tmp_path, frame((EAGER1, ok(10.0)), (inductor(1), replayed)), {"study": "s"})
+    back, _ = results.read(tmp_path)
+    row = back[back["backend"] == "inductor"].iloc[0]
+    assert row["schedule_recompiles"] == 2 and list(row["schedule_batch_sizes"]) == [1, 2, 4]
+    assert list(row["schedule_latency_ms"]) == [0.1, 0.2, 0.4]
+
+    table = pq.read_table(tmp_path / results.TRIALS_FILE)  # a file written before the columns
+    old = table.drop([n for n in table.schema.names if n.startswith("schedule_")])
+    pq.write_table(old, tmp_path / "old.parquet")
+    back, _ = results.read(tmp_path / "old.parquet")
+    assert back["schedule_recompiles"].isna().all() and len(back) == 2
 
 
 def test_written_file_has_schema_version_and_fingerprint_on_rows_and_metadata(tmp_path):

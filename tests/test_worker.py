@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
 
-def run(tmp_path, model, config, timeout_s=240, protocol=QUICK):
-    request = TrialRequest(config, Workload(model=model, device="cpu"), protocol)
+def run(tmp_path, model, config, timeout_s=240, protocol=QUICK, shape_schedule=()):
+    workload = Workload(model=model, device="cpu", shape_schedule=shape_schedule)
+    request = TrialRequest(config, workload, protocol)
     return ProcessRunner(timeout_s=timeout_s).run(request, tmp_path)
 
 
@@ -101,3 +102,29 @@ def test_backend_that_fails_under_suppress_errors_runs_eager_and_is_marked(tmp_p
     assert r.ran_compiled is False and r.unique_graphs == 0
     assert r.eager_fallback_frames >= 1
     assert any("broken on purpose" in reason for reason in r.eager_fallback_reasons)
+
+
+SCHEDULE = (1, 2, 4, 2, 1)
+
+
+def test_shape_schedule_on_eager_fills_latency_per_size_without_recompiles(tmp_path):
+    r = run(tmp_path, "tests.models:tiny_cnn", TrialConfig("eager", 2), shape_schedule=SCHEDULE)
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.schedule_batch_sizes == [1, 2, 4]
+    assert len(r.schedule_latency_ms) == 3 and all(ms > 0 for ms in r.schedule_latency_ms)
+    assert r.schedule_total_s > 0 and r.schedule_recompiles in (0, None)
+
+
+def test_shape_schedule_recompiles_per_size_when_static_and_fewer_when_dynamic(tmp_path):
+    static = run(tmp_path / "static", "tests.models:tiny_cnn",
+                 TrialConfig("inductor", 2, "default", False), shape_schedule=SCHEDULE)
+    assert static.status is Status.OK, (static.message, static.stderr_tail)
+    assert static.schedule_recompiles >= 2  # batch sizes 1 and 4 are new shapes
+    assert static.schedule_recompile_s > 0 and static.schedule_total_s >= static.schedule_recompile_s
+    assert static.schedule_batch_sizes == [1, 2, 4] and len(static.schedule_latency_ms) == 3
+    dynamic = run(tmp_path / "dynamic", "tests.models:tiny_cnn",
+                  TrialConfig("inductor", 2, "default", True), shape_schedule=SCHEDULE)
+    assert dynamic.status is Status.OK, (dynamic.message, dynamic.stderr_tail)
+    print("schedule recompiles: static", static.schedule_recompiles, static.schedule_recompile_s,
+          "dynamic", dynamic.schedule_recompiles, dynamic.schedule_recompile_s)
+    assert dynamic.schedule_recompiles < static.schedule_recompiles

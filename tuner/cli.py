@@ -63,6 +63,17 @@ def _batch_sizes(text: str) -> list[int]:
     return out
 
 
+def _shape_schedule(text: str) -> list[int]:
+    out = []
+    for item in text.split(",") if text.strip() else []:
+        item = item.strip()
+        if not re.fullmatch(r"\d+", item) or int(item) <= 0:
+            raise UserError(f"shape schedule entry {item!r} is not a positive integer: "
+                            "pass e.g. --shape-schedule 1,8,32,8")
+        out.append(int(item))
+    return out
+
+
 def _dynamic(values: list[str] | None) -> list[bool | None] | None:
     if values is None:
         return None
@@ -107,6 +118,9 @@ def main() -> None:
               help="Input height and width for torchvision models.")
 @click.option("--channels-last", is_flag=True, help="Use the channels_last memory format.")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
+@click.option("--shape-schedule", default="",
+              help="Batch sizes replayed in order after each trial's steady state, e.g. "
+                   "1,8,32,8: recompiles, compile time and latency per size on that traffic.")
 @click.option("--backend", "backends", multiple=True,
               help="Restrict backends (comma-separated or repeated): eager (no compile), "
                    "inductor, cudagraphs, aot_eager, ... Default: eager, inductor, cudagraphs (GPU).")
@@ -147,7 +161,8 @@ def main() -> None:
 @click.option("--fake-delay", type=click.FloatRange(min=0), default=0.0, hidden=True,
               help="Tests only: seconds each --fake-runner trial takes.")
 @user_errors
-def search(model, name, device, dtype, image_size, channels_last, batch_sizes, backends, modes,
+def search(model, name, device, dtype, image_size, channels_last, batch_sizes, shape_schedule,
+           backends, modes,
            dynamic, n_trials, budget, timeout, min_calls, min_seconds, warm_cache, confirm_repeats,
            studies_dir, storage, gpus, seed, as_json, quiet, fake_runner, fake_delay) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
@@ -181,7 +196,8 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, b
         device = "cuda"
     device = device or _default_device()
     workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
-                        channels_last=channels_last)
+                        channels_last=channels_last,
+                        shape_schedule=tuple(_shape_schedule(shape_schedule)))
     validate(workload)
     space = build_space(device=device, batch_sizes=_batch_sizes(batch_sizes),
                         backends=_split(backends), modes=_split(modes),

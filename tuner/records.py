@@ -143,6 +143,12 @@ class TrialResult:
     artifacts_note: str = ""  # why none were saved or loaded
     fxgraph_cache_hits: int | None = None  # inductor's FX-graph cache, after warm-up
     fxgraph_cache_misses: int | None = None
+    # the workload's shape schedule replayed on the same compiled callable (tuner.worker)
+    schedule_recompiles: int | None = None  # dynamo recompiles during the replay; None: eager
+    schedule_recompile_s: float | None = None  # compile time spent during the replay
+    schedule_total_s: float | None = None  # the whole replay, every step synchronised
+    schedule_batch_sizes: list[int] = dataclasses.field(default_factory=list)  # distinct, in order
+    schedule_latency_ms: list[float] = dataclasses.field(default_factory=list)  # median per size
     fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property

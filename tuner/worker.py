@@ -2,7 +2,8 @@
 
 The protocol (DESIGN.md, "A trial, as the user should be able to trust it"), in order:
 build and apply knobs → eager reference → cold first call → warm-up until steady →
-correctness → compile health → steady-state latency and memory → one record, written atomically.
+correctness → compile health → steady-state latency and memory → the workload's shape schedule
+replayed, if it has one → one record, written atomically.
 
 Contract with the parent (:mod:`tuner.runner`): the record in RESULT.json is the truth; the exit
 code says the same thing for anyone watching processes. No record means the process died. If the
@@ -139,6 +140,16 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     result.host_rss_bytes_peak = measure.host_rss_peak_bytes()
     _fill_latency(result, samples, spent, timer, proto)
 
+    if request.workload.shape_schedule and result.correct is not False:
+        try:
+            with torch.no_grad():
+                _replay_schedule(result, request, fn, dev, mark_step)
+        except workload.WorkloadError as exc:
+            return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
+        except Exception as exc:  # noqa: BLE001
+            status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
+            return _fail(result, status, f"shape schedule: {_describe(exc)}")
+
     if result.correct is False:
         return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
     return result
@@ -158,6 +169,73 @@ def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer
     result.measure_calls = len(samples)
     result.measure_s = spent
     result.timer = timer
+
+
+SCHEDULE_REPEATS = 3  # the schedule is replayed this many times over: several samples a shape
+SLOW_STEP_FACTOR = 5.0  # without compile records, a step > 5x its shape's median was compiling
+
+
+def _replay_schedule(result: TrialResult, request: TrialRequest, fn, dev, mark_step: bool) -> None:
+    """Replay the workload's shape schedule on the same compiled callable, after the steady
+    state: every step timed (synchronised), recompiles and compile time counted.
+
+    Recompiles and compile time come from dynamo's compilation records made during the replay
+    (one per frame compile; a recompile is one with a recompile reason). On a torch without
+    those records, compile time is the sum of the steps that took more than
+    :data:`SLOW_STEP_FACTOR` times the median step of their shape.
+    """
+    import statistics
+
+    import torch
+
+    from tuner import workload
+
+    schedule = request.workload.shape_schedule
+    shapes = {bs: workload.build_inputs(request.workload, bs) for bs in dict.fromkeys(schedule)}
+    compiled = request.config.compiled
+    before = {id(m) for m in _compilation_metrics()}
+    times: dict[int, list[float]] = {bs: [] for bs in shapes}
+    start = time.perf_counter()
+    for _ in range(SCHEDULE_REPEATS):
+        for bs in schedule:
+            inputs = shapes[bs]
+
+            def step(inputs=inputs):
+                if mark_step:
+                    torch.compiler.cudagraph_mark_step_begin()
+                return fn(*inputs)
+
+            times[bs].append(dev.time_call_s(step))
+    result.schedule_total_s = time.perf_counter() - start
+    medians = {bs: statistics.median(ts) for bs, ts in times.items()}
+    result.schedule_batch_sizes = list(shapes)
+    result.schedule_latency_ms = [round(medians[bs] * 1e3, 6) for bs in shapes]
+    if not compiled:
+        return
+    new = [m for m in _compilation_metrics() if id(m) not in before]
+    if new or before:  # this torch keeps compilation records
+        result.schedule_recompiles = sum(1 for m in new if getattr(m, "recompile_reason", None))
+        result.schedule_recompile_s = sum(_compile_seconds(m) for m in new)
+    else:
+        result.schedule_recompile_s = sum(t for bs, ts in times.items() for t in ts
+                                          if t > SLOW_STEP_FACTOR * medians[bs])
+
+
+def _compilation_metrics() -> list:
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+    except ImportError:
+        return []
+    return list(get_compilation_metrics())
+
+
+def _compile_seconds(record) -> float:
+    """Wall time of one frame compile from its record (field names vary across torch)."""
+    us = getattr(record, "duration_us", None)
+    if us is not None:
+        return us / 1e6
+    seconds = getattr(record, "entire_frame_compile_time_s", None)
+    return float(seconds or 0.0)
 
 
 def _peak_tflops(device: str) -> float | None:

@@ -42,13 +42,24 @@ class Workload:
     channels_last: bool = False
     cudnn_benchmark: bool = True
     seed: int = 0
+    # Batch sizes replayed in order after the steady-state measurement (empty: no replay); see
+    # tuner.worker. Part of the study's workload, so resuming with another schedule is refused.
+    shape_schedule: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape_schedule", tuple(self.shape_schedule))
 
     @property
     def is_factory(self) -> bool:
         return ":" in self.model
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if self.shape_schedule:
+            data["shape_schedule"] = list(self.shape_schedule)  # as JSON and Optuna store it
+        else:
+            del data["shape_schedule"]  # studies made before the field resume unchanged
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
@@ -62,6 +73,10 @@ def validate(workload: Workload) -> None:
         raise UserError(f"unknown dtype {workload.dtype!r}: choose one of {', '.join(DTYPES)}")
     if workload.image_size <= 0:
         raise UserError(f"image size {workload.image_size} is not a positive integer")
+    for bs in workload.shape_schedule:
+        if isinstance(bs, bool) or not isinstance(bs, int) or bs <= 0:
+            raise UserError(f"shape schedule entry {bs!r} is not a positive integer: "
+                            "pass e.g. --shape-schedule 1,8,32,8")
     if not (workload.device == "cpu" or workload.device.startswith("cuda")):
         raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
     if workload.is_factory:
@@ -106,12 +121,7 @@ def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[t
     torch.manual_seed(workload.seed)
     dtype = getattr(torch, workload.dtype)
     if workload.is_factory:
-        factory = _load_factory(workload.model, error=WorkloadError)
-        try:
-            made = factory(batch_size)
-        except Exception as exc:  # noqa: BLE001
-            raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
-        model, inputs = _check_factory_result(workload.model, made)
+        model, inputs = _call_factory(workload, batch_size)
     else:
         import torchvision
 
@@ -119,22 +129,55 @@ def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[t
             model = torchvision.models.get_model(workload.model, weights=None)
         except Exception as exc:  # noqa: BLE001
             raise WorkloadError(f"cannot build {workload.model}: {type(exc).__name__}: {exc}") from exc
-        size = workload.image_size
-        inputs = (torch.randn(batch_size, 3, size, size),)
+        inputs = _torchvision_inputs(workload, batch_size)
 
     device = torch.device(workload.device)
-    memory_format = torch.channels_last if workload.channels_last else torch.contiguous_format
     model = model.eval().to(device=device, dtype=dtype)
     if workload.channels_last:
-        model = model.to(memory_format=memory_format)
+        model = model.to(memory_format=torch.channels_last)
+    return model, _place(workload, inputs)
+
+
+def build_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:
+    """Inputs alone for another batch size (the shape schedule), seeded and placed as
+    :func:`build` places them; the model is not rebuilt (a factory's model is dropped)."""
+    import torch
+
+    torch.manual_seed(workload.seed)
+    if workload.is_factory:
+        return _place(workload, _call_factory(workload, batch_size)[1])
+    return _place(workload, _torchvision_inputs(workload, batch_size))
+
+
+def _call_factory(workload: Workload, batch_size: int) -> tuple[Any, tuple[Any, ...]]:
+    factory = _load_factory(workload.model, error=WorkloadError)
+    try:
+        made = factory(batch_size)
+    except Exception as exc:  # noqa: BLE001
+        raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
+    return _check_factory_result(workload.model, made)
+
+
+def _torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:
+    import torch
+
+    size = workload.image_size
+    return (torch.randn(batch_size, 3, size, size),)
+
+
+def _place(workload: Workload, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """Move inputs to the device; cast floating-point ones to the dtype; channels_last if asked."""
+    import torch
+
+    device, dtype = torch.device(workload.device), getattr(torch, workload.dtype)
 
     def place(t: torch.Tensor) -> torch.Tensor:
         t = t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
         if workload.channels_last and t.dim() == 4:
-            t = t.contiguous(memory_format=memory_format)
+            t = t.contiguous(memory_format=torch.channels_last)
         return t
 
-    return model, tuple(place(t) for t in inputs)
+    return tuple(place(t) for t in inputs)
 
 
 def apply_global_knobs(workload: Workload) -> None:
