@@ -15,11 +15,10 @@ import uuid
 
 import optuna
 import pytest
-from optuna.trial import TrialState
 
 from tests import workers
 from tuner import results
-from tuner.study import INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR, RETRY_ATTR, make_storage
+from tuner.study import OWNER_ATTR, make_storage
 
 URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PASSWORD = "s3cret-Pw9"  # trust auth ignores it; it must show up nowhere
@@ -86,20 +85,7 @@ def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path,
 
 def test_a_killed_workers_trial_on_postgres_goes_stale_and_is_measured_again(tmp_path, name):
     spec = workers.create(tmp_path, name, storage=URL, space=workers.SPACE_SMALL)
-    doomed = workers.start(spec, delay_s=60, env=workers.FAST_HEARTBEAT)
-    survivor = workers.start(spec, seed=1, env=workers.FAST_HEARTBEAT)
-    stuck = workers.wait_for_trial(spec, doomed.pid)
-    workers.wait_for_trial(spec, survivor.pid, running=False)  # past its same-host check
-    workers.kill(doomed)
-    _, err = workers.finish(survivor)
-
-    measured = workers.assert_every_config_measured_once(spec)
-    dead = workers.load(spec).trials[stuck.number]
-    assert dead.state is TrialState.FAIL and INTERRUPTED_ATTR not in dead.user_attrs
-    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
-    assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
-    assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
-    assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
+    workers.kill_one_worker_and_check_recovery(spec)
 
 
 def tuner(*args: str, cwd) -> subprocess.CompletedProcess:

@@ -20,10 +20,7 @@ from tuner.cli import main
 from tuner.errors import UserError
 from tuner.runner import FakeRunner
 from tuner.study import (
-    INTERRUPTED_ATTR,
-    KEY_ATTR,
     OWNER_ATTR,
-    RETRY_ATTR,
     Search,
     redact,
     scrub,
@@ -96,22 +93,7 @@ def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
 
 def test_a_killed_workers_trial_goes_stale_and_is_measured_again(tmp_path):
     spec = workers.create(tmp_path, "killed", storage=None, space=workers.SPACE_SMALL)
-    doomed = workers.start(spec, delay_s=60, env=workers.FAST_HEARTBEAT)
-    survivor = workers.start(spec, seed=1, env=workers.FAST_HEARTBEAT)
-    stuck = workers.wait_for_trial(spec, doomed.pid)
-    # Once the survivor claims a trial it is past its start-up check for trials of dead
-    # processes on this host: only the heartbeat can find the doomed worker's trial.
-    workers.wait_for_trial(spec, survivor.pid, running=False)
-    workers.kill(doomed)
-    _, err = workers.finish(survivor)
-
-    measured = workers.assert_every_config_measured_once(spec)
-    dead = workers.load(spec).trials[stuck.number]
-    assert dead.state is TrialState.FAIL and INTERRUPTED_ATTR not in dead.user_attrs
-    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
-    assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
-    assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
-    assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
+    workers.kill_one_worker_and_check_recovery(spec)
 
 
 def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_counted(tmp_path):

@@ -90,3 +90,26 @@ def kill(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
+
+
+def kill_one_worker_and_check_recovery(spec: StudySpec) -> None:
+    """Two workers on ``spec``; the one stuck in a long trial is SIGKILLed. Its trial must go
+    stale (no heartbeat), be failed, and its config be measured again by the survivor."""
+    from tuner.study import INTERRUPTED_ATTR, RETRY_ATTR
+
+    doomed = start(spec, delay_s=60, env=FAST_HEARTBEAT)
+    survivor = start(spec, seed=1, env=FAST_HEARTBEAT)
+    stuck = wait_for_trial(spec, doomed.pid)
+    # Once the survivor claims a trial it is past its start-up check for trials of dead
+    # processes on this host: only the heartbeat can find the doomed worker's trial.
+    wait_for_trial(spec, survivor.pid, running=False)
+    kill(doomed)
+    _, err = finish(survivor)
+
+    measured = assert_every_config_measured_once(spec)
+    dead = load(spec).trials[stuck.number]
+    assert dead.state is TrialState.FAIL and INTERRUPTED_ATTR not in dead.user_attrs
+    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
+    assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
+    assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
+    assert f"trial {stuck.number} " in err and "sent no heartbeat" in err

@@ -52,24 +52,13 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
     return items or None
 
 
-def _batch_sizes(text: str) -> list[int]:
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        if not re.fullmatch(r"\d+", item) or int(item) <= 0:
-            raise UserError(f"batch size {item!r} is not a positive integer: "
-                            "pass e.g. --batch-sizes 1,32")
-        out.append(int(item))
-    return out
-
-
-def _shape_schedule(text: str) -> list[int]:
+def _positive_ints(text: str, what: str, option: str) -> list[int]:
+    """``1,8,32`` -> [1, 8, 32]; anything else is a one-line error naming the option."""
     out = []
     for item in text.split(",") if text.strip() else []:
         item = item.strip()
         if not re.fullmatch(r"\d+", item) or int(item) <= 0:
-            raise UserError(f"shape schedule entry {item!r} is not a positive integer: "
-                            "pass e.g. --shape-schedule 1,8,32,8")
+            raise UserError(f"{what} {item!r} is not a positive integer: pass e.g. {option} 1,8,32")
         out.append(int(item))
     return out
 
@@ -197,9 +186,9 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
     device = device or _default_device()
     workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
                         channels_last=channels_last,
-                        shape_schedule=tuple(_shape_schedule(shape_schedule)))
+                        shape_schedule=tuple(_positive_ints(shape_schedule, "shape schedule entry", "--shape-schedule")))
     validate(workload)
-    space = build_space(device=device, batch_sizes=_batch_sizes(batch_sizes),
+    space = build_space(device=device, batch_sizes=_positive_ints(batch_sizes, "batch size", "--batch-sizes"),
                         backends=_split(backends), modes=_split(modes),
                         dynamic=_dynamic(_split(dynamic)))
     protocol = Protocol(min_calls=min_calls, min_seconds=min_seconds, warm_cache=warm_cache)
