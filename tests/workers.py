@@ -38,7 +38,7 @@ def create(root: Path, name: str, storage: str | None, space: SearchSpace = SPAC
 
 
 def start(spec: StudySpec, *extra: str, delay_s: float = 0.02, seed: int = 0,
-          env: dict[str, str] | None = None) -> subprocess.Popen:
+          env: dict[str, str] | None = None, stderr=subprocess.PIPE) -> subprocess.Popen:
     """`tuner worker` on the study; the storage URL goes in the environment, as Fleet does."""
     command = [sys.executable, "-m", "tuner.cli", "worker", "--study", spec.name,
                "--studies-dir", str(spec.root), "--fake-runner", "--fake-delay", str(delay_s),
@@ -46,7 +46,7 @@ def start(spec: StudySpec, *extra: str, delay_s: float = 0.02, seed: int = 0,
     environ = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
     if spec.storage:
         environ["TUNER_STORAGE"] = spec.storage
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True,
                             env={**environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
 
@@ -92,13 +92,27 @@ def kill(proc: subprocess.Popen) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+def wait_for_text(path: Path, text: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in {path} within {timeout_s} s")
+
+
 def kill_one_worker_and_check_recovery(spec: StudySpec) -> None:
     """Two workers on ``spec``; the one stuck in a long trial is SIGKILLed. Its trial must go
     stale (no heartbeat), be failed, and its config be measured again by the survivor."""
     from tuner.study import INTERRUPTED_ATTR, RETRY_ATTR
 
-    doomed = start(spec, delay_s=60, env=FAST_HEARTBEAT)
+    log = spec.root / "doomed.stderr"
+    with log.open("w") as stderr:
+        doomed = start(spec, delay_s=60, env=FAST_HEARTBEAT, stderr=stderr)
     survivor = start(spec, seed=1, env=FAST_HEARTBEAT)
+    # A worker announces a trial only once its claim on the config survived the check against
+    # other workers' claims (a claim that loses is pruned): from then on it sleeps for 60 s.
+    wait_for_text(log, "running ")
     stuck = wait_for_trial(spec, doomed.pid)
     # Once the survivor claims a trial it is past its start-up check for trials of dead
     # processes on this host: only the heartbeat can find the doomed worker's trial.
@@ -108,7 +122,8 @@ def kill_one_worker_and_check_recovery(spec: StudySpec) -> None:
 
     measured = assert_every_config_measured_once(spec)
     dead = load(spec).trials[stuck.number]
-    assert dead.state is TrialState.FAIL and INTERRUPTED_ATTR not in dead.user_attrs
+    assert dead.state is TrialState.FAIL, (dead.state, log.read_text())
+    assert INTERRUPTED_ATTR not in dead.user_attrs
     redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
     assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
     assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
