@@ -90,6 +90,7 @@ def test_every_config_is_measured_exactly_once(tmp_path):
     space = make_space(backends=BACKENDS[:3], modes=MODES[:2])  # 14 configs
     summary, runner = run(tmp_path, space=space)
     assert sorted(runner.calls) == sorted(keys(space))
+    assert runner.closed == 1  # a pre-started trial process would not be left waiting
     assert sorted(summary.trials["config_key"]) == sorted(keys(space))
     assert summary.measured == summary.new == len(keys(space))
 

@@ -124,6 +124,10 @@ def main() -> None:
 @click.option("--budget", help="Wall-clock budget of this run, e.g. 8h or 45m.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a trial that has not finished after this long.")
+@click.option("--prestart/--no-prestart", default=None,
+              help="Start the next trial's process (importing torch) while a trial runs, so "
+                   "the import costs no search time. Default: on for CUDA, off for the CPU, "
+                   "where the import would compete with the trial.")
 @click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
               help="Steady-state calls timed per trial, at least ...")
 @click.option("--min-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
@@ -152,8 +156,9 @@ def main() -> None:
 @user_errors
 def search(model, name, device, dtype, image_size, channels_last, batch_sizes, shape_schedule,
            backends, modes,
-           dynamic, n_trials, budget, timeout, min_calls, min_seconds, warm_cache, confirm_repeats,
-           studies_dir, storage, gpus, seed, as_json, quiet, fake_runner, fake_delay) -> None:
+           dynamic, n_trials, budget, timeout, prestart, min_calls, min_seconds, warm_cache,
+           confirm_repeats, studies_dir, storage, gpus, seed, as_json, quiet, fake_runner,
+           fake_delay) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
     Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor's
@@ -169,7 +174,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
       tuner search --model resnet50 --gpus all --budget 8h   # one worker per GPU
     """
     from tuner.records import Protocol
-    from tuner.runner import FakeRunner, ProcessRunner
+    from tuner.runner import FakeRunner, ProcessRunner, prestart_default
     from tuner.space import build_space
     from tuner.study import Search, StudySpec
     from tuner.workload import Workload, validate
@@ -197,8 +202,9 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
                      budget_s=parse_duration(budget) if budget else None, seed=seed,
                      confirm_repeats=confirm_repeats)
     timeout_s = parse_duration(timeout)
+    prestart = prestart_default(device) if prestart is None else prestart
     runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
-        timeout_s=timeout_s, cache_dir=spec.directory / "cache")
+        timeout_s=timeout_s, cache_dir=spec.directory / "cache", prestart=prestart)
 
     def say(text: str) -> None:
         if not quiet:
@@ -209,10 +215,11 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
 
         def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
             runner_ = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
-                timeout_s=timeout_s, cache_dir=spec.directory / "cache", env=pin(gpu_list[0]))
+                timeout_s=timeout_s, cache_dir=spec.directory / "cache", env=pin(gpu_list[0]),
+                prestart=prestart)
             return _run_confirm(Search(spec, runner_, on_message=say), say, confirm_repeats)
 
-        _run_fleet(Fleet(spec, gpu_list, timeout_s=timeout_s, quiet=quiet,
+        _run_fleet(Fleet(spec, gpu_list, timeout_s=timeout_s, quiet=quiet, prestart=prestart,
                          fake_runner=fake_runner, fake_delay_s=fake_delay), say, as_json,
                    then=confirm_after if confirm_repeats else None)
         return
@@ -485,6 +492,10 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
               help="Forget the finalists' earlier re-measurements and make --repeats new ones.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a re-measurement that has not finished after this long.")
+@click.option("--prestart/--no-prestart", default=None,
+              help="Start the next trial's process (importing torch) while a trial runs, so "
+                   "the import costs no search time. Default: on for CUDA, off for the CPU, "
+                   "where the import would compete with the trial.")
 @click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("studies"), show_default=True)
 @click.option("--storage", envvar="TUNER_STORAGE",
@@ -494,7 +505,7 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--fake-runner", is_flag=True, hidden=True, help="Tests only: made-up results.")
 @user_errors
-def confirm(study, repeats, redo, timeout, studies_dir, storage, as_json, quiet,
+def confirm(study, repeats, redo, timeout, prestart, studies_dir, storage, as_json, quiet,
             fake_runner) -> None:
     """Measure a study's finalists again, in fresh processes, and rank them within noise.
 
@@ -513,14 +524,15 @@ def confirm(study, repeats, redo, timeout, studies_dir, storage, as_json, quiet,
       tuner confirm resnet18-cuda --repeats 4      # two more each, after the default two
       tuner confirm studies/resnet18-cuda --redo   # all of them again, from scratch
     """
-    from tuner.runner import FakeRunner, ProcessRunner
+    from tuner.runner import FakeRunner, ProcessRunner, prestart_default
     from tuner.study import Search, join_spec
 
     path = Path(study)
     name, root = (path.name, path.parent) if path.is_dir() else (study, studies_dir)
     spec = join_spec(name, storage, root)
     runner = FakeRunner() if fake_runner else ProcessRunner(
-        timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache")
+        timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache",
+        prestart=prestart_default(spec.workload.device) if prestart is None else prestart)
 
     def say(text: str) -> None:
         if not quiet:
@@ -550,6 +562,10 @@ def confirm(study, repeats, redo, timeout, studies_dir, storage, as_json, quiet,
 @click.option("--budget", help="Wall-clock budget of this worker, e.g. 8h or 45m.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a trial that has not finished after this long.")
+@click.option("--prestart/--no-prestart", default=None,
+              help="Start the next trial's process (importing torch) while a trial runs, so "
+                   "the import costs no search time. Default: on for CUDA, off for the CPU, "
+                   "where the import would compete with the trial.")
 @click.option("--seed", type=int,
               help="Sampler seed; default: a random one, so that workers propose different configs.")
 @click.option("--export-only", is_flag=True,
@@ -560,8 +576,8 @@ def confirm(study, repeats, redo, timeout, studies_dir, storage, as_json, quiet,
 @click.option("--fake-delay", type=click.FloatRange(min=0), default=0.0, hidden=True,
               help="Tests only: seconds each --fake-runner trial takes.")
 @user_errors
-def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, seed, export_only,
-            as_json, quiet, fake_runner, fake_delay) -> None:
+def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, prestart, seed,
+            export_only, as_json, quiet, fake_runner, fake_delay) -> None:
     """Join an existing study and measure trials for it, from this host or another.
 
     Workers claim trials through the study's storage, so any number of them (tuner search,
@@ -579,7 +595,7 @@ def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, seed, ex
     """
     import secrets
 
-    from tuner.runner import FakeRunner, ProcessRunner
+    from tuner.runner import FakeRunner, ProcessRunner, prestart_default
     from tuner.scaleout import choose_gpus, pin, visible_gpus
     from tuner.study import Search, export_study, join_spec, open_study
 
@@ -601,7 +617,8 @@ def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, seed, ex
             choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
         env = pin(gpu)
     runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
-        timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache", env=env)
+        timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache", env=env,
+        prestart=prestart_default(spec.workload.device) if prestart is None else prestart)
     prefix = "" if gpu is None else f"gpu{gpu} "
 
     def say(text: str) -> None:

@@ -88,6 +88,11 @@ class TrialResult:
     stderr_tail: str = ""
     # time
     import_s: float | None = None  # importing torch (+ torchvision) in the fresh process
+    # A pre-started process imported torch before it was given this trial (tuner.runner):
+    # its import_s is then only what was left of that at hand-over, usually nothing.
+    prestarted: bool | None = None
+    quiet_wait_s: float | None = None  # after the first call, waiting for the next trial's
+    # process to finish importing, so that warm-up and measurement run with nothing beside them
     build_s: float | None = None  # model + inputs built and moved to the device
     compile_s_cold: float | None = None  # first compiled call, synchronised
     warmup_s: float | None = None  # further calls until latency is steady

@@ -75,6 +75,8 @@ SCHEMA = pa.schema([
     # schema 2, later: the workload's shape schedule replayed (tuner.worker; empty without one)
     ("schedule_recompiles", _i64), ("schedule_recompile_s", _f64), ("schedule_total_s", _f64),
     ("schedule_batch_sizes", pa.list_(_i64)), ("schedule_latency_ms", pa.list_(_f64)),
+    # schema 2, later: pre-started trial processes (tuner.runner, prestart)
+    ("prestarted", _bool), ("quiet_wait_s", _f64),
     *FINALIST_FIELDS,
     *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
 ])

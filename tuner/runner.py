@@ -6,6 +6,7 @@ so the study, results and CLI can be tested in milliseconds (its numbers are nev
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -16,12 +17,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from typing import Protocol as TypingProtocol
 
 from tuner.records import Status, TrialRequest, TrialResult, write_bytes_atomic, write_json_atomic
-from tuner.worker import PARENT_PID_ENV
+from tuner.worker import PARENT_PID_ENV, QUIET_FILE_ENV
 
 STDERR_TAIL_CHARS = 4000
 
@@ -34,6 +36,17 @@ class Runner(TypingProtocol):
         ``cache_dir``: the inductor and triton caches to use and keep (see ProcessRunner)."""
         ...
 
+    def close(self) -> None:
+        """Release what the runner keeps between trials (a pre-started process)."""
+        ...
+
+
+def prestart_default(device: str) -> bool:
+    """Pre-start trial processes on CUDA devices: importing the next trial's torch on one CPU
+    core beside a trial's compile is what hides the import there. On the CPU the import would
+    compete with the very thing being measured (and compile), so trials start fresh."""
+    return device.startswith("cuda")
+
 
 class ProcessRunner:
     """Each trial in its own process group, killed whole at the deadline.
@@ -43,14 +56,24 @@ class ProcessRunner:
     deleted after it, unless :meth:`run` is given a ``cache_dir`` of the trial's own: that one
     is used as it is (empty for a cold compile, filled for a warm one) and kept.
     ``env``: extra environment for the worker (``CUDA_VISIBLE_DEVICES`` to pin a GPU).
+
+    ``prestart``: hide the seconds a fresh process spends importing torch. While a trial runs,
+    the process for the next one is already started and importing (``tuner.worker --wait``;
+    CUDA untouched); the next :meth:`run` hands it its request. Still one process per trial.
+    The running trial waits after its first call until that import is done (``quiet_wait_s``),
+    so its warm-up and measurement never share the machine with it. :meth:`close` ends the
+    waiting process (it also dies with this one).
     """
 
     def __init__(self, timeout_s: float, cache_dir: Path | None = None,
-                 env: dict[str, str] | None = None, python: str = sys.executable) -> None:
+                 env: dict[str, str] | None = None, python: str = sys.executable,
+                 prestart: bool = False) -> None:
         self.timeout_s = timeout_s
         self.cache_dir = cache_dir
         self.env = dict(env or {})
         self.python = python
+        self.prestart = prestart
+        self._spare: _Spare | None = None  # started, importing or waiting for its request
 
     def run(self, request: TrialRequest, workdir: Path,
             abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
@@ -68,21 +91,27 @@ class ProcessRunner:
             cache = self.cache_dir
         else:
             cache = fresh_cache = Path(tempfile.mkdtemp(prefix="tuner-cache-"))
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
-               PARENT_PID_ENV: str(os.getpid()),  # the trial dies with this process
-               "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-               "TRITON_CACHE_DIR": str(cache / "triton")}
+        trial_env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+                     "TRITON_CACHE_DIR": str(cache / "triton")}
 
         started = time.perf_counter()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [self.python, "-m", "tuner.worker", str(request_path), str(result_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
-            )
-            outcome = _wait(proc, self.timeout_s, abort)
+        if self.prestart:
+            spare = self._hand_over(request_path, result_path, trial_env)
+            proc = spare.proc
+            outcome = _wait(proc, self.timeout_s, abort, tick=self._spare.watch)
+        else:
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [self.python, "-m", "tuner.worker", str(request_path), str(result_path)],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env={**self._env(), **trial_env},
+                    start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
+                )
+                outcome = _wait(proc, self.timeout_s, abort)
         wall_s = time.perf_counter() - started
         _kill_group(proc.pid)  # inductor's compile workers die with the trial, whatever happened
+        if self.prestart:
+            spare.finish(log_path)
         if fresh_cache is not None:
             shutil.rmtree(fresh_cache, ignore_errors=True)
 
@@ -100,7 +129,79 @@ class ProcessRunner:
         return result
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None) -> str:
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.discard()
+            self._spare = None
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
+                PARENT_PID_ENV: str(os.getpid())}  # the trial dies with this process
+
+    def _hand_over(self, request_path: Path, result_path: Path,
+                   trial_env: dict[str, str]) -> _Spare:
+        """The trial's process: the pre-started one (a new one if none is alive), given the
+        request; the next trial's process is started at once."""
+        spare, self._spare = self._spare, None
+        if spare is None or spare.proc.poll() is not None:
+            if spare is not None:
+                spare.discard()
+            spare = _Spare.start(self.python, self._env())
+        self._spare = _Spare.start(self.python, self._env())
+        spare.give(request_path, result_path, {**trial_env, QUIET_FILE_ENV: str(self._spare.ready)})
+        return spare
+
+
+class _Spare:
+    """A pre-started ``tuner.worker --wait`` process, its ready file and its log, in a folder
+    of its own until :meth:`finish` moves the log into the trial's folder."""
+
+    def __init__(self, proc: subprocess.Popen, folder: Path) -> None:
+        self.proc, self.folder = proc, folder
+        self.ready, self.log = folder / "ready", folder / "worker.log"
+
+    @classmethod
+    def start(cls, python: str, env: dict[str, str]) -> _Spare:
+        folder = Path(tempfile.mkdtemp(prefix="tuner-spare-"))
+        with open(folder / "worker.log", "wb") as log:
+            proc = subprocess.Popen(
+                [python, "-m", "tuner.worker", "--wait", str(folder / "ready")],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env,
+                start_new_session=True)
+        return cls(proc, folder)
+
+    def give(self, request_path: Path, result_path: Path, env: dict[str, str]) -> None:
+        job = {"request": str(request_path), "result": str(result_path), "env": env,
+               "sent_at": time.time()}
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died while importing: the trial ends as a crash, with its log
+
+    def watch(self) -> None:
+        """Called while the trial before this one runs: if this process died before it was
+        ready, say ready anyway, so that trial does not wait for it."""
+        if not self.ready.exists() and self.proc.poll() is not None:
+            self.ready.touch()
+
+    def finish(self, log_path: Path) -> None:
+        """After the trial (process group killed): its log goes to the trial's folder."""
+        self.proc.wait()
+        with contextlib.suppress(OSError):
+            shutil.move(str(self.log), str(log_path))
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def discard(self) -> None:
+        _kill_group(self.proc.pid)
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None,
+          tick: Callable[[], None] | None = None) -> str:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -108,6 +209,8 @@ def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | Non
             return "exited"
         except subprocess.TimeoutExpired:
             pass
+        if tick is not None:
+            tick()
         if abort is not None and abort.is_set():
             _kill_group(proc.pid)
             proc.wait()
@@ -182,6 +285,7 @@ class FakeRunner:
         self.torch_version = torch_version
         self.jitter = jitter
         self.base_ms = {**self.BASE_MS, **(base_ms or {})}
+        self.closed = 0  # how many times close() was called
         self.calls: list[str] = []
         self.requests: list[TrialRequest] = []  # every request, in order
         self.cache_dirs: list[Path | None] = []  # the cache_dir of each call
@@ -231,6 +335,9 @@ class FakeRunner:
             max_abs_error=1e-6, tolerance=1e-3, graph_breaks=0 if cfg.compiled else None,
             unique_graphs=1 if cfg.compiled else None, recompiles=0 if cfg.compiled else None,
             cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint, **cache)
+
+    def close(self) -> None:
+        self.closed += 1
 
     def _fake_cache(self, request: TrialRequest, cache_dir: Path | None,
                     cold_s: float) -> dict[str, Any]:

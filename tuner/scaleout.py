@@ -87,7 +87,7 @@ class Fleet:
 
     def __init__(self, spec: StudySpec, gpus: Sequence[int], *, timeout_s: float,
                  quiet: bool = False, fake_runner: bool = False, fake_delay_s: float = 0.0,
-                 python: str = sys.executable) -> None:
+                 prestart: bool | None = None, python: str = sys.executable) -> None:
         if not gpus:
             raise UserError("no GPU to run a worker on")
         self.spec = spec
@@ -96,6 +96,7 @@ class Fleet:
         self.quiet = quiet
         self.fake_runner = fake_runner
         self.fake_delay_s = fake_delay_s
+        self.prestart = prestart  # None: each worker's default (tuner.runner.prestart_default)
         self.python = python
         self.exits: list[WorkerExit] = []
         self._procs: list[subprocess.Popen] = []
@@ -111,6 +112,8 @@ class Fleet:
             cmd += ["--budget", str(spec.budget_s)]
         if self.quiet:
             cmd.append("--quiet")
+        if self.prestart is not None:
+            cmd.append("--prestart" if self.prestart else "--no-prestart")
         if self.fake_runner:
             cmd += ["--fake-runner", "--fake-delay", str(self.fake_delay_s)]
         return cmd
@@ -177,6 +180,9 @@ def _measured(df) -> int:
 
 class _NoTrials:
     """The runner of the fleet's own Search, which only prepares the study: it runs no trial."""
+
+    def close(self) -> None:
+        pass
 
     def run(self, request: TrialRequest, workdir: Path,
             abort: threading.Event | None = None) -> TrialResult:

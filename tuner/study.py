@@ -127,6 +127,7 @@ class Search:
             return self._run()
         finally:
             self._stop_heartbeat()
+            self.runner.close()  # a pre-started trial process is not left waiting
 
     def prepare(self) -> None:
         """What :meth:`run` does first: fail the trials of dead search processes on this host
@@ -244,9 +245,12 @@ class Search:
     def confirm(self, repeats: int, redo: bool = False) -> finalists.ConfirmSummary:
         """Re-measure the finalists (see :mod:`tuner.finalists`); ``stop_after_trial`` stops
         it before the next process, ``abort`` kills the one in flight."""
-        summary = finalists.confirm(self.study, self.spec, self.runner, self.export(), repeats,
-                                    redo=redo, on_message=self.on_message,
-                                    stop=self.stop_after_trial, abort=self.abort)
+        try:
+            summary = finalists.confirm(self.study, self.spec, self.runner, self.export(),
+                                        repeats, redo=redo, on_message=self.on_message,
+                                        stop=self.stop_after_trial, abort=self.abort)
+        finally:
+            self.runner.close()
         finalists.prune_caches(self.study, self.spec, self.export())
         return summary
 

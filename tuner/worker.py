@@ -1,5 +1,10 @@
 """One trial, in its own fresh process: ``python -m tuner.worker REQUEST.json RESULT.json``.
 
+Pre-started (``python -m tuner.worker --wait READY``): the process imports torch, creates the
+file READY and waits for one job on stdin, a JSON line ``{"request": ..., "result": ...,
+"env": {...}}``; it then runs that one trial exactly as above and exits. CUDA is not touched
+before the job arrives. See :class:`tuner.runner.ProcessRunner` (``prestart``).
+
 The protocol (DESIGN.md, "A trial, as the user should be able to trust it"), in order:
 build and apply knobs → eager reference → cold first call → warm-up until steady →
 correctness → compile health → steady-state latency and memory → the workload's shape schedule
@@ -33,6 +38,11 @@ EXIT_CODES = {
 # Any other exit (a signal, an abort, Python's own 1 for an uncaught error) is a crash.
 
 PARENT_PID_ENV = "TUNER_PARENT_PID"  # set by the runner: the trial dies with that process
+# Set by the runner for a pre-started trial: a file that exists once the process that will run
+# the next trial has finished importing. Warm-up and measurement wait for it (at most
+# QUIET_MAX_WAIT_S), so that no import runs beside them.
+QUIET_FILE_ENV = "TUNER_QUIET_FILE"
+QUIET_MAX_WAIT_S = 120.0
 
 _CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
@@ -98,6 +108,7 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
         # Cold compile: the first call, synchronised.
         try:
             result.compile_s_cold = dev.time_call_s(call)
+            result.quiet_wait_s = wait_until_quiet()
             warm_times = []
             warm_start = time.perf_counter()
             while len(warm_times) < proto.warmup_max_calls:
@@ -153,6 +164,18 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     if result.correct is False:
         return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
     return result
+
+
+def wait_until_quiet() -> float | None:
+    """Wait until the next trial's process has finished importing (see QUIET_FILE_ENV); the
+    seconds waited, or None when this trial has no such neighbour."""
+    path = os.environ.get(QUIET_FILE_ENV)
+    if not path:
+        return None
+    t = time.perf_counter()
+    while not os.path.exists(path) and time.perf_counter() - t < QUIET_MAX_WAIT_S:
+        time.sleep(0.005)
+    return time.perf_counter() - t
 
 
 def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer: str,
@@ -305,13 +328,43 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m tuner.worker REQUEST.json RESULT.json", file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "--wait":
+        return wait_for_job(Path(argv[1]))
+    if len(argv) != 2 or argv[0].startswith("-"):
+        print("usage: python -m tuner.worker REQUEST.json RESULT.json\n"
+              "       python -m tuner.worker --wait READY  (then one JSON job line on stdin)",
+              file=sys.stderr)
         return 2
-    request_path, result_path = Path(argv[0]), Path(argv[1])
+    return serve(Path(argv[0]), Path(argv[1]), started)
+
+
+def wait_for_job(ready: Path) -> int:
+    """Pre-started: import what every trial needs (CUDA untouched), create ``ready``, then run
+    the one job that arrives on stdin. No job (stdin closed) is a quiet exit."""
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+
+    from tuner import artifacts, fingerprint, measure, workload  # noqa: F401
+
+    imported_at = time.time()
+    ready.touch()
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    job = json.loads(line)
+    os.environ.update(job.get("env") or {})  # this trial's cache folders, read lazily by torch
+    # import_s: what was left of the import when the job was sent (0 once the process is ready).
+    left_s = max(0.0, imported_at - float(job.get("sent_at", imported_at)))
+    return serve(Path(job["request"]), Path(job["result"]), time.perf_counter() - left_s,
+                 prestarted=True)
+
+
+def serve(request_path: Path, result_path: Path, started: float, prestarted: bool = False) -> int:
+    """Run the request's trial and write its record; the exit code for the record's status."""
     request = TrialRequest.from_dict(json.loads(request_path.read_text()))
     try:
         result = run_trial(request, started)
+        result.prestarted = prestarted
         if request.protocol.measure_peak:  # last, so it cannot disturb the trial's numbers
             result.peak_tflops_measured = _peak_tflops(request.workload.device)
     except Exception as exc:  # noqa: BLE001 - unexpected: still leave a record behind

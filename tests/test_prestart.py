@@ -1,0 +1,106 @@
+"""Pre-started trial processes (ProcessRunner(prestart=True)): still one process per trial, each
+given its own caches and log, failures still classified, and the process waiting for the next
+trial never outlives the runner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from tuner import worker
+from tuner.records import Protocol, Status, TrialRequest
+from tuner.runner import ProcessRunner, prestart_default
+from tuner.space import TrialConfig
+from tuner.workload import Workload
+
+QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
+
+
+def request(model: str, config: TrialConfig) -> TrialRequest:
+    return TrialRequest(config, Workload(model=model, device="cpu"), QUICK)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_prestarted_trials_get_their_own_cache_and_log_and_failures_stay_data(tmp_path):
+    runner = ProcessRunner(timeout_s=240, prestart=True)
+    try:
+        eager = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 2)),
+                           tmp_path / "0")
+        cache = tmp_path / "cache-1"
+        compiled = runner.run(request("tests.models:tiny_cnn",
+                                      TrialConfig("inductor", 2, "default", False)),
+                              tmp_path / "1", cache_dir=cache)
+        spare = runner._spare.proc.pid  # the process waiting for the next trial
+        crashed = runner.run(request("tests.models:aborts", TrialConfig("eager", 1)),
+                             tmp_path / "2")
+    finally:
+        runner.close()
+
+    for r in (eager, compiled):
+        assert r.status is Status.OK and r.correct is True, r.stderr_tail
+        assert r.prestarted is True and r.quiet_wait_s >= 0 and r.latency_ms_p50 > 0
+    assert compiled.ran_compiled is True
+    # The pre-started process compiled into the cache folder of its trial, not its own.
+    assert any((cache / "inductor").rglob("*.py"))
+    assert crashed.status is Status.CRASH and "SIGABRT" in crashed.message
+    assert "about to abort" in crashed.stderr_tail  # the log of the process that ran it
+    assert all((tmp_path / n / "worker.log").exists() for n in "012")
+    assert not alive(spare)  # it ran the crashed trial and is gone: one process per trial
+    assert runner._spare is None  # closed: nothing left waiting
+
+
+@pytest.mark.slow
+def test_a_prestarted_process_that_died_is_replaced_and_deadlines_still_hold(tmp_path):
+    runner = ProcessRunner(timeout_s=20, prestart=True)
+    try:
+        first = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 1)),
+                           tmp_path / "0")
+        os.killpg(runner._spare.proc.pid, signal.SIGKILL)  # dies while waiting for its trial
+        runner._spare.proc.wait()
+        late = runner.run(request("tests.models:sleeps", TrialConfig("eager", 1)),
+                          tmp_path / "1")
+        waiting = runner._spare.proc
+    finally:
+        runner.close()
+    assert first.status is Status.OK, first.stderr_tail
+    assert late.status is Status.TIMEOUT and late.prestarted is None  # killed: no record
+    assert waiting.poll() is not None  # close() ended the process waiting for a next trial
+
+
+def test_a_trial_waits_for_the_next_process_to_finish_importing(tmp_path, monkeypatch):
+    ready = tmp_path / "ready"
+    monkeypatch.setenv(worker.QUIET_FILE_ENV, str(ready))
+    threading.Timer(0.3, ready.touch).start()
+    waited = worker.wait_until_quiet()
+    assert ready.exists() and waited >= 0.25
+
+
+def test_without_a_next_process_a_trial_does_not_wait(monkeypatch):
+    monkeypatch.delenv(worker.QUIET_FILE_ENV, raising=False)
+    assert worker.wait_until_quiet() is None
+
+
+def test_a_waiting_worker_that_gets_no_job_exits_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tuner.worker", "--wait", str(tmp_path / "r")],
+                          input="", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and (tmp_path / "r").exists()
+
+
+def test_prestart_is_on_for_cuda_devices_only():
+    assert prestart_default("cuda") and prestart_default("cuda:1")
+    assert not prestart_default("cpu")
