@@ -196,3 +196,24 @@ def test_top_level_help():
         assert result.exit_code == 0 and "tuner search" in result.stdout
         for name in main.commands:
             assert name in result.stdout
+
+
+def test_show_lists_the_shape_schedule_replay_of_every_trial(tmp_path):
+    result = invoke(*search_args(tmp_path, name="sched", shape_schedule="1,8,1",
+                                 dynamic="false,true"))
+    assert result.exit_code == 0, result.stderr
+    shown = invoke("show", str(tmp_path / "sched"))
+    assert "shape schedule 1,8,1 replayed" in shown.stdout
+    table = shown.stdout.split("shape schedule 1,8,1 replayed")[1].splitlines()
+    assert "1 ms" in table[1] and "8 ms" in table[1]
+    rows = [line for line in table[2:] if line.strip() and line.split()[0].isdigit()]
+    assert len(rows) == 6  # eager + inductor default dynamic=False/True, at 2 batch sizes
+    data = json.loads(invoke("show", str(tmp_path / "sched"), "--json").stdout)["shape_schedule"]
+    assert len(data) == 6 and {tuple(r["latency_ms"]) for r in data} == {("1", "8")}
+    static = [r for r in data if r["label"] == "inductor:default" and r["batch_size"] == 1]
+    assert static[0]["recompiles"] == 1  # the fake runner's: one new shape, one recompile
+
+
+def test_a_sequence_length_for_a_torchvision_model_is_a_one_line_error(tmp_path):
+    result = invoke(*search_args(tmp_path, shape_schedule="1x64"))
+    assert_one_line_error(result, "1x64", "only a factory model takes")

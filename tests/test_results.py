@@ -3,6 +3,7 @@ one-line errors for files that are not tuner studies."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -338,3 +339,21 @@ def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_pe
     no_flops = frame((EAGER1, ok(10.0)))
     assert no_flops["achieved_tflops"].isna().all() and no_flops["fraction_of_peak"].isna().all()
 
+
+
+def test_shapes_with_a_sequence_length_parse_round_trip_and_need_a_factory_that_takes_one():
+    from tuner.workload import parse_shapes, shape_label
+
+    assert parse_shapes("1, 8,8x128") == (1, 8, (8, 128))
+    assert [shape_label(s) for s in parse_shapes("8x128,4")] == ["8x128", "4"]
+    for bad in ("8x", "x8", "8x0", "0x8", "8x8x8", "8*128"):
+        with pytest.raises(UserError, match=f"shape schedule entry '{re.escape(bad)}'"):
+            parse_shapes(bad)
+    w = Workload(model="tuner.examples:text_encoder", shape_schedule=(8, (8, 128)))
+    assert w.to_dict()["shape_schedule"] == [8, [8, 128]]
+    assert Workload.from_dict(json.loads(json.dumps(w.to_dict()))) == w  # as Optuna stores it
+    validate(w)
+    with pytest.raises(UserError, match="only a factory model takes"):
+        validate(Workload(model="resnet18", shape_schedule=((1, 64),)))
+    with pytest.raises(UserError, match="takes only a batch size"):
+        validate(Workload(model="tests.models:tiny_cnn", shape_schedule=((1, 64),)))

@@ -108,8 +108,10 @@ def main() -> None:
 @click.option("--channels-last", is_flag=True, help="Use the channels_last memory format.")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
 @click.option("--shape-schedule", default="",
-              help="Batch sizes replayed in order after each trial's steady state, e.g. "
-                   "1,8,32,8: recompiles, compile time and latency per size on that traffic.")
+              help="Shapes replayed in order after each trial's steady state: batch sizes "
+                   "(1,8,32,8) or, for a factory taking a sequence length, BATCHxSEQ_LEN "
+                   "(8x128,8x512,8x64): recompiles, compile time and latency per shape on "
+                   "the traffic you really have.")
 @click.option("--backend", "backends", multiple=True,
               help="Restrict backends (comma-separated or repeated): eager (no compile), "
                    "inductor, cudagraphs, aot_eager, ... Default: eager, inductor, cudagraphs (GPU).")
@@ -177,7 +179,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
     from tuner.runner import FakeRunner, ProcessRunner, prestart_default
     from tuner.space import build_space
     from tuner.study import Search, StudySpec
-    from tuner.workload import Workload, validate
+    from tuner.workload import Workload, parse_shapes, validate
 
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # --model mymodule:factory from the current folder
@@ -191,7 +193,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
     device = device or _default_device()
     workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
                         channels_last=channels_last,
-                        shape_schedule=tuple(_positive_ints(shape_schedule, "shape schedule entry", "--shape-schedule")))
+                        shape_schedule=parse_shapes(shape_schedule))
     validate(workload)
     space = build_space(device=device, batch_sizes=_positive_ints(batch_sizes, "batch size", "--batch-sizes"),
                         backends=_split(backends), modes=_split(modes),

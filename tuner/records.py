@@ -153,7 +153,8 @@ class TrialResult:
     schedule_recompile_s: float | None = None  # compile time spent during the replay
     schedule_total_s: float | None = None  # the whole replay, every step synchronised
     schedule_batch_sizes: list[int] = dataclasses.field(default_factory=list)  # distinct, in order
-    schedule_latency_ms: list[float] = dataclasses.field(default_factory=list)  # median per size
+    schedule_shapes: list[str] = dataclasses.field(default_factory=list)  # "8" or "8x128"
+    schedule_latency_ms: list[float] = dataclasses.field(default_factory=list)  # median per shape
     fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property

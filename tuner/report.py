@@ -8,6 +8,8 @@ from typing import Any
 import pandas as pd
 
 from tuner import results
+from tuner.workload import shape_label
+from tuner.worker import SCHEDULE_REPEATS
 from tuner.fingerprint import describe
 from tuner.records import Status
 
@@ -188,12 +190,55 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) -> 
             lines.append(_noise_note(group))
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
+    replay = schedule_rows(trials)
+    if replay:
+        shapes = ",".join(shape_label(tuple(s) if isinstance(s, list) else s)
+                          for s in workload.get("shape_schedule") or [])
+        lines.append("")
+        lines.append(f"shape schedule {shapes} replayed after each trial's steady state "
+                     f"(every call timed, synchronised; replay s: all {SCHEDULE_REPEATS} "
+                     "replays):")
+        lines.append(schedule_table(replay))
     failed = failures(trials)
     if failed:
         lines.append("")
         lines.append(f"{len(failed)} trials failed (kept in trials.parquet):")
         lines += [f"  {f}" for f in failed]
     return "\n".join(lines)
+
+
+def schedule_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per ok trial that replayed the shape schedule: recompiles, time spent recompiling, the
+    whole replay and the median latency of each distinct shape."""
+    if "schedule_total_s" not in trials:
+        return []
+    done = trials[(trials["status"] == Status.OK.value) & trials["schedule_total_s"].notna()]
+    rows = []
+    for _, r in done.sort_values(["batch_size", "schedule_total_s"]).iterrows():
+        labels = r.get("schedule_shapes")
+        if not _is_list(labels) or len(labels) == 0:
+            labels = r["schedule_batch_sizes"]
+        rows.append({
+            "batch_size": int(r["batch_size"]), "label": r["label"],
+            "trial_number": int(r["trial_number"]),
+            "recompiles": None if pd.isna(r["schedule_recompiles"]) else int(r["schedule_recompiles"]),
+            "recompile_s": None if pd.isna(r["schedule_recompile_s"]) else float(r["schedule_recompile_s"]),
+            "replay_s": float(r["schedule_total_s"]),
+            "latency_ms": {str(k): float(v) for k, v in zip(labels, r["schedule_latency_ms"])},
+        })
+    return rows
+
+
+def schedule_table(rows: list[dict[str, Any]]) -> str:
+    shapes = list(dict.fromkeys(k for r in rows for k in r["latency_ms"]))
+    head = (f"{'batch':>5}  {'config':<40} {'recompiles':>10} {'recompile s':>11} "
+            f"{'replay s':>8}  " + " ".join(f"{s + ' ms':>10}" for s in shapes))
+    out = [head]
+    for r in rows:
+        cells = " ".join(f"{_cell(r['latency_ms'].get(s), '{:.3f}'):>10}" for s in shapes)
+        out.append(f"{r['batch_size']:>5}  {r['label']:<40} {_cell(r['recompiles'], '{:d}'):>10} "
+                   f"{_cell(r['recompile_s'], '{:.1f}'):>11} {r['replay_s']:>8.1f}  {cells}")
+    return "\n".join(out)
 
 
 def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
@@ -212,4 +257,5 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),
-            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials).items()}}
+            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials).items()},
+            "shape_schedule": schedule_rows(trials)}

@@ -77,6 +77,8 @@ SCHEMA = pa.schema([
     ("schedule_batch_sizes", pa.list_(_i64)), ("schedule_latency_ms", pa.list_(_f64)),
     # schema 2, later: pre-started trial processes (tuner.runner, prestart)
     ("prestarted", _bool), ("quiet_wait_s", _f64),
+    # schema 2, later: shapes with a sequence length ("8x128"), one per schedule_batch_sizes
+    ("schedule_shapes", pa.list_(_str)),
     *FINALIST_FIELDS,
     *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
 ])

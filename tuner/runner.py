@@ -98,7 +98,7 @@ class ProcessRunner:
         if self.prestart:
             spare = self._hand_over(request_path, result_path, trial_env)
             proc = spare.proc
-            outcome = _wait(proc, self.timeout_s, abort, tick=self._spare.watch)
+            outcome = _wait(proc, self.timeout_s, abort, result_path, tick=self._spare.watch)
         else:
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
@@ -107,9 +107,10 @@ class ProcessRunner:
                     env={**self._env(), **trial_env},
                     start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
                 )
-                outcome = _wait(proc, self.timeout_s, abort)
+                outcome = _wait(proc, self.timeout_s, abort, result_path)
         wall_s = time.perf_counter() - started
         _kill_group(proc.pid)  # inductor's compile workers die with the trial, whatever happened
+        proc.wait()
         if self.prestart:
             spare.finish(log_path)
         if fresh_cache is not None:
@@ -201,14 +202,19 @@ class _Spare:
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None,
-          tick: Callable[[], None] | None = None) -> str:
+          result_path: Path, tick: Callable[[], None] | None = None) -> str:
+    """How the trial ended: exited; recorded (its record is written, whole: the process is not
+    waited for while it tears torch down, a second or two, since the record is the truth);
+    aborted; or timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            proc.wait(timeout=0.2)
+            proc.wait(timeout=0.05)
             return "exited"
         except subprocess.TimeoutExpired:
             pass
+        if result_path.exists():  # written atomically: complete once it exists
+            return "recorded"
         if tick is not None:
             tick()
         if abort is not None and abort.is_set():
@@ -323,6 +329,7 @@ class FakeRunner:
         compile_s = self.COMPILE_S.get(base_label, 10.0)
         cache = self._fake_cache(request, cache_dir, compile_s) if cfg.compiled else {}
         compile_s = cache.pop("compile_s_cold", compile_s)
+        schedule = self._fake_schedule(request, p50) if request.workload.shape_schedule else {}
         return TrialResult(
             status=Status.OK, import_s=8.0, build_s=0.5, compile_s_cold=compile_s, warmup_s=0.2,
             warmup_calls=10, wall_s=0.01, latency_ms_p50=p50, latency_ms_p90=p50 * 1.01,
@@ -334,10 +341,28 @@ class FakeRunner:
             vram_bytes_steady_reserved=vram, host_rss_bytes_peak=int(3e9), correct=True,
             max_abs_error=1e-6, tolerance=1e-3, graph_breaks=0 if cfg.compiled else None,
             unique_graphs=1 if cfg.compiled else None, recompiles=0 if cfg.compiled else None,
-            cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint, **cache)
+            cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint, **cache,
+            **schedule)
 
     def close(self) -> None:
         self.closed += 1
+
+    @staticmethod
+    def _fake_schedule(request: TrialRequest, p50: float) -> dict[str, Any]:
+        """A made-up replay: static shapes recompile once per new shape, dynamic ones once."""
+        from tuner.workload import shape_batch, shape_label
+
+        cfg, shapes = request.config, list(dict.fromkeys(request.workload.shape_schedule))
+        new = [s for s in shapes if shape_batch(s) != cfg.batch_size]
+        recompiles = (0 if not new else len(new) if cfg.dynamic is False else 1) \
+            if cfg.compiled else None
+        return {"schedule_recompiles": recompiles,
+                "schedule_recompile_s": 2.0 * recompiles if cfg.compiled else None,
+                "schedule_total_s": 3 * len(request.workload.shape_schedule) * p50 / 1e3
+                + 2.0 * (recompiles or 0),
+                "schedule_batch_sizes": [shape_batch(s) for s in shapes],
+                "schedule_shapes": [shape_label(s) for s in shapes],
+                "schedule_latency_ms": [p50 * shape_batch(s) / cfg.batch_size for s in shapes]}
 
     def _fake_cache(self, request: TrialRequest, cache_dir: Path | None,
                     cold_s: float) -> dict[str, Any]:

@@ -214,25 +214,26 @@ def _replay_schedule(result: TrialResult, request: TrialRequest, fn, dev, mark_s
     from tuner import workload
 
     schedule = request.workload.shape_schedule
-    shapes = {bs: workload.build_inputs(request.workload, bs) for bs in dict.fromkeys(schedule)}
+    shapes = {s: workload.build_inputs(request.workload, s) for s in dict.fromkeys(schedule)}
     compiled = request.config.compiled
     before = {id(m) for m in _compilation_metrics()}
-    times: dict[int, list[float]] = {bs: [] for bs in shapes}
+    times: dict[workload.Shape, list[float]] = {s: [] for s in shapes}
     start = time.perf_counter()
     for _ in range(SCHEDULE_REPEATS):
-        for bs in schedule:
-            inputs = shapes[bs]
+        for shape in schedule:
+            inputs = shapes[shape]
 
             def step(inputs=inputs):
                 if mark_step:
                     torch.compiler.cudagraph_mark_step_begin()
                 return fn(*inputs)
 
-            times[bs].append(dev.time_call_s(step))
+            times[shape].append(dev.time_call_s(step))
     result.schedule_total_s = time.perf_counter() - start
-    medians = {bs: statistics.median(ts) for bs, ts in times.items()}
-    result.schedule_batch_sizes = list(shapes)
-    result.schedule_latency_ms = [round(medians[bs] * 1e3, 6) for bs in shapes]
+    medians = {s: statistics.median(ts) for s, ts in times.items()}
+    result.schedule_batch_sizes = [workload.shape_batch(s) for s in shapes]
+    result.schedule_shapes = [workload.shape_label(s) for s in shapes]
+    result.schedule_latency_ms = [round(medians[s] * 1e3, 6) for s in shapes]
     if not compiled:
         return
     new = [m for m in _compilation_metrics() if id(m) not in before]
@@ -240,8 +241,8 @@ def _replay_schedule(result: TrialResult, request: TrialRequest, fn, dev, mark_s
         result.schedule_recompiles = sum(1 for m in new if getattr(m, "recompile_reason", None))
         result.schedule_recompile_s = sum(_compile_seconds(m) for m in new)
     else:
-        result.schedule_recompile_s = sum(t for bs, ts in times.items() for t in ts
-                                          if t > SLOW_STEP_FACTOR * medians[bs])
+        result.schedule_recompile_s = sum(t for s, ts in times.items() for t in ts
+                                          if t > SLOW_STEP_FACTOR * medians[s])
 
 
 def _compilation_metrics() -> list:

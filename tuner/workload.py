@@ -10,13 +10,17 @@ Two kinds of model:
 
   It returns the model and the example inputs for one call at that batch size, on the CPU in
   float32 (the tuner moves both to the device, and casts the model and floating-point inputs to
-  the study's dtype). The model is called as ``model(*inputs)``.
+  the study's dtype). The model is called as ``model(*inputs)``. A factory whose inputs have a
+  sequence length takes it as a second argument, ``factory(batch_size, seq_len)``, with a
+  default; a shape schedule can then vary it (``--shape-schedule 8x128,8x512``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
+import re
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
@@ -25,6 +29,42 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+# One shape of a schedule: a batch size, or (batch size, sequence length) for a factory model.
+Shape = int | tuple[int, int]
+
+
+def parse_shapes(text: str) -> tuple[Shape, ...]:
+    """``1,8,8x128`` -> (1, 8, (8, 128)); anything else is a one-line error."""
+    shapes: list[Shape] = []
+    for item in text.split(",") if text.strip() else []:
+        item = item.strip()
+        match = re.fullmatch(r"(\d+)(?:x(\d+))?", item)
+        if not match or any(int(g) <= 0 for g in match.groups() if g is not None):
+            raise UserError(f"shape schedule entry {item!r} is not a batch size or BATCHxSEQ_LEN "
+                            "of positive integers: pass e.g. --shape-schedule 1,8,32 or "
+                            "8x128,8x512")
+        batch, seq_len = match.groups()
+        shapes.append(int(batch) if seq_len is None else (int(batch), int(seq_len)))
+    return tuple(shapes)
+
+
+def shape_label(shape: Shape) -> str:
+    """``8`` or ``8x128`` (batch size x sequence length), as the user writes it."""
+    return str(shape) if isinstance(shape, int) else f"{shape[0]}x{shape[1]}"
+
+
+def shape_batch(shape: Shape) -> int:
+    return shape if isinstance(shape, int) else shape[0]
+
+
+def _shape_ok(shape: Any) -> bool:
+    def positive(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    return positive(shape) or (isinstance(shape, tuple) and len(shape) == 2
+                               and all(positive(v) for v in shape))
 
 
 class WorkloadError(Exception):
@@ -42,12 +82,14 @@ class Workload:
     channels_last: bool = False
     cudnn_benchmark: bool = True
     seed: int = 0
-    # Batch sizes replayed in order after the steady-state measurement (empty: no replay); see
-    # tuner.worker. Part of the study's workload, so resuming with another schedule is refused.
-    shape_schedule: tuple[int, ...] = ()
+    # Shapes (batch sizes, or batch size x sequence length) replayed in order after the
+    # steady-state measurement (empty: no replay); see tuner.worker. Part of the study's
+    # workload, so resuming with another schedule is refused.
+    shape_schedule: tuple[Shape, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape_schedule", tuple(self.shape_schedule))
+        object.__setattr__(self, "shape_schedule", tuple(
+            tuple(s) if isinstance(s, list) else s for s in self.shape_schedule))
 
     @property
     def is_factory(self) -> bool:
@@ -56,7 +98,8 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         if self.shape_schedule:
-            data["shape_schedule"] = list(self.shape_schedule)  # as JSON and Optuna store it
+            data["shape_schedule"] = [  # as JSON and Optuna store it
+                s if isinstance(s, int) else list(s) for s in self.shape_schedule]
         else:
             del data["shape_schedule"]  # studies made before the field resume unchanged
         return data
@@ -73,14 +116,22 @@ def validate(workload: Workload) -> None:
         raise UserError(f"unknown dtype {workload.dtype!r}: choose one of {', '.join(DTYPES)}")
     if workload.image_size <= 0:
         raise UserError(f"image size {workload.image_size} is not a positive integer")
-    for bs in workload.shape_schedule:
-        if isinstance(bs, bool) or not isinstance(bs, int) or bs <= 0:
-            raise UserError(f"shape schedule entry {bs!r} is not a positive integer: "
+    for shape in workload.shape_schedule:
+        if not _shape_ok(shape):
+            raise UserError(f"shape schedule entry {shape!r} is not a positive integer: "
                             "pass e.g. --shape-schedule 1,8,32,8")
+    with_seq_len = [shape_label(s) for s in workload.shape_schedule if not isinstance(s, int)]
+    if with_seq_len and not workload.is_factory:
+        raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, which "
+                        f"only a factory model takes: use batch sizes alone for {workload.model}")
     if not (workload.device == "cpu" or workload.device.startswith("cuda")):
         raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
     if workload.is_factory:
-        _load_factory(workload.model, error=UserError)
+        factory = _load_factory(workload.model, error=UserError)
+        if with_seq_len and not _takes_seq_len(factory):
+            raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, but "
+                            f"{workload.model} takes only a batch size: give the factory a "
+                            "second argument, def factory(batch_size, seq_len=...)")
     else:
         names = torchvision_models()
         if workload.model not in names:
@@ -111,6 +162,15 @@ def _load_factory(spec: str, error: type[Exception]) -> Any:
     return factory
 
 
+def _takes_seq_len(factory: Any) -> bool:
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):
+        return True  # cannot tell: the trial will say
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
 def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """Build the model and inputs on the device, seeded, in eval mode, knobs applied.
 
@@ -138,21 +198,23 @@ def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[t
     return model, _place(workload, inputs)
 
 
-def build_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:
-    """Inputs alone for another batch size (the shape schedule), seeded and placed as
-    :func:`build` places them; the model is not rebuilt (a factory's model is dropped)."""
+def build_inputs(workload: Workload, shape: Shape) -> tuple[torch.Tensor, ...]:
+    """Inputs alone for another shape of the schedule, seeded and placed as :func:`build`
+    places them; the model is not rebuilt (a factory's model is dropped)."""
     import torch
 
     torch.manual_seed(workload.seed)
     if workload.is_factory:
-        return _place(workload, _call_factory(workload, batch_size)[1])
-    return _place(workload, _torchvision_inputs(workload, batch_size))
+        seq_len = None if isinstance(shape, int) else shape[1]
+        return _place(workload, _call_factory(workload, shape_batch(shape), seq_len)[1])
+    return _place(workload, _torchvision_inputs(workload, shape_batch(shape)))
 
 
-def _call_factory(workload: Workload, batch_size: int) -> tuple[Any, tuple[Any, ...]]:
+def _call_factory(workload: Workload, batch_size: int,
+                  seq_len: int | None = None) -> tuple[Any, tuple[Any, ...]]:
     factory = _load_factory(workload.model, error=WorkloadError)
     try:
-        made = factory(batch_size)
+        made = factory(batch_size) if seq_len is None else factory(batch_size, seq_len)
     except Exception as exc:  # noqa: BLE001
         raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
     return _check_factory_result(workload.model, made)
