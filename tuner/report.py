@@ -8,10 +8,10 @@ from typing import Any
 import pandas as pd
 
 from tuner import results
-from tuner.workload import shape_label
-from tuner.worker import SCHEDULE_REPEATS
 from tuner.fingerprint import describe
 from tuner.records import Status
+from tuner.worker import SCHEDULE_REPEATS
+from tuner.workload import shape_label
 
 # (column, header, format) of the Pareto table.
 _TABLE = [
