@@ -128,3 +128,13 @@ def test_shape_schedule_recompiles_per_size_when_static_and_fewer_when_dynamic(t
     print("schedule recompiles: static", static.schedule_recompiles, static.schedule_recompile_s,
           "dynamic", dynamic.schedule_recompiles, dynamic.schedule_recompile_s)
     assert dynamic.schedule_recompiles < static.schedule_recompiles
+
+
+def test_shape_schedule_varies_the_sequence_length_of_a_factory_model(tmp_path):
+    # Built at the factory's default length (64); 16 and 32 are new shapes for a static graph.
+    r = run(tmp_path, "tuner.examples:text_encoder", TrialConfig("aot_eager", 2, None, False),
+            shape_schedule=((2, 16), (2, 32), (2, 16)))
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.schedule_shapes == ["2x16", "2x32"] and r.schedule_batch_sizes == [2, 2]
+    assert len(r.schedule_latency_ms) == 2 and all(ms > 0 for ms in r.schedule_latency_ms)
+    assert r.schedule_recompiles == 2  # one per new sequence length, none when it comes back
