@@ -7,6 +7,11 @@
 #                      interval, warm and from-artifacts compiles), then the first production call
 #                      cold / from artifacts / warm. GPU_CONFIRM_REPEATS (default 3),
 #                      GPU_CONFIRM_BUDGET seconds (default 900).
+#   GPU_FIDELITY=1     benchmarks/fidelity.py: the tuner's p50 against independent timers
+#   GPU_OVERHEAD=1     benchmarks/trial_overhead.py --measure: fresh vs pre-started trial processes
+#   GPU_SCALEOUT=1     benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 (nvidia-h200-x2),
+#                      GPU_SCALEOUT_BUDGET seconds per set (default 240)
+#   GPU_SEARCH=0       skip the example search
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tuner-gpu-out}; mkdir -p "$OUT"
@@ -21,6 +26,7 @@ if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
 fi
 
 # The example study: resumable, so a second call finishes what the first budget left.
+if [ "${GPU_SEARCH:-1}" = 1 ]; then
 timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-250} + ${GPU_SEARCH_GRACE:-200} )) python3 -m tuner.cli search \
     --model resnet18 --batch-sizes 1,32 --dtype float32 \
     --backend eager,inductor --mode default,reduce-overhead,max-autotune-no-cudagraphs \
@@ -30,6 +36,21 @@ echo "search exit: $?"
 tail -5 "$OUT/search.log"
 cp studies/h200-resnet18/*.parquet studies/h200-resnet18/study.db "$OUT/" 2>/dev/null
 cat "$OUT/search.txt"
+fi
+
+if [ "${GPU_FIDELITY:-0}" = 1 ]; then
+  python3 benchmarks/fidelity.py --device cuda --out "$OUT/fidelity-h200.md" 2> "$OUT/fidelity.log"
+  echo "fidelity exit: $?"
+fi
+if [ "${GPU_OVERHEAD:-0}" = 1 ]; then
+  python3 benchmarks/trial_overhead.py --measure --device cuda --batch-sizes 1,32 \
+      --out "$OUT/trial-overhead-h200.md" 2> "$OUT/trial-overhead.log" | tail -4
+fi
+if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
+  python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --budget "${GPU_SCALEOUT_BUDGET:-240}" \
+      --out "$OUT/trials-per-hour-h200.md" 2> "$OUT/trials-per-hour.log"
+  echo "trials per hour exit: $?"
+fi
 
 # Finalists measured again, and warm starts (issue 3 items 2 and 4, issue 4 part 4). The study's
 # trial caches do not travel (studies/*/cache is not in git), so on a fresh machine the first

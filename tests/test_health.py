@@ -130,3 +130,5 @@ def test_flops_of_a_call_and_none_when_they_cannot_be_counted():
         raise RuntimeError("no")
 
     assert measure.flops_per_call(broken) is None
+    # Nothing counted (here: elementwise only) is not a model that does no work.
+    assert measure.flops_per_call(lambda: a.relu()) is None

@@ -147,7 +147,7 @@ def test_joining_a_study_that_does_not_exist_is_a_one_line_error(tmp_path):
 def test_gpus_on_a_machine_without_cuda_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(scaleout, "visible_gpus", lambda: 0)
     result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--gpus", "all",
-                                       "--studies-dir", str(tmp_path), "--fake-runner"])
+                                       "--studies-dir", str(tmp_path)])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr == ("Error: --gpus needs CUDA GPUs and torch sees none on this "
                              "machine: drop --gpus to search on the CPU\n")

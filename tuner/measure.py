@@ -161,13 +161,15 @@ def host_rss_peak_bytes() -> int:
 # FLOPs --------------------------------------------------------------------------------------
 def flops_per_call(fn: Callable[[], Any]) -> int | None:
     """FLOPs of one call as ``torch.utils.flop_counter`` counts them (matmuls, convolutions,
-    attention; elementwise work is not counted); None where it cannot count this model."""
+    attention; elementwise work is not counted); None where it cannot count this model, or
+    counts nothing: a fused kernel it does not know (such as the eager fast path of
+    nn.TransformerEncoderLayer) would otherwise read as a model that does no work."""
     try:
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False) as counter:
             fn()
-        return int(counter.get_total_flops())
+        return int(counter.get_total_flops()) or None
     except Exception:  # noqa: BLE001 - a count we cannot make is a blank cell, not a failed trial
         return None
 
