@@ -357,3 +357,16 @@ def test_shapes_with_a_sequence_length_parse_round_trip_and_need_a_factory_that_
         validate(Workload(model="resnet18", shape_schedule=((1, 64),)))
     with pytest.raises(UserError, match="takes only a batch size"):
         validate(Workload(model="tests.models:tiny_cnn", shape_schedule=((1, 64),)))
+
+
+def test_a_speedup_between_two_noisy_single_measurements_comes_with_a_caution():
+    from tuner import report
+
+    eager, compiled = ok(10.0, compile_s=0.0), ok(9.0, compile_s=5.0)
+    assert report.verdicts(frame((EAGER1, eager), (inductor(1), compiled)))[1].endswith(
+        "9.000 vs 10.000 ms); its 6.0 s warm-up pays back after 6,000 calls.")
+    eager.noisy = compiled.noisy = True
+    verdict = report.verdicts(frame((EAGER1, eager), (inductor(1), compiled)))[1]
+    assert "1.11x faster than eager" in verdict
+    assert verdict.endswith("Both rows are flagged noisy and were measured once each: "
+                            "`tuner confirm` measures them again before you rely on this.")

@@ -124,6 +124,11 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
             "overlap), so neither is faster.")
 
 
+def _flag(value: Any) -> bool:
+    """A boolean cell that is set and true (None, NaN and False are not)."""
+    return value is not None and not pd.isna(value) and bool(value)
+
+
 def _is_list(value: Any) -> bool:
     return hasattr(value, "__len__") and not isinstance(value, str)
 
@@ -155,9 +160,16 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
             calls = best["break_even_calls"]
             payback = f"; its {best['time_to_steady_s']:.1f} s warm-up pays back after " \
                       f"{calls:,.0f} calls" if not pd.isna(calls) else ""
+            fastest_eager = eager.loc[eager["latency_ms_p50"].idxmin()]
+            unconfirmed = pd.isna(best.get("latency_ms_p50_ci_low")) or pd.isna(
+                fastest_eager.get("latency_ms_p50_ci_low"))
+            caution = (" Both rows are flagged noisy and were measured once each: "
+                       "`tuner confirm` measures them again before you rely on this."
+                       if unconfirmed and _flag(best.get("noisy"))
+                       and _flag(fastest_eager.get("noisy")) else "")
             out[int(bs)] = (f"batch size {bs}: {best['label']} is {e / best['latency_ms_p50']:.2f}x "
                             f"faster than eager ({best['latency_ms_p50']:.3f} vs {e:.3f} ms)"
-                            f"{payback}.")
+                            f"{payback}.{caution}")
     # Configs that ran eager under a compiled label are named, never counted as compiled.
     for bs, group in ok[ran_eager].groupby("batch_size"):
         labels = ", ".join(sorted(set(group["label"])))
