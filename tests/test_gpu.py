@@ -46,3 +46,21 @@ def test_bf16_torchvision_model_on_cuda(tmp_path):
             dtype="bfloat16", image_size=64)
     assert r.status is Status.OK, (r.message, r.stderr_tail)
     assert r.correct in (True, None)
+
+
+def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path):
+    """Pre-started processes (the default on CUDA) import torch without CUDA and then run
+    their trial on the GPU; NVML shows the process's memory during compile and at the end."""
+    runner = ProcessRunner(timeout_s=300, prestart=True)
+    wl = Workload(model="tests.models:tiny_cnn", device="cuda")
+    try:
+        results = [runner.run(TrialRequest(config, wl, QUICK), tmp_path / str(i))
+                   for i, config in enumerate([TrialConfig("eager", 8),
+                                               TrialConfig("inductor", 8, "reduce-overhead", False)])]
+    finally:
+        runner.close()
+    for r in results:
+        assert r.status is Status.OK, (r.message, r.stderr_tail)
+        assert r.prestarted is True and r.timer == "cuda_event" and r.correct is True
+        if r.vram_bytes_process_nvml is not None:  # NVML shows this machine's processes
+            assert r.vram_bytes_compile_process_nvml > 0

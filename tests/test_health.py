@@ -5,6 +5,7 @@ counters of older torch releases are read. The trial process reads the same :fun
 
 from __future__ import annotations
 
+import time
 import types
 
 import pytest
@@ -132,3 +133,18 @@ def test_flops_of_a_call_and_none_when_they_cannot_be_counted():
     assert measure.flops_per_call(broken) is None
     # Nothing counted (here: elementwise only) is not a model that does no work.
     assert measure.flops_per_call(lambda: a.relu()) is None
+
+
+def test_nvml_peak_keeps_the_highest_sample_while_open_and_nothing_without_cuda():
+    values = iter([100, 300, 200] + [150] * 1000)
+    with measure.NvmlPeak(lambda: next(values), interval_s=0.001) as peak:
+        deadline = time.monotonic() + 30
+        while peak.peak != 300 and time.monotonic() < deadline:  # the thread samples 300
+            time.sleep(0.001)
+    assert peak.peak == 300
+    with measure.Device("cpu").nvml_peak() as none:
+        pass
+    assert none.peak is None
+    with measure.NvmlPeak(lambda: None, interval_s=0.001) as hidden:  # NVML shows no process
+        pass
+    assert hidden.peak is None

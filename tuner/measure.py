@@ -11,6 +11,7 @@ import os
 import re
 import resource
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,46 @@ class Device:
         except Exception:  # noqa: BLE001 - NVML is optional, and some sandboxes hide processes
             return None
         return None
+
+    def nvml_peak(self, interval_s: float = 0.05) -> NvmlPeak:
+        """A context that samples :meth:`process_memory_nvml` in a thread while it is open."""
+        return NvmlPeak(self.process_memory_nvml if self.cuda else None, interval_s)
+
+
+class NvmlPeak:
+    """The highest device memory NVML showed for this process while the context was open,
+    sampled every ``interval_s`` in a thread (NVML reports current use, not a peak, so a spike
+    shorter than the interval can be missed). For the compile phase only: the sampling thread
+    would compete with the calls being timed at steady state. ``peak`` stays None without CUDA
+    or where NVML shows no process."""
+
+    def __init__(self, sample: Callable[[], int | None] | None, interval_s: float) -> None:
+        self._sample, self._interval = sample, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.peak: int | None = None
+
+    def _take(self) -> None:
+        value = self._sample()
+        if value is not None and (self.peak is None or value > self.peak):
+            self.peak = value
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._take()
+
+    def __enter__(self) -> NvmlPeak:
+        if self._sample is not None:
+            self._take()
+            self._thread = threading.Thread(target=self._loop, name="tuner-nvml", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._take()
 
 
 def host_rss_peak_bytes() -> int:

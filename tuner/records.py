@@ -118,6 +118,8 @@ class TrialResult:
     vram_bytes_steady_allocated: int | None = None  # peaks while serving (after empty_cache)
     vram_bytes_steady_reserved: int | None = None
     vram_bytes_process_nvml: int | None = None  # the process's device memory, context included
+    # the highest NVML showed for this process during compile + warm-up (sampled every 50 ms)
+    vram_bytes_compile_process_nvml: int | None = None
     host_rss_bytes_peak: int | None = None
     # correctness vs eager on the same inputs
     correct: bool | None = None

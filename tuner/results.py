@@ -77,6 +77,8 @@ SCHEMA = pa.schema([
     ("schedule_batch_sizes", pa.list_(_i64)), ("schedule_latency_ms", pa.list_(_f64)),
     # schema 2, later: pre-started trial processes (tuner.runner, prestart)
     ("prestarted", _bool), ("quiet_wait_s", _f64),
+    # schema 2, later: NVML during compile + warm-up (tuner.measure.NvmlPeak)
+    ("vram_bytes_compile_process_nvml", _i64),
     # schema 2, later: shapes with a sequence length ("8x128"), one per schedule_batch_sizes
     ("schedule_shapes", pa.list_(_str)),
     *FINALIST_FIELDS,

@@ -105,20 +105,22 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
                 torch.compiler.cudagraph_mark_step_begin()
             return fn(*inputs)
 
-        # Cold compile: the first call, synchronised.
+        # Cold compile: the first call, synchronised; then warm-up. NVML is sampled meanwhile.
         try:
-            result.compile_s_cold = dev.time_call_s(call)
-            result.quiet_wait_s = wait_until_quiet()
-            warm_times = []
-            warm_start = time.perf_counter()
-            while len(warm_times) < proto.warmup_max_calls:
-                warm_times.append(dev.time_call_s(call))
-                if len(warm_times) >= proto.warmup_min_calls and measure.is_steady(
-                        warm_times, proto.warmup_window, proto.warmup_tolerance):
-                    break
-            result.warmup_s = time.perf_counter() - warm_start
+            with dev.nvml_peak() as nvml:
+                result.compile_s_cold = dev.time_call_s(call)
+                result.quiet_wait_s = wait_until_quiet()
+                warm_times = []
+                warm_start = time.perf_counter()
+                while len(warm_times) < proto.warmup_max_calls:
+                    warm_times.append(dev.time_call_s(call))
+                    if len(warm_times) >= proto.warmup_min_calls and measure.is_steady(
+                            warm_times, proto.warmup_window, proto.warmup_tolerance):
+                        break
+                result.warmup_s = time.perf_counter() - warm_start
             result.warmup_calls = len(warm_times)
             result.vram_bytes_compile_allocated, result.vram_bytes_compile_reserved = dev.peaks()
+            result.vram_bytes_compile_process_nvml = nvml.peak
             if config.compiled:
                 result.fxgraph_cache_hits, result.fxgraph_cache_misses = artifacts.cache_counters()
                 if request.save_artifacts:
