@@ -12,7 +12,7 @@ import pytest
 
 from tuner import worker
 from tuner.records import Protocol, Status, TrialRequest
-from tuner.runner import ProcessRunner, prestart_default
+from tuner.runner import ProcessRunner
 from tuner.space import TrialConfig
 from tuner.workload import Workload
 
@@ -98,8 +98,3 @@ def test_a_waiting_worker_that_gets_no_job_exits_quietly(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tuner.worker", "--wait", str(tmp_path / "r")],
                           input="", capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and (tmp_path / "r").exists()
-
-
-def test_prestart_is_on_for_cuda_devices_only():
-    assert prestart_default("cuda") and prestart_default("cuda:1")
-    assert not prestart_default("cpu")

@@ -47,9 +47,8 @@ def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monke
                            fake_delay_s=0.02)
     assert [fleet.command(i, g)[fleet.command(i, g).index("--gpu") + 1] for i, g in
             enumerate(fleet.gpus)] == ["0", "1", "2"]
-    assert not {"--prestart", "--no-prestart"} & set(fleet.command(0, 0))  # each worker's default
-    off = scaleout.Fleet(spec, [0], timeout_s=60, prestart=False)
-    assert "--no-prestart" in off.command(0, 0)
+    assert "--prestart" not in fleet.command(0, 0)  # off unless asked for
+    assert "--prestart" in scaleout.Fleet(spec, [0], timeout_s=60, prestart=True).command(0, 0)
     summary = fleet.run()
     assert [e.returncode for e in fleet.exits] == [0, 0, 0]
     workers.assert_every_config_measured_once(spec)

@@ -126,10 +126,10 @@ def main() -> None:
 @click.option("--budget", help="Wall-clock budget of this run, e.g. 8h or 45m.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a trial that has not finished after this long.")
-@click.option("--prestart/--no-prestart", default=None,
+@click.option("--prestart/--no-prestart", default=False, show_default=True,
               help="Start the next trial's process (importing torch) while a trial runs, so "
-                   "the import costs no search time. Default: on for CUDA, off for the CPU, "
-                   "where the import would compete with the trial.")
+                   "the import costs no search time; still one process per trial. Off by "
+                   "default until measured on a GPU (README: pre-started trial processes).")
 @click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
               help="Steady-state calls timed per trial, at least ...")
 @click.option("--min-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
@@ -176,7 +176,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
       tuner search --model resnet50 --gpus all --budget 8h   # one worker per GPU
     """
     from tuner.records import Protocol
-    from tuner.runner import FakeRunner, ProcessRunner, prestart_default
+    from tuner.runner import FakeRunner, ProcessRunner
     from tuner.space import build_space
     from tuner.study import Search, StudySpec
     from tuner.workload import Workload, parse_shapes, validate
@@ -206,7 +206,6 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
                      budget_s=parse_duration(budget) if budget else None, seed=seed,
                      confirm_repeats=confirm_repeats)
     timeout_s = parse_duration(timeout)
-    prestart = prestart_default(device) if prestart is None else prestart
     runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
         timeout_s=timeout_s, cache_dir=spec.directory / "cache", prestart=prestart)
 
@@ -496,10 +495,10 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
               help="Forget the finalists' earlier re-measurements and make --repeats new ones.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a re-measurement that has not finished after this long.")
-@click.option("--prestart/--no-prestart", default=None,
+@click.option("--prestart/--no-prestart", default=False, show_default=True,
               help="Start the next trial's process (importing torch) while a trial runs, so "
-                   "the import costs no search time. Default: on for CUDA, off for the CPU, "
-                   "where the import would compete with the trial.")
+                   "the import costs no search time; still one process per trial. Off by "
+                   "default until measured on a GPU (README: pre-started trial processes).")
 @click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("studies"), show_default=True)
 @click.option("--storage", envvar="TUNER_STORAGE",
@@ -528,7 +527,7 @@ def confirm(study, repeats, redo, timeout, prestart, studies_dir, storage, as_js
       tuner confirm resnet18-cuda --repeats 4      # two more each, after the default two
       tuner confirm studies/resnet18-cuda --redo   # all of them again, from scratch
     """
-    from tuner.runner import FakeRunner, ProcessRunner, prestart_default
+    from tuner.runner import FakeRunner, ProcessRunner
     from tuner.study import Search, join_spec
 
     path = Path(study)
@@ -536,7 +535,7 @@ def confirm(study, repeats, redo, timeout, prestart, studies_dir, storage, as_js
     spec = join_spec(name, storage, root)
     runner = FakeRunner() if fake_runner else ProcessRunner(
         timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache",
-        prestart=prestart_default(spec.workload.device) if prestart is None else prestart)
+        prestart=prestart)
 
     def say(text: str) -> None:
         if not quiet:
@@ -566,10 +565,10 @@ def confirm(study, repeats, redo, timeout, prestart, studies_dir, storage, as_js
 @click.option("--budget", help="Wall-clock budget of this worker, e.g. 8h or 45m.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a trial that has not finished after this long.")
-@click.option("--prestart/--no-prestart", default=None,
+@click.option("--prestart/--no-prestart", default=False, show_default=True,
               help="Start the next trial's process (importing torch) while a trial runs, so "
-                   "the import costs no search time. Default: on for CUDA, off for the CPU, "
-                   "where the import would compete with the trial.")
+                   "the import costs no search time; still one process per trial. Off by "
+                   "default until measured on a GPU (README: pre-started trial processes).")
 @click.option("--seed", type=int,
               help="Sampler seed; default: a random one, so that workers propose different configs.")
 @click.option("--export-only", is_flag=True,
@@ -599,7 +598,7 @@ def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, prestart
     """
     import secrets
 
-    from tuner.runner import FakeRunner, ProcessRunner, prestart_default
+    from tuner.runner import FakeRunner, ProcessRunner
     from tuner.scaleout import choose_gpus, pin, visible_gpus
     from tuner.study import Search, export_study, join_spec, open_study
 
@@ -622,7 +621,7 @@ def worker_(name, storage, studies_dir, gpu, n_trials, budget, timeout, prestart
         env = pin(gpu)
     runner = FakeRunner(delay_s=fake_delay) if fake_runner else ProcessRunner(
         timeout_s=parse_duration(timeout), cache_dir=spec.directory / "cache", env=env,
-        prestart=prestart_default(spec.workload.device) if prestart is None else prestart)
+        prestart=prestart)
     prefix = "" if gpu is None else f"gpu{gpu} "
 
     def say(text: str) -> None:

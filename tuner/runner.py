@@ -41,13 +41,6 @@ class Runner(TypingProtocol):
         ...
 
 
-def prestart_default(device: str) -> bool:
-    """Pre-start trial processes on CUDA devices: importing the next trial's torch on one CPU
-    core beside a trial's compile is what hides the import there. On the CPU the import would
-    compete with the very thing being measured (and compile), so trials start fresh."""
-    return device.startswith("cuda")
-
-
 class ProcessRunner:
     """Each trial in its own process group, killed whole at the deadline.
 

@@ -87,7 +87,7 @@ class Fleet:
 
     def __init__(self, spec: StudySpec, gpus: Sequence[int], *, timeout_s: float,
                  quiet: bool = False, fake_runner: bool = False, fake_delay_s: float = 0.0,
-                 prestart: bool | None = None, python: str = sys.executable) -> None:
+                 prestart: bool = False, python: str = sys.executable) -> None:
         if not gpus:
             raise UserError("no GPU to run a worker on")
         self.spec = spec
@@ -96,7 +96,7 @@ class Fleet:
         self.quiet = quiet
         self.fake_runner = fake_runner
         self.fake_delay_s = fake_delay_s
-        self.prestart = prestart  # None: each worker's default (tuner.runner.prestart_default)
+        self.prestart = prestart
         self.python = python
         self.exits: list[WorkerExit] = []
         self._procs: list[subprocess.Popen] = []
@@ -112,8 +112,8 @@ class Fleet:
             cmd += ["--budget", str(spec.budget_s)]
         if self.quiet:
             cmd.append("--quiet")
-        if self.prestart is not None:
-            cmd.append("--prestart" if self.prestart else "--no-prestart")
+        if self.prestart:
+            cmd.append("--prestart")
         if self.fake_runner:
             cmd += ["--fake-runner", "--fake-delay", str(self.fake_delay_s)]
         return cmd
