@@ -188,7 +188,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
 
         # The fake runner touches no GPU: tests (and benchmarks/trials_per_hour.py) run fleets
         # of it on machines without one.
-        gpu_list = choose_gpus(gpus, 8 if fake_runner else visible_gpus())
+        gpu_list = choose_gpus(gpus, visible_gpus() or (8 if fake_runner else 0))
         if device not in (None, "cuda"):
             raise UserError(f"--gpus shows each worker only its GPU, as cuda: drop --device {device}")
         device = "cuda"
