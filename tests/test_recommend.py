@@ -332,3 +332,20 @@ def test_cli_errors_and_warnings(study, monkeypatch):
 def test_cli_help_has_examples():
     out = CliRunner().invoke(main, ["recommend", "--help"])
     assert out.exit_code == 0 and "Examples:" in out.output and "--format python" in out.output
+
+
+def test_traffic_picks_the_least_time_on_the_shape_schedule(tmp_path):
+    # FakeRunner's replay: a static graph recompiles once per new batch size (2 s each), a
+    # dynamic one once; so on traffic that mixes sizes, dynamic=True wins over the static
+    # config that is faster at steady state.
+    workload = Workload(model="resnet18", device="cuda", shape_schedule=(1, 8, 4, 1))
+    study = write_study(tmp_path, "sched", workload=workload, trial_configs=[
+        TrialConfig("inductor", 1, "default", False), TrialConfig("inductor", 1, "default", True)])
+    assert recommend(study, objective="latency").config.dynamic is False
+    rec = recommend(study, objective="traffic")
+    assert rec.config.dynamic is True
+    assert "traffic      " in rec.describe() and "3 replays of 1,8,4,1, 1 recompiles" in rec.describe()
+    plain = write_study(tmp_path, "plain")
+    with pytest.raises(UserError, match="objective traffic needs a study searched with "
+                                        "--shape-schedule"):
+        recommend(plain, batch_size=1, objective="traffic")

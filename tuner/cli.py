@@ -409,8 +409,11 @@ def _echo_warnings(caught) -> None:
 @click.option("--batch-size", type=click.IntRange(min=1),
               help="Batch size to serve; needed when the study measured several "
                    "(except with --objective throughput, which may choose it).")
-@click.option("--objective", type=click.Choice(["latency", "throughput", "memory", "warmup"]),
-              default="latency", show_default=True, help="What to optimise.")
+@click.option("--objective",
+              type=click.Choice(["latency", "throughput", "memory", "warmup", "traffic"]),
+              default="latency", show_default=True,
+              help="What to optimise. traffic: the least time on the study's --shape-schedule, "
+                   "recompiles included (dynamic shapes compared on your traffic).")
 @click.option("--max-vram-gb", type=float,
               help="Most memory (GiB) the config may need, compile and warm-up included.")
 @click.option("--max-compile-s", type=float, help="Longest first (compiling) call, in seconds.")

@@ -35,7 +35,8 @@ from tuner.fingerprint import FIELDS as FINGERPRINT_FIELDS
 from tuner.fingerprint import describe
 from tuner.records import Status
 from tuner.space import EAGER, TrialConfig
-from tuner.workload import Workload
+from tuner.worker import SCHEDULE_REPEATS
+from tuner.workload import Workload, shape_label
 
 if TYPE_CHECKING:
     import torch
@@ -60,6 +61,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("throughput", "throughput_per_s", True, "most items per second"),
     Objective("memory", "peak_memory_bytes", False, "least memory while serving"),
     Objective("warmup", "time_to_steady_s", False, "cheapest warm-up (compile + settle)"),
+    Objective("traffic", "schedule_total_s", False,
+              "least time on the study's shape schedule, recompiles included"),
 )}
 # After the objective itself, in this order: a tail that is better, a warm-up that is cheaper,
 # then the earlier trial. Exact ties only; no noise band.
@@ -155,7 +158,7 @@ class Recommendation:
     Attributes:
         study: the study's name.
         path: the Parquet file it was read from (the study folder is ``path.parent``).
-        objective: what was optimised: latency, throughput, memory or warmup.
+        objective: what was optimised: latency, throughput, memory, warmup or traffic.
         constraints: the limits it meets.
         config: backend, mode, dynamic and batch size; ``config.compile_kwargs()`` is exactly
             what ``torch.compile`` is given.
@@ -364,6 +367,13 @@ class Recommendation:
             rows.insert(6, ("noise", f"p50 {m.latency_ms_p50_ci_low:.3f}-"
                             f"{m.latency_ms_p50_ci_high:.3f} ms (95% interval over fresh "
                             f"processes), spread {_fmt(m.latency_spread_pct, '{:.1f}%')}"))
+        replay = self.row.get("schedule_total_s")
+        if replay is not None and w.shape_schedule:
+            shapes = ",".join(shape_label(s) for s in w.shape_schedule)
+            recompiles = self.row.get("schedule_recompiles")
+            rows.insert(-1, ("traffic", f"{replay:.2f} s for {SCHEDULE_REPEATS} replays of "
+                                        f"{shapes}" + ("" if recompiles is None else
+                                                       f", {recompiles:.0f} recompiles")))
         if self.within_noise:
             rows.append(("note", f"within noise of {', '.join(self.within_noise)}: their 95% "
                                  "latency intervals overlap, so neither is faster; choose on "
@@ -394,7 +404,8 @@ def recommend(
         batch_size: the batch size to serve. ``None``: the study's only batch size; when it
             measured several, only ``objective="throughput"`` may choose among them.
         objective: ``latency`` (median per call), ``throughput`` (items per second),
-            ``memory`` (while serving) or ``warmup`` (compile plus settling).
+            ``memory`` (while serving), ``warmup`` (compile plus settling) or ``traffic``
+            (the whole replay of the study's shape schedule, recompiles included).
         max_vram_gb, max_compile_s, max_latency_ms: limits, see :class:`Constraints`.
         strict: refuse (raise :class:`UserError`) instead of warning when the study was made on
             another GPU, driver or torch than this process runs, or its machine is unknown.
@@ -434,6 +445,10 @@ def recommend(
     if candidates.empty:
         raise UserError(f"no config of {where} both finished and passed the correctness check "
                         f"({_why_none(df)}); nothing can be recommended")
+    column = OBJECTIVES[objective].column
+    if pd.to_numeric(candidates[column], errors="coerce").isna().all():
+        raise UserError(f"{where} has no {column}: objective {objective} needs a study searched "
+                        "with --shape-schedule")
     feasible = candidates[[not constraints.violations(r) for _, r in candidates.iterrows()]]
     if feasible.empty:
         raise UserError(_closest_message(where, candidates, constraints, objective))
