@@ -122,7 +122,6 @@ class ProcessRunner:
             result.stderr_tail = tail
         return result
 
-
     def close(self) -> None:
         if self._spare is not None:
             self._spare.discard()
