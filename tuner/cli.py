@@ -84,6 +84,13 @@ def _study_name(model: str, device: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{base}-{device.split(':')[0]}")
 
 
+# search, confirm and worker: the runner's pre-started trial processes (tuner.runner).
+PRESTART = click.option(
+    "--prestart/--no-prestart", default=False, show_default=True,
+    help="Start the next trial's process (importing torch) while a trial runs, so the import "
+         "costs no search time; still one process per trial. Off by default until measured on "
+         "a GPU (README: pre-started trial processes).")
+
 @click.group(context_settings=CONTEXT)
 @click.version_option(package_name="tuner")
 def main() -> None:
@@ -126,10 +133,7 @@ def main() -> None:
 @click.option("--budget", help="Wall-clock budget of this run, e.g. 8h or 45m.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a trial that has not finished after this long.")
-@click.option("--prestart/--no-prestart", default=False, show_default=True,
-              help="Start the next trial's process (importing torch) while a trial runs, so "
-                   "the import costs no search time; still one process per trial. Off by "
-                   "default until measured on a GPU (README: pre-started trial processes).")
+@PRESTART
 @click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
               help="Steady-state calls timed per trial, at least ...")
 @click.option("--min-seconds", type=click.FloatRange(min=0), default=2.0, show_default=True,
@@ -498,10 +502,7 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
               help="Forget the finalists' earlier re-measurements and make --repeats new ones.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a re-measurement that has not finished after this long.")
-@click.option("--prestart/--no-prestart", default=False, show_default=True,
-              help="Start the next trial's process (importing torch) while a trial runs, so "
-                   "the import costs no search time; still one process per trial. Off by "
-                   "default until measured on a GPU (README: pre-started trial processes).")
+@PRESTART
 @click.option("--studies-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("studies"), show_default=True)
 @click.option("--storage", envvar="TUNER_STORAGE",
@@ -568,10 +569,7 @@ def confirm(study, repeats, redo, timeout, prestart, studies_dir, storage, as_js
 @click.option("--budget", help="Wall-clock budget of this worker, e.g. 8h or 45m.")
 @click.option("--timeout", "timeout", default="30m", show_default=True,
               help="Kill a trial that has not finished after this long.")
-@click.option("--prestart/--no-prestart", default=False, show_default=True,
-              help="Start the next trial's process (importing torch) while a trial runs, so "
-                   "the import costs no search time; still one process per trial. Off by "
-                   "default until measured on a GPU (README: pre-started trial processes).")
+@PRESTART
 @click.option("--seed", type=int,
               help="Sampler seed; default: a random one, so that workers propose different configs.")
 @click.option("--export-only", is_flag=True,

@@ -65,6 +65,7 @@ class Device:
         self.torch = torch
         self.device = torch.device(name)
         self.cuda = self.device.type == "cuda"
+        self._nvml_handle = None
 
     def sync(self) -> None:
         if self.cuda:
@@ -141,13 +142,14 @@ class Device:
         try:
             import pynvml
 
-            pynvml.nvmlInit()
-            index = self.device.index if self.device.index is not None else 0
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            if visible:
-                index = int(visible.split(",")[index])
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if self._nvml_handle is None:  # once: NvmlPeak calls this every 50 ms
+                pynvml.nvmlInit()
+                index = self.device.index if self.device.index is not None else 0
+                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+                if visible:
+                    index = int(visible.split(",")[index])
+                self._nvml_handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(self._nvml_handle):
                 if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
                     return int(proc.usedGpuMemory)
         except Exception:  # noqa: BLE001 - NVML is optional, and some sandboxes hide processes

@@ -11,7 +11,7 @@ from tuner import results
 from tuner.fingerprint import describe
 from tuner.records import Status
 from tuner.worker import SCHEDULE_REPEATS
-from tuner.workload import shape_label
+from tuner.workload import Workload, shape_label
 
 # (column, header, format) of the Pareto table.
 _TABLE = [
@@ -161,7 +161,7 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
             payback = f"; its {best['time_to_steady_s']:.1f} s warm-up pays back after " \
                       f"{calls:,.0f} calls" if not pd.isna(calls) else ""
             fastest_eager = eager.loc[eager["latency_ms_p50"].idxmin()]
-            unconfirmed = pd.isna(best.get("latency_ms_p50_ci_low")) or pd.isna(
+            unconfirmed = pd.isna(best.get("latency_ms_p50_ci_low")) and pd.isna(
                 fastest_eager.get("latency_ms_p50_ci_low"))
             caution = (" Both rows are flagged noisy and were measured once each: "
                        "`tuner confirm` measures them again before you rely on this."
@@ -204,8 +204,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) -> 
             lines.append(sentences[int(bs)])
     replay = schedule_rows(trials)
     if replay:
-        shapes = ",".join(shape_label(tuple(s) if isinstance(s, list) else s)
-                          for s in workload.get("shape_schedule") or [])
+        schedule = Workload.from_dict(workload).shape_schedule if workload else ()
+        shapes = ",".join(shape_label(s) for s in schedule)
         lines.append("")
         lines.append(f"shape schedule {shapes} replayed after each trial's steady state "
                      f"(every call timed, synchronised; replay s: all {SCHEDULE_REPEATS} "

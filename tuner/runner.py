@@ -179,8 +179,7 @@ class _Spare:
             self.ready.touch()
 
     def finish(self, log_path: Path) -> None:
-        """After the trial (process group killed): its log goes to the trial's folder."""
-        self.proc.wait()
+        """After the trial (process killed and waited for): its log goes to the trial's folder."""
         with contextlib.suppress(OSError):
             shutil.move(str(self.log), str(log_path))
         shutil.rmtree(self.folder, ignore_errors=True)
