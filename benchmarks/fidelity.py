@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tuner.records import Protocol, Status, TrialRequest
-from tuner.runner import ProcessRunner
-from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tuner.launch.runner import ProcessRunner
+from tuner.spec.records import Status, TrialProtocol, TrialRequest
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
 
 FULL = [("resnet18", bs) for bs in (1, 32)] + [("resnet50", bs) for bs in (8, 64)]
 QUICK = [("resnet18", 1)]
@@ -41,7 +41,7 @@ def independent(request_path: str) -> None:
     import torch
 
     from tuner import workload as wl
-    from tuner.worker import uses_cudagraphs
+    from tuner.spec.config import uses_cudagraphs
 
     request = TrialRequest.from_dict(json.loads(Path(request_path).read_text()))
     cfg, work = request.config, request.workload
@@ -104,7 +104,7 @@ def main() -> None:
 
     cache = Path(tempfile.mkdtemp(prefix="tuner-fidelity-"))
     runner = ProcessRunner(timeout_s=900, cache_dir=cache)
-    protocol = Protocol(warm_cache=True)
+    protocol = TrialProtocol(warm_cache=True)
     rows = []
     for model, bs in (QUICK if args.quick else FULL):
         for backend, mode in MODES:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import statistics
 import sys
 
-from tuner import results
+from tuner.data import files
 
 
 def main(path: str) -> None:
-    df, meta = results.read(path)
+    df, meta = files.read(path)
     done = df[df["latency_ms_p50_repeats"].map(lambda v: v is not None and len(v) >= 2)]
     fps = ", ".join(fp.get("gpu_name") or fp.get("cpu") or "?" for fp in meta.get("fingerprints") or [])
     print(f"study {meta.get('study')}: {fps}; torch "

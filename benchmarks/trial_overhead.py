@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner import results
+from tuner.data import files
 
 PHASES = ["compile_s_cold", "warmup_s", "measure_s"]
 
@@ -36,7 +36,7 @@ def overhead_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def from_study(path: str) -> None:
-    df, meta = results.read(path)
+    df, meta = files.read(path)
     ok = overhead_table(df)
     ok["other_s"] = ok["overhead_s"] - ok[["import_s", "build_s"]].sum(axis=1)
     cols = ["label", "batch_size", "wall_s", "import_s", "build_s", *PHASES, "other_s"]
@@ -54,17 +54,17 @@ def from_study(path: str) -> None:
 def measure(args: argparse.Namespace) -> str:
     import torch
 
-    from tuner.records import Protocol, TrialRequest
-    from tuner.runner import ProcessRunner
-    from tuner.space import TrialConfig
-    from tuner.workload import Workload
+    from tuner.launch.runner import ProcessRunner
+    from tuner.spec.records import TrialProtocol, TrialRequest
+    from tuner.spec.space import TrialConfig
+    from tuner.spec.workload import Workload
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     workload = Workload(model=args.model, device=device, image_size=args.image_size)
     modes = ["default", "reduce-overhead"] if device.startswith("cuda") else ["default"]
     configs = [TrialConfig("eager", bs) for bs in args.batch_sizes] + [
         TrialConfig("inductor", bs, mode, False) for bs in args.batch_sizes for mode in modes]
-    protocol = Protocol(min_seconds=args.min_seconds)
+    protocol = TrialProtocol(min_seconds=args.min_seconds)
     lines = [f"# trial overhead, {datetime.date.today()}, {_machine(device)}, torch "
              f"{torch.__version__}", "",
              f"{args.model} {args.image_size} px fp32, {len(configs)} trials per way, cold "

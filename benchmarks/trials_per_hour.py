@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tuner import results
+from tuner.data import files
 
 SPACE = ["--model", "resnet18", "--dtype", "float32", "--backend", "eager,inductor",
          "--mode", "default,reduce-overhead", "--dynamic", "false,true,none",
@@ -32,7 +32,7 @@ SPACE = ["--model", "resnet18", "--dtype", "float32", "--backend", "eager,induct
 
 def run_set(gpus: str, args: argparse.Namespace, root: Path) -> dict:
     name = "tph-" + gpus.replace(",", "-")
-    cmd = [sys.executable, "-m", "tuner.cli", "search", *SPACE, "--image-size",
+    cmd = [sys.executable, "-m", "tests.fake_tuner", "search", *SPACE, "--image-size",
            str(args.image_size), "--gpus", gpus, "--name", name, "--studies-dir", str(root),
            "--budget", f"{args.budget}s", "--timeout", f"{args.timeout}s", "--confirm", "0",
            "--quiet"]
@@ -44,7 +44,7 @@ def run_set(gpus: str, args: argparse.Namespace, root: Path) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"--gpus {gpus}: tuner search exited {proc.returncode}: "
                          f"{proc.stderr.strip()[-2000:]}")
-    df, _ = results.read(root / name)
+    df, _ = files.read(root / name)
     done = df[df["status"] != "interrupted"]
     return {"gpus": gpus, "workers": len(gpus.split(",")), "trials": len(done),
             "ok": int((done["status"] == "ok").sum()), "wall_s": wall,

@@ -27,7 +27,7 @@ fi
 
 # The example study: resumable, so a second call finishes what the first budget left.
 if [ "${GPU_SEARCH:-1}" = 1 ]; then
-timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-250} + ${GPU_SEARCH_GRACE:-200} )) python3 -m tuner.cli search \
+timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-250} + ${GPU_SEARCH_GRACE:-200} )) python3 -m tuner search \
     --model resnet18 --batch-sizes 1,32 --dtype float32 \
     --backend eager,inductor --mode default,reduce-overhead,max-autotune-no-cudagraphs \
     --dynamic false --name h200-resnet18 --budget "${GPU_SEARCH_BUDGET:-250}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
@@ -57,7 +57,7 @@ fi
 # repeat of each compiled finalist compiles cold into its cache, the second is warm and saves the
 # artifacts, the third starts from them: 3 repeats give all three. Resumable like the search.
 if [ "${GPU_CONFIRM:-0}" = 1 ]; then
-  timeout -s TERM "${GPU_CONFIRM_BUDGET:-900}" python3 -m tuner.cli confirm studies/h200-resnet18 \
+  timeout -s TERM "${GPU_CONFIRM_BUDGET:-900}" python3 -m tuner confirm studies/h200-resnet18 \
       --repeats "${GPU_CONFIRM_REPEATS:-3}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
       > "$OUT/confirm.txt" 2> "$OUT/confirm.log"
   echo "confirm exit: $?"

@@ -9,10 +9,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tuner.records import Protocol, TrialRequest
-from tuner.runner import ProcessRunner
-from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tuner.launch.runner import ProcessRunner
+from tuner.spec.records import TrialProtocol, TrialRequest
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
 
 FIELDS = ("status", "message", "latency_ms_p50", "latency_ms_p90", "compile_s_cold", "correct",
           "flops_per_call", "achieved_tflops", "peak_tflops_measured", "ran_compiled",
@@ -21,7 +21,7 @@ FIELDS = ("status", "message", "latency_ms_p50", "latency_ms_p90", "compile_s_co
 
 for config in (TrialConfig("inductor", 8, "reduce-overhead", False),):
     request = TrialRequest(config, Workload("tests.models:tiny_cnn", device="cuda"),
-                           Protocol(min_calls=20, min_seconds=0.3, measure_peak=True))
+                           TrialProtocol(min_calls=20, min_seconds=0.3, measure_peak=True))
     result = ProcessRunner(timeout_s=120).run(request, Path(tempfile.mkdtemp()))
     print(config.label, {f: getattr(result, f, None) for f in FIELDS})
     if not result.ok:

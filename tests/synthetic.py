@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tuner import results
-from tuner.records import Status, TrialRequest
-from tuner.runner import FakeRunner
-from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tests.fakes import FakeRunner
+from tuner.data import files
+from tuner.data.rows import frame, trial_row
+from tuner.spec.records import Status, TrialRequest
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
 
 GPU_WORKLOAD = Workload(model="resnet18", device="cuda")
 BATCH_SIZES = (1, 8)
@@ -49,10 +50,10 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
         result = runner.run(TrialRequest(config, workload), root)
         edit = (changes or {}).get(config.key) or (changes or {}).get(config.label) or {}
         result = dataclasses.replace(result, **edit)
-        rows.append(results.trial_row(name, number, config, workload, result))
+        rows.append(trial_row(name, number, config, workload, result))
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
-    results.export(directory, results.frame(rows), {
+    files.export(directory, frame(rows), {
         "study": name, "workload": workload.to_dict(),
         "protocol": protocol or {"warm_cache": False}})
     return directory

@@ -10,10 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from tuner import results
 from tuner.cli import main
+from tuner.data import files, select
+from tuner.spec import layout
 
 STUDY = "resnet18-cpu"
+
+
+pytestmark = pytest.mark.usefixtures("fake_cli")
 
 
 def search_args(tmp_path, *extra: str, **options: str | None) -> list[str]:
@@ -21,7 +25,7 @@ def search_args(tmp_path, *extra: str, **options: str | None) -> list[str]:
     ``options`` replace those defaults (``backend=None`` drops the option)."""
     chosen = {"model": "resnet18", "device": "cpu", "backend": "eager,inductor",
               "mode": "default", "batch_sizes": "1,8", "studies_dir": str(tmp_path), **options}
-    args = ["search", "--fake-runner"]
+    args = ["search"]
     for name, value in chosen.items():
         if value is not None:
             args += [f"--{name.replace('_', '-')}", value]
@@ -42,7 +46,7 @@ def assert_one_line_error(result, *words: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
+def study(tmp_path_factory, fake_cli):
     """One finished study, shared by the tests that only read it."""
     root = tmp_path_factory.mktemp("studies")
     result = invoke(*search_args(root))
@@ -61,7 +65,7 @@ def test_search_prints_the_table_on_stdout_and_progress_on_stderr(study):
     assert "running eager bs=1 ..." in result.stderr
     assert "[4] " in result.stderr and "stopped: every config" in result.stderr
     assert "p50" not in result.stderr.split("stopped:")[1]  # the table is not on stderr
-    for name in (results.TRIALS_FILE, results.PARETO_FILE):
+    for name in (layout.TRIALS_FILE, layout.PARETO_FILE):
         assert (root / STUDY / name).exists()
 
 
@@ -157,7 +161,7 @@ def test_show_finds_a_study_by_name_under_studies_dir(study):
     root, _ = study
     by_name = invoke("show", STUDY, "--studies-dir", str(root))
     assert by_name.exit_code == 0, by_name.output
-    assert by_name.stdout == invoke("show", str(root / STUDY / results.TRIALS_FILE)).stdout
+    assert by_name.stdout == invoke("show", str(root / STUDY / layout.TRIALS_FILE)).stdout
 
 
 def test_show_json(study):
@@ -165,7 +169,7 @@ def test_show_json(study):
     result = invoke("show", str(root / STUDY), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    front = results.pareto(results.read(root / STUDY)[0])
+    front = select.pareto(files.read(root / STUDY)[0])
     assert [row["trial_number"] for row in data["pareto"]] == list(front["trial_number"])
     every = json.loads(invoke("show", str(root / STUDY), "--json", "--all").stdout)
     assert len(every["pareto"]) == 4

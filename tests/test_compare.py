@@ -9,14 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from tuner import fingerprint as fingerprint_module
-from tuner import results
 from tuner.cli import main
-from tuner.compare import compare, plot
+from tuner.data import files
 from tuner.errors import UserError
-from tuner.recommendation import recommend
-from tuner.records import Status
-from tuner.workload import Workload
+from tuner.render.comparison import plot, render
+from tuner.spec.records import Status
+from tuner.spec.workload import Workload
+from tuner.trial import fingerprint as fingerprint_module
+from tuner.use.compare import compare
+from tuner.use.recommend import recommend
 
 from .synthetic import configs, fingerprint, write_study
 
@@ -87,20 +88,20 @@ def test_transfer_off_the_front_and_not_measured(tmp_path, two_gpus):
     assert t.slowdown_vs_target_best == pytest.approx(50.0 / 3.75)
     assert transfer(c, 1, "A", "C").outcome == "not_measured"
     assert best(c, 1, "latency", "C").latency_vs_a == pytest.approx(5.0 / (3.4375 / 2))
-    text = c.render()
+    text = render(c)
     assert "A's inductor:max-autotune on B: NOT on B's Pareto front, 50.000 ms, 13.33x slower " \
            "than B's best, inductor:reduce-overhead (3.750 ms)" in text
     assert "A's inductor:max-autotune on C: not measured there" in text
 
 
 def test_fingerprints_shown_and_torch_difference_called_out(tmp_path, two_gpus):
-    text = compare(two_gpus).render()
+    text = render(compare(two_gpus))
     assert "NVIDIA H200" in text and "NVIDIA L4" in text
     assert "torch differs" not in text
     newer = write_study(tmp_path, "newer", gpu="NVIDIA L4", torch_version="2.12.0")
     c = compare([two_gpus[0], newer])
     assert any("torch differs (A 2.11.0, B 2.12.0)" in n for n in c.confounders)
-    assert "note: torch differs" in c.render()
+    assert "note: torch differs" in render(c)
     bf16 = write_study(tmp_path, "bf16", workload=Workload("resnet18", "cuda", dtype="bfloat16"))
     assert any("dtype: A float32, B bfloat16" in n for n in compare([two_gpus[0], bf16]).confounders)
 
@@ -154,7 +155,7 @@ def test_bad_input_is_a_one_line_error(two_gpus, tmp_path):
 def test_a_file_of_an_old_schema_version_loads(two_gpus, tmp_path, monkeypatch):
     """A v0-like file: columns added later (throughput, warm-up, memory, speedup, the per-row
     fingerprint) are missing; they are filled in from the others where they can be."""
-    df, meta = results.read(two_gpus[1])
+    df, meta = files.read(two_gpus[1])
     dropped = ["throughput_per_s", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
                "peak_vram_bytes", "eager_latency_ms_p50", "speedup_vs_eager", "break_even_calls",
                "graph_break_reasons", "recompile_reasons"] + [c for c in df if c.startswith("fp_")]
@@ -175,7 +176,7 @@ def test_a_file_of_an_old_schema_version_loads(two_gpus, tmp_path, monkeypatch):
     assert b.speedup_vs_eager == pytest.approx(6.25 / 3.75)
     assert b.peak_memory_bytes is not None
     assert transfer(c, 1, "B", "A").outcome == "on_front"
-    assert "NVIDIA L4" in c.render()
+    assert "NVIDIA L4" in render(c)
     monkeypatch.setattr(fingerprint_module, "collect", lambda device: fingerprint("NVIDIA L4"))
     rec = recommend(v0, batch_size=1, objective="throughput", max_vram_gb=1.0)
     assert rec.config.label == "inductor:default" and rec.fingerprint["gpu_name"] == "NVIDIA L4"

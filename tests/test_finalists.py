@@ -11,11 +11,17 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from tuner import cli, finalists, report, results
-from tuner.records import Protocol, Status, TrialRequest
-from tuner.runner import FakeRunner
-from tuner.space import TrialConfig
-from tuner.study import RESULT_ATTR, Search
+from tests.fakes import FakeRunner
+from tuner import cli
+from tuner.cli import options as cli_options
+from tuner.data import files, noise, schema, select
+from tuner.render import study as report
+from tuner.spec import layout
+from tuner.spec.records import Status, TrialProtocol, TrialRequest
+from tuner.spec.space import TrialConfig
+from tuner.study import finalists
+from tuner.study.search import Search
+from tuner.study.storage import RESULT_ATTR
 
 from .test_study import make_space, make_spec
 
@@ -33,12 +39,12 @@ def search(tmp_path, runner=None, repeats=2, **kwargs):
 
 
 def front_numbers(df) -> set[int]:
-    return set(results.pareto(df)["trial_number"].astype(int))
+    return set(select.pareto(df)["trial_number"].astype(int))
 
 
 def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp_path):
     s, summary = search(tmp_path)
-    front = results.pareto(summary.trials)
+    front = select.pareto(summary.trials)
     assert len(front) >= 4  # at each batch size: eager (no compile) and a faster compiled one
     # Measured trials: one per config, as without confirmation; repeats are not trials.
     assert sum(RESULT_ATTR in t.user_attrs for t in s.study.trials) == CONFIGS == summary.measured
@@ -54,7 +60,7 @@ def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp
 
 def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
     s, summary = search(tmp_path)
-    df, _ = results.read(tmp_path / "s" / results.TRIALS_FILE)
+    df, _ = files.read(tmp_path / "s" / layout.TRIALS_FILE)
     front, off = df[df["trial_number"].isin(front_numbers(df))], df[
         ~df["trial_number"].isin(front_numbers(df))]
     assert len(off) >= 1
@@ -74,12 +80,12 @@ def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
         cold = row["compile_s_cold"]
         assert row["compile_s_warm"] == pytest.approx(cold * FakeRunner.WARM_FACTOR)
         assert row["compile_s_artifacts"] == pytest.approx(cold * FakeRunner.ARTIFACTS_FACTOR + 0.05)
-        assert row["artifacts_file"] == finalists.artifacts.relative_path(row["config_key"])
+        assert row["artifacts_file"] == layout.artifacts_relative(row["config_key"])
         assert (tmp_path / "s" / row["artifacts_file"]).read_bytes().startswith(b"fake artifacts")
         assert row["artifacts_torch"] == "2.11.0"
-    for column, _ in results.FINALIST_FIELDS:  # trials that are not finalists: all empty
+    for column, _ in schema.FINALIST_FIELDS:  # trials that are not finalists: all empty
         assert off[column].map(pd_none).all(), column
-    pareto, _ = results.read(tmp_path / "s" / results.PARETO_FILE)
+    pareto, _ = files.read(tmp_path / "s" / layout.PARETO_FILE)
     assert pareto["rank_within_noise"].notna().all()
 
 
@@ -94,8 +100,8 @@ def test_the_search_keeps_the_compile_caches_of_the_front_only(tmp_path):
                                               runner.cache_dirs[:CONFIGS])]
     for config, cache in compiled:  # each compiled trial had a cache folder of its own ...
         assert (cache is None) == (not config.compiled)
-    kept = {int(p.name) for p in (spec.directory / finalists.CACHE_DIR).iterdir()}
-    front = results.pareto(summary.trials)
+    kept = {int(p.name) for p in spec.layout.cache_root.iterdir()}
+    front = select.pareto(summary.trials)
     # ... and only the compiled finalists' are left.
     assert kept == set(front[front["backend"] != "eager"]["trial_number"].astype(int))
     warm = [c for r, c in zip(runner.requests[CONFIGS:], runner.cache_dirs[CONFIGS:])
@@ -129,7 +135,7 @@ def test_redo_forgets_earlier_measurements(tmp_path):
 def test_without_the_trials_cache_the_first_repeat_compiles_cold_then_warm(tmp_path):
     s, _ = search(tmp_path, repeats=0)
     assert finalists.repeats_of(s.study) == {}
-    for path in (s.spec.directory / finalists.CACHE_DIR).iterdir():
+    for path in s.spec.layout.cache_root.iterdir():
         for item in path.iterdir():
             item.unlink()
     runner = FakeRunner()
@@ -138,7 +144,7 @@ def test_without_the_trials_cache_the_first_repeat_compiles_cold_then_warm(tmp_p
     compiled = [v for v in stored.values() if v[0]["kind"] != "eager"]
     assert compiled and all([r["kind"] for r in v] == ["cold", "warm", "artifacts"]
                             for v in compiled)
-    df = s.export()
+    df = s.export().trials
     row = df[df["trial_number"] == next(n for n, v in stored.items() if v[0]["kind"] == "cold")]
     assert row["compile_s_warm"].iloc[0] == pytest.approx(
         row["compile_s_cold"].iloc[0] * FakeRunner.WARM_FACTOR)
@@ -149,7 +155,7 @@ def test_a_warm_repeat_that_missed_the_cache_gives_no_warm_compile_time():
                                            make_spec_workload()), None)
     record = finalists._record("warm", result)  # FakeRunner without a cache: a miss
     assert record["fxgraph_cache_misses"] == 1
-    columns = finalists.columns(result, [record], "k")
+    columns = noise.repeat_columns(result, [record], "k")
     assert columns["compile_s_warm"] is None and columns["latency_ms_p50_repeats"] == [
         result.latency_ms_p50, result.latency_ms_p50]
 
@@ -169,7 +175,7 @@ def test_failed_repeats_are_counted_and_leave_the_interval_to_the_others(tmp_pat
             return result
 
     s, summary = search(tmp_path, FailsSecond(jitter=0.02))
-    df = s.export()
+    df = s.export().trials
     compiled = df[df["trial_number"].isin(front_numbers(df)) & (df["backend"] != "eager")]
     assert (compiled["repeats_failed"] == 1).all()
     assert compiled["latency_ms_p50_repeats"].map(len).eq(2).all()
@@ -188,7 +194,7 @@ def test_stopping_during_confirmation_keeps_what_was_measured_and_resume_finishe
     assert "confirming the finalists was stopped" in summary.stop_reason
     assert sum(len(v) for v in finalists.repeats_of(s.study).values()) == 3
     rest, _ = search(tmp_path)
-    front = len(results.pareto(rest.export()))
+    front = len(select.pareto(rest.export().trials))
     assert len(rest.runner.calls) == 2 * front - 3
 
 
@@ -206,9 +212,9 @@ def test_an_abandoned_repeat_is_not_recorded(tmp_path):
 # -- ranks within noise ----------------------------------------------------------------------------
 def test_overlapping_intervals_share_a_rank_even_through_a_chain():
     #                      A [1, 2]  B [1.9, 3]  C [2.9, 4]  D [5, 6]  E [0.1, 0.5]
-    assert finalists.rank_intervals([1.0, 1.9, 2.9, 5.0, 0.1], [2.0, 3.0, 4.0, 6.0, 0.5]) == \
+    assert select.rank_intervals([1.0, 1.9, 2.9, 5.0, 0.1], [2.0, 3.0, 4.0, 6.0, 0.5]) == \
         [2, 2, 2, 3, 1]
-    assert finalists.rank_intervals([], []) == []
+    assert select.rank_intervals([], []) == []
 
 
 class Scripted(FakeRunner):
@@ -233,11 +239,11 @@ def test_two_configs_within_noise_get_one_rank_and_the_report_says_so(tmp_path):
     search(tmp_path, runner, space=make_space(batch_sizes=(1,), modes=("default",
                                                                          "reduce-overhead"),
                                                 dynamic=(False,)))
-    df, meta = results.read(tmp_path / "s")
-    assert len(results.pareto(df)) == 3
+    df, meta = files.read(tmp_path / "s")
+    assert len(select.pareto(df)) == 3
     ranks = dict(zip(df["label"], df["rank_within_noise"]))
     assert ranks == {"inductor:reduce-overhead": 1, "inductor:default": 1, "eager": 2}
-    text = report.render(df, results.pareto(df), meta)
+    text = report.render(df, select.pareto(df), meta)
     assert "rank" in text and "p50 95% CI ms" in text and "warm s" in text
     assert "Configs of equal rank are within noise" in text and "3 fresh processes" in text
 
@@ -246,42 +252,42 @@ def test_the_verdict_does_not_call_a_compiled_config_faster_when_it_is_within_no
     runner = Scripted({"eager": [10.0, 10.4, 9.7], "inductor:default": [9.9, 10.3, 9.6]})
     search(tmp_path, runner, space=make_space(batch_sizes=(1,), modes=("default",),
                                               dynamic=(False,)))
-    df, _ = results.read(tmp_path / "s")
+    df, _ = files.read(tmp_path / "s")
     verdict = report.verdicts(df)[1]
     assert "within noise" in verdict and "Use eager" in verdict and "faster than eager" not in verdict
 
 
 def test_interval_spread_and_t():
-    assert finalists.interval([2.0]) is None and finalists.spread_pct([2.0]) is None
-    assert finalists.interval([2.0, 2.0, 2.0]) == (pytest.approx(2.0), pytest.approx(2.0))
-    low, high = finalists.interval([1.0, 1.1, 1.2])
+    assert noise.interval([2.0]) is None and noise.spread_pct([2.0]) is None
+    assert noise.interval([2.0, 2.0, 2.0]) == (pytest.approx(2.0), pytest.approx(2.0))
+    low, high = noise.interval([1.0, 1.1, 1.2])
     logs = [math.log(v) for v in (1.0, 1.1, 1.2)]
     mean = sum(logs) / 3
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
     assert low == pytest.approx(math.exp(mean - 4.303 * sd / math.sqrt(3)))
     assert high == pytest.approx(math.exp(mean + 4.303 * sd / math.sqrt(3)))
-    assert finalists.spread_pct([1.0, 1.1, 1.2]) == pytest.approx(20 / 1.1)
-    assert finalists.t975(1) == 12.706 and finalists.t975(11) == 2.228 and finalists.t975(500) == 1.96
+    assert noise.spread_pct([1.0, 1.1, 1.2]) == pytest.approx(20 / 1.1)
+    assert noise.t975(1) == 12.706 and noise.t975(11) == 2.228 and noise.t975(500) == 1.96
 
 
 # -- records and the command line ----------------------------------------------------------------
 def test_requests_of_older_tuners_still_load():
-    request = TrialRequest(TrialConfig("eager", 1), make_spec_workload(), Protocol())
+    request = TrialRequest(TrialConfig("eager", 1), make_spec_workload(), TrialProtocol())
     old = request.to_dict()
     del old["save_artifacts"], old["load_artifacts"]
     assert TrialRequest.from_dict(json.loads(json.dumps(old))) == request
 
 
 def test_the_cli_default_is_the_librarys():
-    assert cli.CONFIRM_REPEATS == finalists.DEFAULT_REPEATS
+    assert cli_options.CONFIRM_REPEATS == finalists.DEFAULT_REPEATS
 
 
 def invoke(*args):
     return CliRunner().invoke(cli.main, list(args))
 
 
-def test_tuner_confirm_on_an_existing_study(tmp_path):
-    args = ["search", "--fake-runner", "--model", "resnet18", "--device", "cpu", "--backend",
+def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
+    args = ["search", "--model", "resnet18", "--device", "cpu", "--backend",
             "eager,inductor", "--mode", "default", "--batch-sizes", "1,8",
             "--studies-dir", str(tmp_path), "--name", "st"]
     result = invoke(*args, "--confirm", "0")
@@ -289,30 +295,30 @@ def test_tuner_confirm_on_an_existing_study(tmp_path):
     assert "confirming" not in result.stderr and "rank" not in result.stdout
     study = str(tmp_path / "st")
 
-    first = invoke("confirm", study, "--fake-runner")
+    first = invoke("confirm", study)
     assert first.exit_code == 0, first.output
     assert "confirming 4 finalists: 8 re-measurements" in first.stderr
     assert "[confirm 8/8]" in first.stderr and "warm" in first.stderr
     assert "rank" in first.stdout and "warm s" in first.stdout  # the table, on stdout
-    df, _ = results.read(tmp_path / "st")
+    df, _ = files.read(tmp_path / "st")
     assert df["latency_ms_p50_repeats"].map(len).eq(3).all()
 
-    again = invoke("confirm", "st", "--studies-dir", str(tmp_path), "--fake-runner", "--json")
+    again = invoke("confirm", "st", "--studies-dir", str(tmp_path), "--json")
     assert again.exit_code == 0, again.output
     assert "0 re-measurements now" in again.stderr
     data = json.loads(again.stdout)
     assert all(len(r["latency_ms_p50_repeats"]) == 3 for r in data["pareto"])
     assert all(r["rank_within_noise"] is not None for r in data["pareto"])
 
-    more = invoke("confirm", study, "--fake-runner", "--repeats", "3")
+    more = invoke("confirm", study, "--repeats", "3")
     assert "4 re-measurements now" in more.stderr
-    redo = invoke("confirm", study, "--fake-runner", "--redo", "-q")
+    redo = invoke("confirm", study, "--redo", "-q")
     assert redo.exit_code == 0 and redo.stderr == ""
     storage = optuna.load_study(study_name="st", storage=f"sqlite:///{tmp_path / 'st' / 'study.db'}")
     assert all(len(v) == 2 for v in finalists.repeats_of(storage).values())
 
 
-def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path):
-    result = invoke("confirm", "nope", "--studies-dir", str(tmp_path), "--fake-runner")
+def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path, fake_cli):
+    result = invoke("confirm", "nope", "--studies-dir", str(tmp_path))
     assert result.exit_code != 0 and result.stdout == ""
     assert result.stderr.startswith("Error: no study 'nope'") and result.stderr.count("\n") == 1

@@ -6,15 +6,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tuner.records import Protocol, Status, TrialRequest  # noqa: E402
-from tuner.runner import ProcessRunner  # noqa: E402
-from tuner.space import TrialConfig  # noqa: E402
-from tuner.workload import Workload  # noqa: E402
+from tuner.launch.runner import ProcessRunner  # noqa: E402
+from tuner.spec.records import Status, TrialProtocol, TrialRequest  # noqa: E402
+from tuner.spec.space import TrialConfig  # noqa: E402
+from tuner.spec.workload import Workload  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-QUICK = Protocol(min_calls=20, min_seconds=0.3)
+QUICK = TrialProtocol(min_calls=20, min_seconds=0.3)
 
 
 def run(tmp_path, config, model="tests.models:tiny_cnn", **workload):

@@ -11,8 +11,8 @@ import types
 import pytest
 import torch
 
-from tuner import measure
-from tuner.measure import Health, compile_health, health_from, reset_compile_health
+from tuner.trial import checks, device
+from tuner.trial.health import Health, compile_health, health_from, reset_compile_health
 
 # dynamo's name for the per-frame limit: ``recompile_limit`` since torch 2.7, before that
 # ``cache_size_limit``.
@@ -120,31 +120,31 @@ def test_no_compiled_graph_means_it_did_not_run_compiled():
 
 @pytest.mark.slow
 def test_peak_matmul_rate_is_measured_on_the_cpu():
-    assert measure.peak_matmul_tflops("cpu") > 0
+    assert checks.peak_matmul_tflops("cpu") > 0
 
 
 def test_flops_of_a_call_and_none_when_they_cannot_be_counted():
     a, b = torch.randn(8, 16), torch.randn(16, 4)
-    assert measure.flops_per_call(lambda: a @ b) == 2 * 8 * 16 * 4
+    assert checks.flops_per_call(lambda: a @ b) == 2 * 8 * 16 * 4
 
     def broken():
         raise RuntimeError("no")
 
-    assert measure.flops_per_call(broken) is None
+    assert checks.flops_per_call(broken) is None
     # Nothing counted (here: elementwise only) is not a model that does no work.
-    assert measure.flops_per_call(lambda: a.relu()) is None
+    assert checks.flops_per_call(lambda: a.relu()) is None
 
 
 def test_nvml_peak_keeps_the_highest_sample_while_open_and_nothing_without_cuda():
     values = iter([100, 300, 200] + [150] * 1000)
-    with measure.NvmlPeak(lambda: next(values), interval_s=0.001) as peak:
+    with device.NvmlPeak(lambda: next(values), interval_s=0.001) as peak:
         deadline = time.monotonic() + 30
         while peak.peak != 300 and time.monotonic() < deadline:  # the thread samples 300
             time.sleep(0.001)
     assert peak.peak == 300
-    with measure.Device("cpu").nvml_peak() as none:
+    with device.Device("cpu").nvml_peak() as none:
         pass
     assert none.peak is None
-    with measure.NvmlPeak(lambda: None, interval_s=0.001) as hidden:  # NVML shows no process
+    with device.NvmlPeak(lambda: None, interval_s=0.001) as hidden:  # NVML shows no process
         pass
     assert hidden.peak is None

@@ -12,9 +12,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner import results
+from tuner.data import files
 from tuner.errors import UserError
-from tuner.study import OWNER_ATTR
+from tuner.spec import layout
+from tuner.study.storage import OWNER_ATTR
 
 STUDY = "resnet18-cpu"
 # 2 batch sizes x (eager + inductor default x dynamic false/true) = 6 configs.
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
 def command(root, delay_s: float) -> list[str]:
-    return [sys.executable, "-m", "tuner.cli", "search", "--fake-runner",
-            "--fake-delay", str(delay_s), "--model", "resnet18", "--device", "cpu",
+    return [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", str(delay_s), "search",
+            "--model", "resnet18", "--device", "cpu",
             "--backend", "eager,inductor", "--mode", "default", "--dynamic", "false,true",
             "--batch-sizes", "1,2", "--studies-dir", str(root)]
 
@@ -35,7 +36,7 @@ def env() -> dict[str, str]:
 
 def finished_trials(root):
     try:
-        df, _ = results.read(root / STUDY)
+        df, _ = files.read(root / STUDY)
     except UserError:  # not written yet
         return None
     return df
@@ -70,7 +71,7 @@ def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
         if OWNER_ATTR in trial.user_attrs:  # (not yet claimed: nothing to say, still measured)
             assert f"trial {trial.number} " in again.stderr and "measured again" in again.stderr
 
-    after, _ = results.read(tmp_path / STUDY)
+    after, _ = files.read(tmp_path / STUDY)
     assert len(after) == CONFIGS and after["config_key"].is_unique
     assert (after["status"] == "ok").all()
     rows = after.set_index("config_key")
@@ -79,7 +80,7 @@ def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
         assert new["trial_number"] == old["trial_number"]
         for column in ("latency_ms_p50", "peak_memory_bytes", "time_to_steady_s", "status"):
             assert new[column] == old[column], column
-    front, _ = results.read(tmp_path / STUDY / results.PARETO_FILE)
+    front, _ = files.read(tmp_path / STUDY / layout.PARETO_FILE)
     assert set(front["batch_size"]) == {1, 2}
 
 
@@ -103,11 +104,11 @@ def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
     assert "stopping after the current trial" in rest
     assert "stopped: stopped by the user; 2 new trials" in rest
 
-    trials, _ = results.read(tmp_path / STUDY)
+    trials, _ = files.read(tmp_path / STUDY)
     assert len(trials) == 2 and (trials["status"] == "ok").all()
     in_flight = trials.sort_values("trial_number").iloc[-1]
     assert started[1] == f"running {in_flight['label']} bs={in_flight['batch_size']} ..."
-    assert (tmp_path / STUDY / results.PARETO_FILE).exists()
+    assert (tmp_path / STUDY / layout.PARETO_FILE).exists()
     assert "Pareto-optimal configs" in stdout  # the report of what was measured
     leftovers = [p.name for p in (tmp_path / STUDY).iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []

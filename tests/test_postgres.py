@@ -17,8 +17,9 @@ import optuna
 import pytest
 
 from tests import workers
-from tuner import results
-from tuner.study import OWNER_ATTR, make_storage
+from tuner.data import files
+from tuner.spec import layout
+from tuner.study.storage import OWNER_ATTR, make_storage
 
 URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PASSWORD = "s3cret-Pw9"  # trust auth ignores it; it must show up nowhere
@@ -78,7 +79,7 @@ def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path,
     # Another host exports the Parquet files from the storage into its own studies folder.
     elsewhere = dataclasses.replace(spec, root=tmp_path / "host-b")
     workers.finish(workers.start(elsewhere, "--export-only"))
-    df, meta = results.read(tmp_path / "host-b" / name)
+    df, meta = files.read(tmp_path / "host-b" / name)
     assert sorted(df["config_key"]) == sorted(c.key for c in spec.space.configs())
     assert meta["storage"] == URL  # no password in this URL to hide
 
@@ -90,30 +91,30 @@ def test_a_killed_workers_trial_on_postgres_goes_stale_and_is_measured_again(tmp
 
 def tuner(*args: str, cwd) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tests.fake_tuner", *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=120)
 
 
 def test_a_password_in_the_storage_url_reaches_no_output_log_or_file(tmp_path, name):
     secret_url = with_password(URL)
     assert PASSWORD in secret_url
-    search = tuner("search", "--fake-runner", "--model", "resnet18", "--device", "cpu",
+    search = tuner("search", "--model", "resnet18", "--device", "cpu",
                    "--backend", "eager,inductor", "--mode", "default", "--batch-sizes", "1",
                    "--name", name, "--storage", secret_url, "--trials", "1", "--json",
                    "--studies-dir", str(tmp_path / "a"), cwd=tmp_path)
     assert search.returncode == 0, search.stderr
-    work = tuner("worker", "--study", name, "--storage", secret_url, "--json", "--fake-runner",
+    work = tuner("worker", "--study", name, "--storage", secret_url, "--json",
                  "--studies-dir", str(tmp_path / "b"), cwd=tmp_path)
     assert work.returncode == 0, work.stderr
     assert '"pareto"' in work.stdout
     for run in (search, work):
         assert PASSWORD not in run.stdout and PASSWORD not in run.stderr
 
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert any(p.name == results.TRIALS_FILE for p in files)
-    leaks = [str(p) for p in files if PASSWORD.encode() in p.read_bytes()]
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == layout.TRIALS_FILE for p in written)
+    leaks = [str(p) for p in written if PASSWORD.encode() in p.read_bytes()]
     assert leaks == []
-    _, meta = results.read(tmp_path / "b" / name)
+    _, meta = files.read(tmp_path / "b" / name)
     assert meta["storage"] == secret_url.replace(PASSWORD, "***")
 
 
@@ -123,7 +124,7 @@ def test_a_storage_that_cannot_be_opened_is_a_one_line_error_without_the_passwor
 
     host = make_url(URL).host
     bad = f"postgresql://postgres:{PASSWORD}@{host}:{port}/test"
-    run = tuner("worker", "--study", "x", "--storage", bad, "--fake-runner", cwd=tmp_path)
+    run = tuner("worker", "--study", "x", "--storage", bad, cwd=tmp_path)
     assert run.returncode == 1 and run.stdout == ""
     assert run.stderr.startswith("Error: cannot open storage postgresql://postgres:***@")
     assert run.stderr.count("\n") == 1 and PASSWORD not in run.stderr

@@ -10,13 +10,13 @@ import threading
 
 import pytest
 
-from tuner import worker
-from tuner.records import Protocol, Status, TrialRequest
-from tuner.runner import ProcessRunner
-from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tuner.launch.runner import ProcessRunner
+from tuner.spec.records import Status, TrialProtocol, TrialRequest
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
+from tuner.trial import contract, protocol
 
-QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
+QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
 
 def request(model: str, config: TrialConfig) -> TrialRequest:
@@ -55,7 +55,7 @@ def test_prestarted_trials_get_their_own_cache_and_log_and_failures_stay_data(tm
     assert any((cache / "inductor").rglob("*.py"))
     assert crashed.status is Status.CRASH and "SIGABRT" in crashed.message
     assert "about to abort" in crashed.stderr_tail  # the log of the process that ran it
-    assert all((tmp_path / n / "worker.log").exists() for n in "012")
+    assert all((tmp_path / n / "trial.log").exists() for n in "012")
     assert not alive(spare)  # it ran the crashed trial and is gone: one process per trial
     assert runner._spare is None  # closed: nothing left waiting
 
@@ -80,21 +80,21 @@ def test_a_prestarted_process_that_died_is_replaced_and_deadlines_still_hold(tmp
 
 def test_a_trial_waits_for_the_next_process_to_finish_importing(tmp_path, monkeypatch):
     ready = tmp_path / "ready"
-    monkeypatch.setenv(worker.QUIET_FILE_ENV, str(ready))
+    monkeypatch.setenv(contract.QUIET_FILE_ENV, str(ready))
     threading.Timer(0.3, ready.touch).start()
-    waited = worker.wait_until_quiet()
+    waited = protocol.wait_until_quiet()
     assert ready.exists() and waited >= 0.25
 
 
 def test_without_a_next_process_a_trial_does_not_wait(monkeypatch):
-    monkeypatch.delenv(worker.QUIET_FILE_ENV, raising=False)
-    assert worker.wait_until_quiet() is None
+    monkeypatch.delenv(contract.QUIET_FILE_ENV, raising=False)
+    assert protocol.wait_until_quiet() is None
 
 
 def test_a_waiting_worker_that_gets_no_job_exits_quietly(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "tuner.worker", "--wait", str(tmp_path / "r")],
+    proc = subprocess.run([sys.executable, "-m", "tuner.trial", "--wait", str(tmp_path / "r")],
                           input="", capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and (tmp_path / "r").exists()

@@ -13,13 +13,15 @@ from click.testing import CliRunner
 from torch import nn
 
 import tuner
-from tuner import fingerprint as fingerprint_module
 from tuner.cli import main
+from tuner.data.select import GIB
 from tuner.errors import UserError
-from tuner.recommendation import GIB, MismatchWarning, Recommendation, recommend
-from tuner.records import Status
-from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tuner.spec.records import Status
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
+from tuner.trial import fingerprint as fingerprint_module
+from tuner.use.environment import MismatchWarning
+from tuner.use.recommend import Recommendation, recommend
 
 from .synthetic import configs, fingerprint, write_study
 

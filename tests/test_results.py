@@ -12,12 +12,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tuner import results
+from tuner.data import files, schema, select
+from tuner.data import rows as data_rows
+from tuner.data.derive import serving_memory
+from tuner.data.rows import trial_row
 from tuner.errors import UserError
-from tuner.fingerprint import FIELDS as FINGERPRINT_FIELDS
-from tuner.records import Status, TrialResult
-from tuner.space import TrialConfig
-from tuner.workload import Workload, validate
+from tuner.spec import layout
+from tuner.spec.records import FINGERPRINT_FIELDS, Status, TrialResult
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload, validate
 
 WORKLOAD = Workload(model="resnet18", device="cuda")
 FINGERPRINT = {"device_kind": "cuda", "gpu_name": "NVIDIA H200", "gpu_compute_capability": "9.0",
@@ -39,7 +42,7 @@ def failed(status: Status = Status.COMPILE_ERROR) -> TrialResult:
 
 
 def frame(*trials: tuple[TrialConfig, TrialResult]) -> pd.DataFrame:
-    return results.frame(results.trial_row("s", i, config, WORKLOAD, result)
+    return data_rows.frame(trial_row("s", i, config, WORKLOAD, result)
                          for i, (config, result) in enumerate(trials))
 
 
@@ -56,11 +59,11 @@ def test_measurement_columns_carry_their_unit():
     for name in ("latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "compile_s_cold",
                  "time_to_steady_s", "peak_vram_bytes", "peak_memory_bytes", "throughput_per_s",
                  "host_rss_bytes_peak", "wall_s", "break_even_calls", "speedup_vs_eager"):
-        assert name in results.COLUMNS
+        assert name in schema.COLUMNS
     unit = re.compile(r"(^|_)(ms|s|bytes|calls|per_s|pct)(_|$)")
-    for name in results.COLUMNS:
+    for name in schema.COLUMNS:
         measures = r"(^|_)(latency|compile|warmup|time|memory|vram|rss|wall|import|build|measure)_"
-        if re.search(measures, name) and results.SCHEMA.field(name).type != pa.string():
+        if re.search(measures, name) and schema.SCHEMA.field(name).type != pa.string():
             assert unit.search(name), f"{name} has no unit in its name"
 
 
@@ -80,40 +83,40 @@ def test_workload_with_a_shape_schedule_round_trips_and_is_validated():
 def test_schedule_columns_round_trip_and_old_files_load_them_empty(tmp_path):
     for name in ("schedule_recompiles", "schedule_recompile_s", "schedule_total_s",
                  "schedule_batch_sizes", "schedule_latency_ms"):
-        assert name in results.COLUMNS
-    assert results.SCHEMA.field("schedule_batch_sizes").type == pa.list_(pa.int64())
+        assert name in schema.COLUMNS
+    assert schema.SCHEMA.field("schedule_batch_sizes").type == pa.list_(pa.int64())
     replayed = ok(8.0)
     replayed.schedule_recompiles, replayed.schedule_recompile_s = 2, 1.5
     replayed.schedule_total_s = 2.0
     replayed.schedule_batch_sizes, replayed.schedule_latency_ms = [1, 2, 4], [0.1, 0.2, 0.4]
-    results.export(tmp_path, frame((EAGER1, ok(10.0)), (inductor(1), replayed)), {"study": "s"})
-    back, _ = results.read(tmp_path)
+    files.export(tmp_path, frame((EAGER1, ok(10.0)), (inductor(1), replayed)), {"study": "s"})
+    back, _ = files.read(tmp_path)
     row = back[back["backend"] == "inductor"].iloc[0]
     assert row["schedule_recompiles"] == 2 and list(row["schedule_batch_sizes"]) == [1, 2, 4]
     assert list(row["schedule_latency_ms"]) == [0.1, 0.2, 0.4]
 
-    table = pq.read_table(tmp_path / results.TRIALS_FILE)  # a file written before the columns
+    table = pq.read_table(tmp_path / layout.TRIALS_FILE)  # a file written before the columns
     old = table.drop([n for n in table.schema.names if n.startswith("schedule_")])
     pq.write_table(old, tmp_path / "old.parquet")
-    back, _ = results.read(tmp_path / "old.parquet")
+    back, _ = files.read(tmp_path / "old.parquet")
     assert back["schedule_recompiles"].isna().all() and len(back) == 2
 
 
 def test_written_file_has_schema_version_and_fingerprint_on_rows_and_metadata(tmp_path):
     df = frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0)),
                (inductor(1, "reduce-overhead"), failed()))
-    results.export(tmp_path, df, {"study": "s", "workload": WORKLOAD.to_dict()})
+    files.export(tmp_path, df, {"study": "s", "workload": WORKLOAD.to_dict()})
 
-    for name in (results.TRIALS_FILE, results.PARETO_FILE):
+    for name in (layout.TRIALS_FILE, layout.PARETO_FILE):
         table = pq.read_table(tmp_path / name)
-        assert table.schema.names == results.COLUMNS
+        assert table.schema.names == schema.COLUMNS
         assert table.schema.field("latency_ms_p50").type == pa.float64()
         assert table.schema.field("batch_size").type == pa.int64()
         meta = table.schema.metadata
-        assert meta[b"tuner.schema_version"] == str(results.SCHEMA_VERSION).encode()
+        assert meta[b"tuner.schema_version"] == str(schema.SCHEMA_VERSION).encode()
 
-    back, meta = results.read(tmp_path / results.TRIALS_FILE)
-    assert len(back) == 3 and (back["schema_version"] == results.SCHEMA_VERSION).all()
+    back, meta = files.read(tmp_path / layout.TRIALS_FILE)
+    assert len(back) == 3 and (back["schema_version"] == schema.SCHEMA_VERSION).all()
     for field in FINGERPRINT_FIELDS:  # failed rows too: every row says where it was measured
         assert (back[f"fp_{field}"] == FINGERPRINT[field]).all(), field
     assert meta["fingerprints"] == [FINGERPRINT]
@@ -122,15 +125,15 @@ def test_written_file_has_schema_version_and_fingerprint_on_rows_and_metadata(tm
 
 def test_read_of_a_study_folder_means_its_trials_file(tmp_path):
     df = frame((EAGER1, ok(10.0)))
-    results.export(tmp_path, df, {"study": "s"})
-    back, _ = results.read(tmp_path)
+    files.export(tmp_path, df, {"study": "s"})
+    back, _ = files.read(tmp_path)
     assert list(back["config_key"]) == ["eager|bs=1"]
 
 
 def test_failed_trials_keep_status_message_and_stderr(tmp_path):
     df = frame((EAGER1, ok(10.0)), (inductor(1), failed(Status.OOM)))
-    results.export(tmp_path, df, {"study": "s"})
-    back, _ = results.read(tmp_path)
+    files.export(tmp_path, df, {"study": "s"})
+    back, _ = files.read(tmp_path)
     row = back.set_index("config_key").loc[inductor(1).key]
     assert row["status"] == "oom" and row["message"] == "it broke"
     assert row["stderr_tail"] == "Traceback ..."
@@ -167,8 +170,8 @@ def test_no_speedup_without_a_successful_eager_row():
 def test_memory_objective_is_device_memory_on_cuda_and_rss_on_cpu():
     on_gpu = ok(5.0, vram=123)
     on_cpu = TrialResult(status=Status.OK, latency_ms_p50=5.0, host_rss_bytes_peak=456)
-    assert results.memory_objective(on_gpu) == (123, "cuda_reserved")
-    assert results.memory_objective(on_cpu) == (456, "host_max_rss")
+    assert serving_memory(on_gpu.vram_bytes_steady_reserved, on_gpu.host_rss_bytes_peak) == (123, "cuda_reserved")
+    assert serving_memory(on_cpu.vram_bytes_steady_reserved, on_cpu.host_rss_bytes_peak) == (456, "host_max_rss")
 
 
 # -- Pareto -------------------------------------------------------------------------------------
@@ -179,7 +182,7 @@ def synthetic() -> pd.DataFrame:
         ("fast", 1, 8.0, 100, 15.0, "ok", True),
         ("fast-twin", 1, 8.0, 100, 15.0, "ok", True),  # ties are not domination
         ("dominated", 1, 9.0, 120, 16.0, "ok", True),  # worse than "fast" on every objective
-        ("lean", 1, 12.0, 50, 20.0, "ok", None),  # not checked: still a candidate
+        ("lean", 1, 12.0, 50, 20.0, "ok", None),  # not checked: not vouched for, not eligible
         ("failed", 1, 1.0, 10, 0.0, "compile_error", None),
         ("wrong", 1, 1.0, 10, 0.0, "ok", False),
         ("unmeasured", 1, None, 100, 1.0, "ok", True),
@@ -187,47 +190,46 @@ def synthetic() -> pd.DataFrame:
         ("bs8", 8, 12.0, 150, 16.0, "ok", True),
         ("bs8-dominated", 8, 13.0, 150, 16.0, "ok", True),
     ]
-    return pd.DataFrame(rows, columns=["label", "batch_size", *results.OBJECTIVES, "status",
+    return pd.DataFrame(rows, columns=["label", "batch_size", *select.PARETO_OBJECTIVES, "status",
                                        "correct"])
 
 
 def test_pareto_keeps_non_dominated_ok_rows_per_batch_size():
-    front = results.pareto(synthetic())
-    assert sorted(front[front["batch_size"] == 1]["label"]) == ["eager", "fast", "fast-twin",
-                                                                "lean"]
+    front = select.pareto(synthetic())
+    assert sorted(front[front["batch_size"] == 1]["label"]) == ["eager", "fast", "fast-twin"]
     assert list(front[front["batch_size"] == 8]["label"]) == ["bs8"]
     assert list(front["batch_size"]) == sorted(front["batch_size"])  # sorted by batch, latency
 
 
 def test_pareto_of_nothing_is_empty():
-    assert results.pareto(synthetic().iloc[:0]).empty
+    assert select.pareto(synthetic().iloc[:0]).empty
     df = synthetic()
-    assert results.pareto(df[df["status"] != "ok"]).empty
+    assert select.pareto(df[df["status"] != "ok"]).empty
 
 
 # -- writing and reading ------------------------------------------------------------------------
 
 def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
-    path = tmp_path / results.TRIALS_FILE
-    results.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
-    assert [p.name for p in tmp_path.iterdir()] == [results.TRIALS_FILE]
+    path = tmp_path / layout.TRIALS_FILE
+    files.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    assert [p.name for p in tmp_path.iterdir()] == [layout.TRIALS_FILE]
 
     def crash_halfway(table, where, **kwargs):
         with open(where, "wb") as f:
             f.write(b"PAR1 half a file")
         raise KeyboardInterrupt  # the user pressed Ctrl-C mid-write
 
-    monkeypatch.setattr(results.pq, "write_table", crash_halfway)
+    monkeypatch.setattr(files.pq, "write_table", crash_halfway)
     with pytest.raises(KeyboardInterrupt):
-        results.write(frame((EAGER1, ok(99.0)), (inductor(1), ok(5.0))), path, {"study": "s"})
-    assert [p.name for p in tmp_path.iterdir()] == [results.TRIALS_FILE]
-    back, _ = results.read(path)  # the old file, whole
+        files.write(frame((EAGER1, ok(99.0)), (inductor(1), ok(5.0))), path, {"study": "s"})
+    assert [p.name for p in tmp_path.iterdir()] == [layout.TRIALS_FILE]
+    back, _ = files.read(path)  # the old file, whole
     assert list(back["latency_ms_p50"]) == [10.0]
 
 
 def one_line_error(path) -> str:
     with pytest.raises(UserError) as exc:
-        results.read(path)
+        files.read(path)
     message = str(exc.value)
     assert message and "\n" not in message
     return message
@@ -241,7 +243,7 @@ def test_reading_a_parquet_file_that_is_not_a_tuner_study_fails_clearly(tmp_path
 
 def test_reading_a_corrupt_file_fails_clearly(tmp_path):
     good = tmp_path / "good.parquet"
-    results.write(frame((EAGER1, ok(10.0))), good, {"study": "s"})
+    files.write(frame((EAGER1, ok(10.0))), good, {"study": "s"})
     cut = tmp_path / "cut.parquet"
     cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     assert "not a readable Parquet file" in one_line_error(cut)
@@ -257,7 +259,7 @@ def test_reading_a_missing_path_fails_clearly(tmp_path):
 
 def test_a_newer_schema_version_asks_to_upgrade(tmp_path):
     path = tmp_path / "t.parquet"
-    results.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    files.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
     table = pq.read_table(path)
     meta = {**table.schema.metadata, b"tuner.schema_version": b"99"}
     pq.write_table(table.replace_schema_metadata(meta), path)
@@ -266,16 +268,16 @@ def test_a_newer_schema_version_asks_to_upgrade(tmp_path):
 
 def test_an_older_file_without_some_columns_still_loads(tmp_path):
     path = tmp_path / "t.parquet"
-    results.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    files.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
     table = pq.read_table(path)
     pq.write_table(table.drop_columns(["break_even_calls"]), path)
-    back, _ = results.read(path)
+    back, _ = files.read(path)
     assert "break_even_calls" in back and back["break_even_calls"].isna().all()
 
 
 def test_a_version_1_file_loads_with_the_version_2_columns_empty(tmp_path):
     path = tmp_path / "t.parquet"
-    results.write(frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0))), path,
+    files.write(frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0))), path,
                   {"study": "s"})
     table = pq.read_table(path)
     added = ["eager_fallback_reasons", "recompile_limit_hits", "recompile_limit_reasons",
@@ -287,13 +289,13 @@ def test_a_version_1_file_loads_with_the_version_2_columns_empty(tmp_path):
     pq.write_table(v1.replace_schema_metadata(
         {**table.schema.metadata, b"tuner.schema_version": b"1"}), path)
 
-    back, meta = results.read(path)
+    back, meta = files.read(path)
     assert meta["schema_version"] == 1 and list(back["schema_version"]) == [1, 1]
-    assert set(results.COLUMNS) <= set(back.columns)
+    assert set(schema.COLUMNS) <= set(back.columns)
     assert back[added].isna().all().all()
     # Without the column a compiled row counts as compiled, as it did before.
-    assert len(results.pareto(back)) == 2
-    assert "inductor" in results.pareto(back)["backend"].tolist()
+    assert len(select.pareto(back)) == 2
+    assert "inductor" in select.pareto(back)["backend"].tolist()
 
 
 # -- ran eager, FLOPs ---------------------------------------------------------------------------
@@ -305,7 +307,7 @@ def ran_eager(p50: float) -> TrialResult:
 
 
 def test_a_compiled_config_that_ran_eager_is_no_compiled_speedup_and_not_on_the_front():
-    from tuner import report
+    from tuner.render import study as report
 
     # The fallback's latency is noise around eager's, here a little lower: never a speedup.
     df = frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ran_eager(9.9)),
@@ -313,7 +315,7 @@ def test_a_compiled_config_that_ran_eager_is_no_compiled_speedup_and_not_on_the_
     row = df.set_index("config_key").loc[inductor(1).key]
     assert row["ran_compiled"] == False  # noqa: E712
     assert math.isnan(row["speedup_vs_eager"]) and math.isnan(row["break_even_calls"])
-    assert inductor(1).key not in set(results.pareto(df)["config_key"])
+    assert inductor(1).key not in set(select.pareto(df)["config_key"])
     assert report.notes(row).startswith("RAN EAGER")
     verdict = report.verdicts(df)[1]
     assert verdict.startswith("compiling does not pay at batch size 1")
@@ -334,7 +336,7 @@ def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_pe
     assert rows.loc[EAGER1.key, "fraction_of_peak"] == pytest.approx(0.25)
     assert rows.loc[inductor(1).key, "fraction_of_peak"] == pytest.approx(0.5)
     assert math.isnan(rows.loc[inductor(1, "max-autotune").key, "fraction_of_peak"])
-    assert results.peaks(df) == [{"host": "gpu-box", "gpu_name": "NVIDIA H200",
+    assert files.peaks(df) == [{"host": "gpu-box", "gpu_name": "NVIDIA H200",
                                   "peak_tflops_measured": 0.8}]
     no_flops = frame((EAGER1, ok(10.0)))
     assert no_flops["achieved_tflops"].isna().all() and no_flops["fraction_of_peak"].isna().all()
@@ -342,7 +344,7 @@ def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_pe
 
 
 def test_shapes_with_a_sequence_length_parse_round_trip_and_need_a_factory_that_takes_one():
-    from tuner.workload import parse_shapes, shape_label
+    from tuner.spec.workload import parse_shapes, shape_label
 
     assert parse_shapes("1, 8,8x128") == (1, 8, (8, 128))
     assert [shape_label(s) for s in parse_shapes("8x128,4")] == ["8x128", "4"]
@@ -360,7 +362,7 @@ def test_shapes_with_a_sequence_length_parse_round_trip_and_need_a_factory_that_
 
 
 def test_a_speedup_between_two_noisy_single_measurements_comes_with_a_caution():
-    from tuner import report
+    from tuner.render import study as report
 
     eager, compiled = ok(10.0, compile_s=0.0), ok(9.0, compile_s=5.0)
     assert report.verdicts(frame((EAGER1, eager), (inductor(1), compiled)))[1].endswith(

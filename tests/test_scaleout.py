@@ -14,19 +14,21 @@ import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState
 
-from tests import workers
-from tuner import results, scaleout
+from tests import fakes, workers
+from tests.fakes import FakeRunner
 from tuner.cli import main
+from tuner.data import files
 from tuner.errors import UserError
-from tuner.runner import FakeRunner
-from tuner.study import (
-    OWNER_ATTR,
-    Search,
-    redact,
-    scrub,
-)
+from tuner.launch import gpus
+from tuner.launch.runner import LaunchSettings
+from tuner.spec import layout
+from tuner.study import fleet as fleets
+from tuner.study.redact import redact, scrub
+from tuner.study.search import Search
+from tuner.study.storage import OWNER_ATTR
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+              pytest.mark.usefixtures("fake_cli")]
 
 
 def test_three_workers_on_one_sqlite_study_measure_every_config_once(tmp_path):
@@ -36,49 +38,49 @@ def test_three_workers_on_one_sqlite_study_measure_every_config_once(tmp_path):
         workers.finish(proc)
     measured = workers.assert_every_config_measured_once(spec)
     assert len({t.user_attrs[OWNER_ATTR]["pid"] for t in measured}) >= 2  # they shared the work
-    df, meta = results.read(tmp_path / "shared")
+    df, meta = files.read(tmp_path / "shared")
     assert sorted(df["config_key"]) == sorted(c.key for c in spec.space.configs())
 
 
 def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "fleet", storage=None)
-    fleet = scaleout.Fleet(spec, [0, 1, 2], timeout_s=60, quiet=True, fake_runner=True,
-                           fake_delay_s=0.02)
-    assert [fleet.command(i, g)[fleet.command(i, g).index("--gpu") + 1] for i, g in
-            enumerate(fleet.gpus)] == ["0", "1", "2"]
-    assert "--prestart" not in fleet.command(0, 0)  # off unless asked for
-    assert "--prestart" in scaleout.Fleet(spec, [0], timeout_s=60, prestart=True).command(0, 0)
+    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "0.02")
+    fleet = fleets.Fleet(spec, [0, 1, 2], LaunchSettings(timeout_s=60), quiet=True)
+    assert [fleet.plan(i, g).launch.gpu for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
+    assert [fleet.plan(i, g).seed for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
+    assert not fleet.plan(0, 0).launch.prestart  # off unless asked for
+    assert fleets.Fleet(spec, [0], LaunchSettings(60, prestart=True)).plan(0, 0).launch.prestart
     summary = fleet.run()
     assert [e.returncode for e in fleet.exits] == [0, 0, 0]
     workers.assert_every_config_measured_once(spec)
     assert summary.measured == summary.new == len(spec.space.configs())
     assert summary.stop_reason == "all 3 workers finished"
-    df, _ = results.read(tmp_path / "fleet")
+    df, _ = files.read(tmp_path / "fleet")
     assert df["config_key"].is_unique and len(df) == len(spec.space.configs())
 
 
 def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "stopped", storage=None)
-    fleet = scaleout.Fleet(spec, [0, 1], timeout_s=60, quiet=True, fake_runner=True,
-                           fake_delay_s=1.0)
+    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "1.0")
+    fleet = fleets.Fleet(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
     fleet.start()
     in_flight = [workers.wait_for_trial(spec, proc.pid) for proc in fleet._procs]
     fleet.send_signal(signal.SIGINT)
     fleet.wait()
     summary = fleet.finish()
-    assert [e.returncode for e in fleet.exits] == [scaleout.EXIT_STOPPED] * 2
+    assert [e.returncode for e in fleet.exits] == [fleets.EXIT_STOPPED] * 2
     assert summary.stop_reason == "stopped by the user"
     assert sorted(summary.trials["trial_number"]) == sorted(t.number for t in in_flight)
     assert (summary.trials["status"] == "ok").all()
 
 
 def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(scaleout, "visible_gpus", lambda: 2)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: 2)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     result = CliRunner().invoke(main, [
-        "search", "--fake-runner", "--model", "resnet18", "--backend", "eager,inductor",
+        "search", "--model", "resnet18", "--backend", "eager,inductor",
         "--mode", "default", "--batch-sizes", "1,2", "--gpus", "all", "--json",
         "--studies-dir", str(tmp_path)])
     assert result.exit_code == 0, result.stderr
@@ -89,7 +91,7 @@ def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
     assert workers_err.count(" [") >= 4  # one progress line per measured trial
     assert "stopped: all 2 workers finished; 4 new trials, 4 in the study" in result.stderr
     assert '"pareto"' in result.stdout
-    df, meta = results.read(tmp_path / "resnet18-cuda")
+    df, meta = files.read(tmp_path / "resnet18-cuda")
     assert df["config_key"].is_unique and len(df) == 4 and meta["workload"]["device"] == "cuda"
 
 
@@ -107,7 +109,7 @@ def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_coun
         if not given_up:  # another worker fails this trial as stale while it runs here
             frozen = search.study.trials[number]
             search.study._storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL)
-            search._requeue(frozen)  # what that worker's stale-trial callback does
+            search.claims.requeue(frozen)  # what that worker's stale-trial callback does
             given_up.append(config.key)
 
     search.on_start = on_start
@@ -121,7 +123,7 @@ def test_a_worker_joins_with_the_studys_workload_space_and_protocol(tmp_path):
     spec = workers.create(tmp_path, "joined", storage=None, space=workers.SPACE_SMALL)
     out, err = workers.finish(workers.start(spec, "--json", "--trials", "2"))
     assert '"pareto"' in out and "study joined in" in err
-    df, meta = results.read(tmp_path / "joined")
+    df, meta = files.read(tmp_path / "joined")
     assert len(df) == 2 and meta["workload"] == spec.workload.to_dict()
     assert meta["space"] == spec.space.to_dict() and meta["protocol"] == spec.protocol.to_dict()
 
@@ -129,22 +131,22 @@ def test_a_worker_joins_with_the_studys_workload_space_and_protocol(tmp_path):
 def test_export_only_writes_the_parquet_files_and_measures_nothing(tmp_path):
     spec = workers.create(tmp_path, "exported", storage=None, space=workers.SPACE_SMALL)
     workers.finish(workers.start(spec, "--trials", "2"))
-    (tmp_path / "exported" / results.TRIALS_FILE).unlink()
+    (tmp_path / "exported" / layout.TRIALS_FILE).unlink()
     workers.finish(workers.start(spec, "--export-only"))
-    df, _ = results.read(tmp_path / "exported")
+    df, _ = files.read(tmp_path / "exported")
     assert len(df) == 2
 
 
 def test_joining_a_study_that_does_not_exist_is_a_one_line_error(tmp_path):
     result = CliRunner().invoke(main, ["worker", "--study", "nope", "--studies-dir",
-                                       str(tmp_path), "--fake-runner"])
+                                       str(tmp_path)])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith("Error: no study 'nope'") and result.stderr.count("\n") == 1
     assert not (tmp_path / "nope").exists()  # nothing created
 
 
 def test_gpus_on_a_machine_without_cuda_is_a_one_line_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(scaleout, "visible_gpus", lambda: 0)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: 0)
     result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--gpus", "all",
                                        "--studies-dir", str(tmp_path)])
     assert result.exit_code == 1 and result.stdout == ""
@@ -152,31 +154,31 @@ def test_gpus_on_a_machine_without_cuda_is_a_one_line_error(tmp_path, monkeypatc
                              "machine: drop --gpus to search on the CPU\n")
 
 
-@pytest.mark.parametrize("text, available, gpus", [
+@pytest.mark.parametrize("text, available, chosen", [
     ("all", 2, [0, 1]), ("1", 2, [1]), ("0, 1,1", 4, [0, 1]), (" ALL ", 1, [0])])
-def test_choose_gpus(text, available, gpus):
-    assert scaleout.choose_gpus(text, available) == gpus
+def test_choose_gpus(text, available, chosen):
+    assert gpus.choose_gpus(text, available) == chosen
 
 
 @pytest.mark.parametrize("text, words", [("2", "no GPU 2"), ("a,b", "indices"), ("", "indices")])
 def test_choose_gpus_refuses_what_is_not_there(text, words):
     with pytest.raises(UserError, match=words):
-        scaleout.choose_gpus(text, 2)
+        gpus.choose_gpus(text, 2)
 
 
 def test_pin_respects_an_existing_cuda_visible_devices():
-    assert scaleout.pin(1, {}) == {"CUDA_VISIBLE_DEVICES": "1"}
-    assert scaleout.pin(1, {"CUDA_VISIBLE_DEVICES": "4,6"}) == {"CUDA_VISIBLE_DEVICES": "6"}
+    assert gpus.pin(1, {}) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert gpus.pin(1, {"CUDA_VISIBLE_DEVICES": "4,6"}) == {"CUDA_VISIBLE_DEVICES": "6"}
     with pytest.raises(UserError, match="shows this process 1 GPU"):
-        scaleout.pin(1, {"CUDA_VISIBLE_DEVICES": "GPU-abc"})
+        gpus.pin(1, {"CUDA_VISIBLE_DEVICES": "GPU-abc"})
 
 
 def test_the_storage_url_reaches_workers_in_their_environment_not_their_argv(tmp_path):
     url = "postgresql://tuner:s3cret-pw@db/tuner"
     spec = workers.create(tmp_path, "envonly", storage=None)
-    fleet = scaleout.Fleet(dataclasses.replace(spec, storage=url), [0], timeout_s=60)
+    fleet = fleets.Fleet(dataclasses.replace(spec, storage=url), [0], LaunchSettings(timeout_s=60))
     assert not any("s3cret" in arg for arg in fleet.command(0, 0))
-    assert fleet.environment()[scaleout.STORAGE_ENV] == url
+    assert fleet.environment()[fleets.STORAGE_ENV] == url
     assert "s3cret" not in repr(fleet.spec)
 
 
@@ -204,7 +206,7 @@ PARENT = """
 import os, subprocess, sys, time
 env = {**os.environ, "TUNER_PARENT_PID": str(os.getpid())}
 trial = subprocess.Popen(
-    [sys.executable, "-c", "import time; from tuner.worker import die_with_parent; "
+    [sys.executable, "-c", "import time; from tuner.trial.__main__ import die_with_parent; "
      "die_with_parent(); print('ready', flush=True); time.sleep(60)"],
     env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
 print(trial.pid, trial.stdout.readline().strip(), flush=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import UserError
-from tuner.space import (
+from tuner.spec.space import (
     EAGER,
     INDUCTOR,
     SearchSpace,

@@ -11,21 +11,17 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner import results
+from tests.fakes import FakeRunner
+from tuner.data import files, select
 from tuner.errors import UserError
-from tuner.records import Status
-from tuner.runner import FakeRunner
-from tuner.space import SearchSpace, TrialConfig, build_space
-from tuner.study import (
-    CONFIG_ATTR,
-    INTERRUPTED_ATTR,
-    KEY_ATTR,
-    OWNER_ATTR,
-    Search,
-    StudySpec,
-    params_of,
-)
-from tuner.workload import Workload
+from tuner.spec import layout
+from tuner.spec.records import Status
+from tuner.spec.space import SearchSpace, TrialConfig, build_space
+from tuner.spec.workload import Workload
+from tuner.study.params import params_of
+from tuner.study.search import Search
+from tuner.study.spec import StudySpec
+from tuner.study.storage import CONFIG_ATTR, INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR
 
 BACKENDS = ["eager", "inductor", "aot_eager", "cudagraphs"]
 MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
@@ -139,7 +135,7 @@ def test_failed_trials_are_rows_and_do_not_stop_the_study(tmp_path):
                               "inductor|default|dynamic=False|bs=8": Status.OOM})
     summary, _ = run(tmp_path, runner)
     assert sorted(runner.calls) == sorted(keys(SPACE))
-    df, _ = results.read(tmp_path / "s" / results.TRIALS_FILE)
+    df, _ = files.read(tmp_path / "s" / layout.TRIALS_FILE)
     assert len(df) == 6
     failed = df[df["status"] != "ok"].set_index("config_key")
     assert dict(failed["status"]) == {
@@ -156,9 +152,9 @@ def test_a_broken_model_stops_with_a_user_error_but_keeps_the_file(tmp_path):
     with pytest.raises(UserError, match="the model cannot run: fake workload_error"):
         run(tmp_path, runner)
     assert len(runner.calls) == 1
-    df, _ = results.read(tmp_path / "s")
+    df, _ = files.read(tmp_path / "s")
     assert list(df["status"]) == ["workload_error"]
-    assert (tmp_path / "s" / results.PARETO_FILE).exists()
+    assert (tmp_path / "s" / layout.PARETO_FILE).exists()
 
 
 def test_after_the_model_is_fixed_a_rerun_measures_what_the_broken_model_could_not(tmp_path):
@@ -199,7 +195,7 @@ def test_budget_stops_the_search(tmp_path):
     summary, runner = run(tmp_path, FakeRunner(delay_s=0.2), budget_s=0.5)
     assert summary.stop_reason == "the time budget is spent"
     assert 1 <= len(runner.calls) < len(keys(SPACE))
-    df, _ = results.read(tmp_path / "s")
+    df, _ = files.read(tmp_path / "s")
     assert len(df) == len(runner.calls)
 
 
@@ -209,14 +205,14 @@ def test_pareto_file_is_per_batch_size_with_only_ok_and_correct_rows(tmp_path):
     runner = FakeRunner(fail={"inductor:reduce-overhead": Status.WRONG_RESULT,
                               "eager|bs=8": Status.CRASH})
     run(tmp_path, runner, space=space)
-    trials, _ = results.read(tmp_path / "s" / results.TRIALS_FILE)
-    front, _ = results.read(tmp_path / "s" / results.PARETO_FILE)
+    trials, _ = files.read(tmp_path / "s" / layout.TRIALS_FILE)
+    front, _ = files.read(tmp_path / "s" / layout.PARETO_FILE)
     assert set(front["batch_size"]) == {1, 8}
     assert (front["status"] == "ok").all() and (front["correct"] == True).all()  # noqa: E712
     assert "inductor:reduce-overhead" not in set(front["label"])
     assert "eager|bs=8" not in set(front["config_key"])
     for bs, group in trials.groupby("batch_size"):
-        alone = results.pareto(trials[trials["batch_size"] == bs])
+        alone = select.pareto(trials[trials["batch_size"] == bs])
         assert sorted(front[front["batch_size"] == bs]["config_key"]) == sorted(alone["config_key"])
         ok = group[group["status"] == "ok"]
         fastest = ok.loc[ok["latency_ms_p50"].idxmin(), "config_key"]
@@ -276,7 +272,7 @@ def test_optuna_sees_the_objectives_of_ok_trials(tmp_path):
     runner = FakeRunner(fail={"eager|bs=1": Status.TIMEOUT})
     run(tmp_path, runner)
     study = optuna.load_study(study_name="s", storage=make_spec(tmp_path).storage_url)
-    assert study.metric_names == list(results.OBJECTIVES)
+    assert study.metric_names == list(select.PARETO_OBJECTIVES)
     measured = [t for t in study.trials if KEY_ATTR in t.user_attrs
                 and t.state in (TrialState.COMPLETE, TrialState.FAIL)]
     states = {t.user_attrs[KEY_ATTR]: t.state for t in measured}

@@ -16,18 +16,23 @@ import pytest
 import torch
 
 import tuner
-from tuner import artifacts, finalists, fingerprint, results
-from tuner.recommendation import MismatchWarning
-from tuner.records import Protocol, TrialRequest
-from tuner.runner import FakeRunner, ProcessRunner
-from tuner.space import SearchSpace, TrialConfig
-from tuner.study import Search, StudySpec
-from tuner.workload import Workload
+from tests.fakes import FakeRunner
+from tuner.data import files
+from tuner.launch.runner import ProcessRunner
+from tuner.spec import layout
+from tuner.spec.records import TrialProtocol, TrialRequest
+from tuner.spec.space import SearchSpace, TrialConfig
+from tuner.spec.workload import Workload
+from tuner.study import finalists
+from tuner.study.search import Search
+from tuner.study.spec import StudySpec
+from tuner.trial import artifacts, fingerprint
+from tuner.use.environment import MismatchWarning
 
 from .conftest import ROOT
 from .models import TinyCNN
 
-QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
+QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 HAS_ARTIFACTS = artifacts.supported()
 
 
@@ -45,7 +50,7 @@ def cpu_study(tmp_path_factory):
     search = Search(spec, ProcessRunner(timeout_s=240))
     df = search.run().trials
     finalists.confirm(search.study, spec, search.runner, df[df["backend"] != "eager"], 2)
-    return spec, search, SimpleNamespace(trials=search.export())
+    return spec, search, SimpleNamespace(trials=search.export().trials)
 
 
 @pytest.mark.slow
@@ -63,7 +68,7 @@ def test_a_compiled_finalist_is_measured_warm_and_from_artifacts(cpu_study):
     assert len(row["latency_ms_p50_repeats"]) == 3
     assert row["latency_ms_p50_ci_low"] <= row["latency_ms_p50_ci_high"]
     assert row["rank_within_noise"] >= 1
-    assert (spec.directory / finalists.CACHE_DIR / str(int(row["trial_number"]))).is_dir()
+    assert spec.layout.trial_cache(int(row["trial_number"])).is_dir()
     if not HAS_ARTIFACTS:
         return
     # The third started from the saved artifacts on an empty cache, and hit them too.
@@ -71,7 +76,7 @@ def test_a_compiled_finalist_is_measured_warm_and_from_artifacts(cpu_study):
     assert records[1]["artifacts_load_s"] > 0 and records[1]["fxgraph_cache_hits"] >= 1
     assert records[1]["fxgraph_cache_misses"] == 0
     assert row["compile_s_artifacts"] > 0
-    assert row["artifacts_file"] == artifacts.relative_path(row["config_key"])
+    assert row["artifacts_file"] == layout.artifacts_relative(row["config_key"])
     assert (spec.directory / row["artifacts_file"]).stat().st_size == records[0]["artifacts_bytes"]
     assert row["artifacts_torch"] == torch.__version__
     eager = summary.trials.set_index("label").loc["eager"]
@@ -140,7 +145,7 @@ def recommend(study):
 def test_the_recommendation_names_its_artifacts_and_the_snippet_loads_them(fake_study):
     rec = recommend(fake_study)
     assert rec.config.label == "inductor:default"
-    assert rec.artifacts_path == fake_study / artifacts.relative_path(rec.config.key)
+    assert rec.artifacts_path == (fake_study / layout.artifacts_relative(rec.config.key)).resolve()
     assert rec.to_dict()["artifacts"] == str(rec.artifacts_path)
     snippet = rec.snippet()
     assert f"ARTIFACTS = Path({str(rec.artifacts_path)!r})" in snippet
@@ -152,9 +157,9 @@ def test_the_recommendation_names_its_artifacts_and_the_snippet_loads_them(fake_
 
 
 def test_apply_skips_artifacts_of_another_torch_with_a_warning(fake_study):
-    df, meta = results.read(fake_study)
+    df, meta = files.read(fake_study)
     df["artifacts_torch"] = df["artifacts_torch"].where(df["artifacts_torch"].isna(), "2.0.0")
-    results.export(fake_study, df, meta)
+    files.export(fake_study, df, meta)
     rec = recommend(fake_study)
     with pytest.warns(MismatchWarning, match=r"saved by torch 2\.0\.0, this process runs torch"):
         assert rec.load_artifacts() is False

@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 
 from tests.models import FAILING_BACKEND
-from tuner.records import Protocol, Status, TrialRequest
-from tuner.runner import ProcessRunner
-from tuner.space import TrialConfig
-from tuner.workload import Workload
+from tuner.launch.runner import ProcessRunner
+from tuner.spec.records import Status, TrialProtocol, TrialRequest
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
 
 pytestmark = pytest.mark.slow
-QUICK = Protocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
+QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
 
 def run(tmp_path, model, config, timeout_s=240, protocol=QUICK, shape_schedule=()):

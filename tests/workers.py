@@ -14,9 +14,10 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from tuner.space import SearchSpace
-from tuner.study import KEY_ATTR, OWNER_ATTR, RESULT_ATTR, StudySpec, make_storage, open_study
-from tuner.workload import Workload
+from tuner.spec.space import SearchSpace
+from tuner.spec.workload import Workload
+from tuner.study.spec import StudySpec
+from tuner.study.storage import KEY_ATTR, OWNER_ATTR, RESULT_ATTR, make_storage, open_study
 
 # 2 batch sizes x (eager + inductor 2 modes x 2 dynamic + aot_eager 2 dynamic) = 14 configs.
 SPACE = SearchSpace(backends=("eager", "inductor", "aot_eager"),
@@ -40,9 +41,8 @@ def create(root: Path, name: str, storage: str | None, space: SearchSpace = SPAC
 def start(spec: StudySpec, *extra: str, delay_s: float = 0.02, seed: int = 0,
           env: dict[str, str] | None = None, stderr=subprocess.PIPE) -> subprocess.Popen:
     """`tuner worker` on the study; the storage URL goes in the environment, as Fleet does."""
-    command = [sys.executable, "-m", "tuner.cli", "worker", "--study", spec.name,
-               "--studies-dir", str(spec.root), "--fake-runner", "--fake-delay", str(delay_s),
-               "--seed", str(seed), *extra]
+    command = [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", str(delay_s), "worker",
+               "--study", spec.name, "--studies-dir", str(spec.root), "--seed", str(seed), *extra]
     environ = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
     if spec.storage:
         environ["TUNER_STORAGE"] = spec.storage
@@ -104,7 +104,7 @@ def wait_for_text(path: Path, text: str, timeout_s: float = 30) -> None:
 def kill_one_worker_and_check_recovery(spec: StudySpec) -> None:
     """Two workers on ``spec``; the one stuck in a long trial is SIGKILLed. Its trial must go
     stale (no heartbeat), be failed, and its config be measured again by the survivor."""
-    from tuner.study import INTERRUPTED_ATTR, RETRY_ATTR
+    from tuner.study.storage import INTERRUPTED_ATTR, RETRY_ATTR
 
     log = spec.root / "doomed.stderr"
     with log.open("w") as stderr:

@@ -1,17 +1,40 @@
-"""tuner: find the torch.compile settings that pay off for your model on your hardware."""
+"""tuner: find the torch.compile settings that pay off for your model on your hardware.
+
+The Python API, for production code::
+
+    import tuner
+
+    rec = tuner.recommend("studies/resnet50-cuda", batch_size=32, max_vram_gb=20)
+    model = rec.apply(model)
+
+``import tuner`` stays light (no pandas, no torch): the names below load on first use.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING, Any
 
-_LAZY = {"recommend": "tuner.recommendation", "Recommendation": "tuner.recommendation"}
+from tuner.errors import UserError
+from tuner.version import __version__ as __version__
+
+__all__ = ["Constraints", "MismatchWarning", "Recommendation", "UserError", "recommend"]
+
+if TYPE_CHECKING:
+    from tuner.data.select import Constraints
+    from tuner.use.environment import MismatchWarning
+    from tuner.use.recommend import Recommendation, recommend
+
+_LAZY = {"recommend": "tuner.use.recommend", "Recommendation": "tuner.use.recommend",
+         "Constraints": "tuner.data.select", "MismatchWarning": "tuner.use.environment"}
 
 
-def __getattr__(name: str):
-    """``tuner.recommend`` and ``tuner.Recommendation``, imported on first use so that
-    ``import tuner`` stays light (no pandas, no torch)."""
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, "__version__"])

@@ -1,0 +1,291 @@
+"""The commands that measure: ``search``, ``worker`` and ``confirm``."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from tuner.cli import run
+from tuner.cli.options import (
+    CONFIRM_REPEATS,
+    CONTEXT,
+    Duration,
+    dynamic_values,
+    json_option,
+    positive_ints,
+    prestart_option,
+    quiet_option,
+    split,
+    storage_option,
+    studies_dir_option,
+    teller,
+    timeout_option,
+    user_errors,
+)
+from tuner.errors import UserError
+
+
+@click.command(context_settings=CONTEXT, short_help="Search torch.compile settings for a model.")
+@click.option("--model", required=True,
+              help="torchvision classification model name (random weights), or "
+                   "package.module:factory for your own (see README: factory contract).")
+@click.option("--name", help="Study name (a folder name); default MODEL-DEVICE. Same name = resume.")
+@click.option("--device", default=None, help="cpu, cuda or cuda:N; default cuda if available.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32",
+              show_default=True, help="Precision of model and inputs.")
+@click.option("--image-size", type=click.IntRange(min=1), default=224, show_default=True,
+              help="Input height and width for torchvision models.")
+@click.option("--channels-last", is_flag=True, help="Use the channels_last memory format.")
+@click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
+@click.option("--shape-schedule", default="",
+              help="Shapes replayed in order after each trial's steady state: batch sizes "
+                   "(1,8,32,8) or, for a factory taking a sequence length, BATCHxSEQ_LEN "
+                   "(8x128,8x512,8x64): recompiles, compile time and latency per shape on "
+                   "the traffic you really have.")
+@click.option("--backend", "backends", multiple=True,
+              help="Restrict backends (comma-separated or repeated): eager (no compile), "
+                   "inductor, cudagraphs, aot_eager, ... Default: eager, inductor, cudagraphs (GPU).")
+@click.option("--mode", "modes", multiple=True,
+              help="Restrict inductor modes: default, reduce-overhead, max-autotune, "
+                   "max-autotune-no-cudagraphs, ... Default: all the device can use "
+                   "(no max-autotune on CPU).")
+@click.option("--dynamic", "dynamic", multiple=True,
+              help="torch.compile dynamic= values to try: none, true, false. Default: false.")
+@click.option("--trials", "n_trials", type=click.IntRange(min=1),
+              help="Stop when the study holds this many measured trials (resume counts).")
+@click.option("--budget", "budget_s", type=Duration(),
+              help="Wall-clock budget of this run, e.g. 8h or 45m.")
+@timeout_option
+@prestart_option
+@click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
+              help="Steady-state calls timed per trial, at least ...")
+@click.option("--min-seconds", type=click.FloatRange(min=0, max=3600), default=2.0,
+              show_default=True, help="... and at least this many seconds.")
+@click.option("--warm-cache", is_flag=True,
+              help="Share one inductor cache across trials (compile times are then warm, not cold).")
+@click.option("--confirm", "confirm_repeats", type=click.IntRange(min=0), default=CONFIRM_REPEATS,
+              show_default=True,
+              help="After the search, measure each finalist (the Pareto set of each batch size) "
+                   "this many more times, each in a fresh process: a warm compile, a start from "
+                   "saved compile artifacts, and a latency interval that ranks configs within "
+                   "noise. 0: skip (`tuner confirm` can do it later).")
+@studies_dir_option
+@storage_option("Optuna storage URL (e.g. postgresql://...), or set TUNER_STORAGE to keep a "
+                "password out of `ps`; default: SQLite in the study folder.")
+@click.option("--gpus", help="One worker per GPU on this study: GPU indices (0,1) or all. Each "
+                             "worker's trials see only its GPU.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
+@json_option
+@quiet_option
+@user_errors
+def search(model, name, device, dtype, image_size, channels_last, batch_sizes, shape_schedule,
+           backends, modes, dynamic, n_trials, budget_s, timeout_s, prestart, min_calls,
+           min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, seed, as_json,
+           quiet) -> None:
+    """Search torch.compile settings for a model; write the study's Parquet files.
+
+    Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor's
+    default are measured first at every batch size, so every row has a speedup vs eager.
+    Run the same command again to resume; Ctrl-C stops after the current trial. Then the
+    finalists are measured again (--confirm; after --budget too, since it bounds the search).
+
+    \b
+    Examples:
+      tuner search --model resnet18 --batch-sizes 1,32 --budget 8h
+      tuner search --model resnet50 --dtype bfloat16 --mode default,reduce-overhead
+      tuner search --model mypkg.models:make --device cpu --trials 10
+      tuner search --model resnet50 --gpus all --budget 8h   # one worker per GPU
+    """
+    from tuner.launch import gpus as gpu_list
+    from tuner.launch import runner as runners
+    from tuner.spec.records import TrialProtocol
+    from tuner.spec.space import build_space
+    from tuner.spec.workload import Workload, parse_shapes, validate
+    from tuner.study.fleet import Fleet
+    from tuner.study.search import Search
+    from tuner.study.spec import StudySpec
+
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # --model mymodule:factory from the current folder
+    chosen = None
+    if gpus is not None:
+        chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
+        if device not in (None, "cuda"):
+            raise UserError(f"--gpus shows each worker only its GPU, as cuda: drop --device {device}")
+        device = "cuda"
+    device = device or _default_device()
+    workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
+                        channels_last=channels_last, shape_schedule=parse_shapes(shape_schedule))
+    validate(workload)
+    space = build_space(device=device,
+                        batch_sizes=positive_ints(batch_sizes, "batch size", "--batch-sizes"),
+                        backends=split(backends), modes=split(modes),
+                        dynamic=dynamic_values(split(dynamic)))
+    spec = StudySpec(name=_study_name(model, device) if name is None else name,
+                     workload=workload, space=space,
+                     protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
+                                            warm_cache=warm_cache),
+                     root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
+                     seed=seed, confirm_repeats=confirm_repeats)
+    launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
+    say = teller(quiet)
+    if chosen is not None:
+        def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
+            on_first = runners.LaunchSettings(timeout_s, prestart, gpu=chosen[0])
+            return run.run_confirm(
+                Search(spec, runners.make_runner(on_first, spec.layout.cache_root),
+                       on_message=say), say, confirm_repeats)
+
+        run.run_fleet(Fleet(spec, chosen, launch, quiet=quiet), say, as_json,
+                      then=confirm_after if confirm_repeats else None)
+        return
+    search_ = Search(spec, runners.make_runner(launch, spec.layout.cache_root), **run.progress(say))
+    run.run_search(search_, say, as_json)
+
+
+@click.command("worker", context_settings=CONTEXT,
+               short_help="Join an existing study and measure trials for it.")
+@click.option("--study", "name", required=True,
+              help="Name of the study to join; its workload and search space come with it.")
+@storage_option("Optuna storage URL the study lives in, e.g. postgresql://user:pw@host/db, or set "
+                "TUNER_STORAGE to keep the password out of `ps`; default: the study's SQLite "
+                "file under --studies-dir.")
+@studies_dir_option
+@click.option("--gpu", type=click.IntRange(min=0),
+              help="Run this worker's trials on this GPU only (an index among the GPUs this "
+                   "process sees).")
+@click.option("--trials", "n_trials", type=click.IntRange(min=1),
+              help="Stop when the study holds this many measured trials (every worker's count).")
+@click.option("--budget", "budget_s", type=Duration(),
+              help="Wall-clock budget of this worker, e.g. 8h or 45m.")
+@timeout_option
+@prestart_option
+@click.option("--seed", type=int,
+              help="Sampler seed; default: a random one, so that workers propose different configs.")
+@click.option("--export-only", is_flag=True,
+              help="Write the study's Parquet files under --studies-dir and exit, measuring nothing.")
+@json_option
+@quiet_option
+@user_errors
+def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prestart, seed,
+           export_only, as_json, quiet) -> None:
+    """Join an existing study and measure trials for it, from this host or another.
+
+    Workers claim trials through the study's storage, so any number of them (tuner search,
+    tuner worker, on any host) share one study without measuring a config twice. A worker
+    that dies mid-trial stops sending heartbeats; another worker then fails its trial and
+    measures that config again. Each worker writes the Parquet files under its --studies-dir.
+    Workers do not measure the finalists again: run `tuner confirm` once they are done.
+
+    \b
+    Examples:
+      export TUNER_STORAGE=postgresql://tuner:secret@db-host/tuner
+      tuner search --model resnet50 --name r50 --trials 40   # host A: creates the study
+      tuner worker --study r50 --gpu 0                       # host B: joins it
+      tuner worker --study r50 --export-only                 # any host: just the Parquet files
+    """
+    import secrets
+
+    from tuner.launch.runner import LaunchSettings
+    from tuner.study.fleet import WorkerPlan
+
+    plan = WorkerPlan(study=name, root=str(studies_dir),
+                      launch=LaunchSettings(timeout_s=timeout_s, prestart=prestart, gpu=gpu),
+                      seed=secrets.randbelow(2**31) if seed is None else seed,
+                      n_trials=n_trials, budget_s=budget_s, quiet=quiet)
+    run_worker(plan, storage, as_json, export_only=export_only)
+
+
+def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False) -> None:
+    """One worker on an existing study: ``tuner worker``, and each worker of a fleet."""
+    from tuner.launch import runner as runners
+    from tuner.launch.gpus import choose_gpus, visible_gpus
+    from tuner.study.export import export_study
+    from tuner.study.search import Search
+    from tuner.study.storage import join_spec
+
+    spec = join_spec(plan.study, storage, Path(plan.root), n_trials=plan.n_trials,
+                     budget_s=plan.budget_s, seed=plan.seed)
+    if export_only:
+        export_study(Search(spec).study, spec)
+        run.print_study(spec.layout, as_json)
+        return
+    gpu = plan.launch.gpu
+    if gpu is not None:
+        device = spec.workload.device
+        if device != "cuda":
+            raise UserError(f"study {plan.study!r} runs on {device}; --gpu shows a worker's trials "
+                            "one GPU, as cuda: drop --gpu" + (
+                                " (or start a study with --device cuda)"
+                                if device.startswith("cuda") else ""))
+        choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
+    say = teller(plan.quiet, prefix="" if gpu is None else f"gpu{gpu} ")
+    search_ = Search(spec, runners.make_runner(plan.launch, spec.layout.cache_root),
+                     **run.progress(say))
+    run.run_search(search_, say, as_json)
+
+
+@click.command(context_settings=CONTEXT,
+               short_help="Measure a study's finalists again and rank them within noise.")
+@click.argument("study")
+@click.option("--repeats", type=click.IntRange(min=1), default=CONFIRM_REPEATS, show_default=True,
+              help="Re-measurements each finalist should have in all. Those made before count, "
+                   "so a second call only adds what is missing.")
+@click.option("--redo", is_flag=True,
+              help="Forget the finalists' earlier re-measurements and make --repeats new ones.")
+@timeout_option
+@prestart_option
+@studies_dir_option
+@storage_option("Optuna storage URL the study lives in (or set TUNER_STORAGE); default: the "
+                "study's SQLite file.")
+@json_option
+@quiet_option
+@user_errors
+def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_json,
+            quiet) -> None:
+    """Measure a study's finalists again, in fresh processes, and rank them within noise.
+
+    The finalists are the Pareto-optimal configs of each batch size. Each gets --repeats more
+    processes: the first compiles on the trial's kept cache (a warm compile) and saves the
+    compile artifacts where torch can; the next starts from those artifacts on an empty cache;
+    any more are warm again. The p50s of all processes give a spread and a 95% interval;
+    configs whose intervals overlap share a rank. `tuner search` does this at its end
+    (--confirm); this command does it for an existing study, or adds repeats.
+
+    STUDY is a study folder, or a study name under --studies-dir (or in --storage).
+
+    \b
+    Examples:
+      tuner confirm studies/resnet18-cuda
+      tuner confirm resnet18-cuda --repeats 4      # two more each, after the default two
+      tuner confirm studies/resnet18-cuda --redo   # all of them again, from scratch
+    """
+    from tuner.launch import runner as runners
+    from tuner.study.search import Search
+    from tuner.study.storage import join_spec
+
+    path = Path(study)
+    name, root = (path.name, path.parent) if path.is_dir() else (study, studies_dir)
+    spec = join_spec(name, storage, root)
+    say = teller(quiet)
+    launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
+    stopped = run.run_confirm(
+        Search(spec, runners.make_runner(launch, spec.layout.cache_root), on_message=say),
+        say, repeats, redo=redo)
+    run.print_study(spec.layout, as_json)
+    if stopped:
+        sys.exit(130)
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _study_name(model: str, device: str) -> str:
+    base = model.split(":")[0].split(".")[-1] if ":" in model else model
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{base}-{device.split(':')[0]}")

@@ -1,0 +1,135 @@
+"""What the commands share: parsing, the options several of them take (declared once), and the
+one place where library errors become one-line CLI errors."""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tuner.errors import UserError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+CONFIRM_REPEATS = 2  # tuner.study.finalists.DEFAULT_REPEATS, without importing pandas for --help
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Library errors become one-line CLI errors with a non-zero exit, in one place."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            raise click.ClickException(str(exc)) from exc
+    return wrapper
+
+
+class Duration(click.ParamType):
+    """``8h``, ``30m``, ``1h30m``, ``90s`` or plain seconds, as seconds."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_duration(value)
+        except UserError as exc:  # one line, as every other bad input
+            name = param.opts[0] if param is not None and param.opts else ""
+            raise click.ClickException(f"{name} {exc}".strip()) from None
+
+
+def parse_duration(text: str) -> float:
+    """``8h``, ``30m``, ``1h30m``, ``90s`` or plain seconds → seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        seconds = float(text)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise UserError(f"cannot read duration {text!r}: use e.g. 8h, 30m, 1h30m or 90s")
+        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    if seconds <= 0:
+        # A zero budget would silently mean "no budget", a zero timeout kill every trial.
+        raise UserError(f"duration {text!r} is not more than zero: use e.g. 8h, 30m or 90s")
+    return seconds
+
+
+def split(values: tuple[str, ...]) -> list[str] | None:
+    """Repeated and comma-separated option values as one list; None if none were given."""
+    items = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    return items or None
+
+
+def positive_ints(text: str, what: str, option: str) -> list[int]:
+    """``1,8,32`` -> [1, 8, 32]; anything else is a one-line error naming the option."""
+    out = []
+    for item in text.split(",") if text.strip() else []:
+        item = item.strip()
+        if not re.fullmatch(r"\d+", item) or int(item) <= 0:
+            raise UserError(f"{what} {item!r} is not a positive integer: pass e.g. {option} 1,8,32")
+        out.append(int(item))
+    return out
+
+
+def dynamic_values(values: list[str] | None) -> list[bool | None] | None:
+    if values is None:
+        return None
+    table = {"none": None, "auto": None, "true": True, "false": False}
+    for v in values:
+        if v.lower() not in table:
+            raise UserError(f"--dynamic {v!r}: choose from none, true, false")
+    return [table[v.lower()] for v in values]
+
+
+def study_path(study: str, studies_dir: Path) -> Path:
+    """A study folder, a Parquet file, or a study name under --studies-dir."""
+    path = Path(study)
+    if not path.exists() and (studies_dir / study).exists():
+        return studies_dir / study
+    return path
+
+
+def echo_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """The library's mismatch warnings as one line each on stderr; others as Python shows them."""
+    from tuner.use.environment import MismatchWarning
+
+    for w in caught:
+        if issubclass(w.category, MismatchWarning):
+            click.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def teller(quiet: bool, prefix: str = "") -> Callable[[str], None]:
+    """Progress and messages on stderr, unless ``quiet``."""
+    def say(text: str) -> None:
+        if not quiet:
+            click.echo(prefix + text, err=True)
+    return say
+
+
+# Options several commands take, declared once.
+studies_dir_option = click.option(
+    "--studies-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("studies"),
+    show_default=True, help="The folder that holds the study folders.")
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print the result as JSON on stdout.")
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+timeout_option = click.option(
+    "--timeout", "timeout_s", type=Duration(), default="30m", show_default=True,
+    help="Kill a trial process that has not finished after this long (e.g. 20m, 90s).")
+prestart_option = click.option(
+    "--prestart/--no-prestart", default=False, show_default=True,
+    help="Start the next trial's process (importing torch) while a trial runs, so the import "
+         "costs no search time; still one process per trial. Off by default until measured on "
+         "a GPU (README: pre-started trial processes).")
+
+
+def storage_option(what: str) -> Callable[[Any], Any]:
+    return click.option("--storage", envvar="TUNER_STORAGE", metavar="URL", help=what)

@@ -1,0 +1,137 @@
+"""The commands that read studies: ``show``, ``recommend`` and ``compare``."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import click
+
+from tuner.cli.options import (
+    CONTEXT,
+    echo_warnings,
+    json_option,
+    studies_dir_option,
+    study_path,
+    user_errors,
+)
+
+
+@click.command(context_settings=CONTEXT, short_help="Show a study's Pareto-optimal settings.")
+@click.argument("study")
+@studies_dir_option
+@click.option("--all", "show_all", is_flag=True, help="Every trial, not just the Pareto set.")
+@json_option
+@user_errors
+def show(study, studies_dir, show_all, as_json) -> None:
+    """Show a study's Pareto-optimal settings per batch size.
+
+    STUDY is a study folder, a study name under --studies-dir, or a trials.parquet file.
+
+    \b
+    Examples:
+      tuner show studies/h200-resnet18
+      tuner show resnet18-cpu --json | jq '.pareto[0]'
+    """
+    from tuner.data import files
+    from tuner.data.select import pareto
+    from tuner.render import study as report
+
+    trials, meta = files.read(study_path(study, studies_dir))
+    rows = trials if show_all else pareto(trials)
+    if as_json:
+        click.echo(json.dumps(report.as_json(trials, rows, meta), indent=2))
+    else:
+        click.echo(report.render(trials, rows, meta, every_trial=show_all))
+
+
+@click.command(context_settings=CONTEXT,
+               short_help="Recommend a study's best verified config, within limits.")
+@click.argument("study")
+@studies_dir_option
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="Batch size to serve; needed when the study measured several "
+                   "(except with --objective throughput, which may choose it).")
+@click.option("--objective",
+              type=click.Choice(["latency", "throughput", "memory", "warmup", "traffic"]),
+              default="latency", show_default=True,
+              help="What to optimise. traffic: the least time on the study's --shape-schedule, "
+                   "recompiles included (dynamic shapes compared on your traffic).")
+@click.option("--max-vram-gb", type=float,
+              help="Most memory (GiB) the config may need, compile and warm-up included.")
+@click.option("--max-compile-s", type=float, help="Longest first (compiling) call, in seconds.")
+@click.option("--max-latency-ms", type=float, help="Slowest median latency per call allowed.")
+@click.option("--strict", is_flag=True,
+              help="Refuse if the study was made on another GPU, driver or torch than this machine.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
+              show_default=True, help="table for people, json for scripts (same as --json), "
+                                      "python for a snippet to paste into production code.")
+@json_option
+@user_errors
+def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compile_s,
+              max_latency_ms, strict, fmt, as_json) -> None:
+    """Recommend the best verified config of a study, within limits.
+
+    Only trials that finished and matched eager are recommended, and a compiled config within
+    noise of eager is not recommended over it. If nothing meets the limits, the error names the
+    closest config and the limit it breaks. A study made on another machine gives a warning on
+    stderr (--strict: an error).
+
+    \b
+    Examples:
+      tuner recommend studies/resnet50-cuda --batch-size 32 --max-vram-gb 20 --max-compile-s 60
+      tuner recommend resnet18-cuda --objective throughput --json | jq .config
+      tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
+    """
+    from tuner.use.recommend import recommend as recommend_
+
+    if as_json:
+        fmt = "json"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = recommend_(study_path(study, studies_dir), batch_size=batch_size,
+                         objective=objective, max_vram_gb=max_vram_gb,
+                         max_compile_s=max_compile_s, max_latency_ms=max_latency_ms,
+                         strict=strict)
+    echo_warnings(caught)
+    if fmt == "json":
+        click.echo(json.dumps(rec.to_dict(), indent=2, default=str))
+    elif fmt == "python":
+        click.echo(rec.snippet(), nl=False)
+    else:
+        click.echo(rec.describe())
+
+
+@click.command(context_settings=CONTEXT, short_help="Compare studies side by side.")
+@click.argument("studies", nargs=-1, required=True)
+@studies_dir_option
+@json_option
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG of the Pareto fronts (latency vs memory per batch size).")
+@user_errors
+def compare(studies, studies_dir, as_json, plot_file) -> None:
+    """Compare studies side by side, e.g. one model on two GPU models.
+
+    STUDIES are two or more study folders, trials.parquet files or study names; the first is
+    the reference (A) for ratios. Per batch size: each study's best config per objective,
+    the speedup over its own eager, and whether one study's fastest config transfers to the
+    others. Differences that confound the comparison (torch version, workload) are named.
+
+    \b
+    Examples:
+      tuner compare studies/resnet50-h200 studies/resnet50-l4
+      tuner compare h200/trials.parquet l4/trials.parquet cpu/ --plot fronts.png
+      tuner compare studies/a studies/b --json | jq '.transfers'
+    """
+    from tuner.render.comparison import plot, render
+    from tuner.use.compare import compare as compare_
+
+    result = compare_([study_path(s, studies_dir) for s in studies])
+    if plot_file is not None:
+        plot(result, plot_file)
+        click.echo(f"plot written to {plot_file}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        click.echo(render(result))

@@ -1,0 +1,94 @@
+"""Runs in the foreground: a search, a fleet of workers or a confirm run, with Ctrl-C handled,
+progress on stderr and the study's report on stdout at the end."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tuner.launch import signals
+from tuner.render.progress import progress_line
+from tuner.spec.layout import StudyLayout
+
+
+def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
+    """Run a search in the foreground: Ctrl-C stops it after the trial in flight (twice:
+    abandons that trial), SIGTERM abandons it; then the study's table or JSON on stdout."""
+    spec = search.spec
+    configs = len(spec.space.configs())
+    say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, "
+        f"target {spec.n_trials or configs} trials; progress below, Ctrl-C stops after a trial")
+    with signals.installed(signals.stop_handlers(search, say, "trial")):
+        summary = search.run()
+    finish(summary, say, as_json)
+    if search.stop_after_trial.is_set() or search.abort.is_set():
+        sys.exit(130)
+
+
+def run_fleet(fleet: Any, say: Callable[[str], None], as_json: bool,
+              then: Callable[[], bool] | None = None) -> None:
+    """Run one worker per GPU (tuner.study.fleet.Fleet) in the foreground; Ctrl-C is passed
+    on. ``then``, if the workers were not stopped, runs next (it returns True if stopped)."""
+    spec, received = fleet.spec, []
+    configs = len(spec.space.configs())
+    say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
+        f"{spec.n_trials or configs} trials, one worker per GPU ({', '.join(map(str, fleet.gpus))}"
+        "); each line starts with its GPU; Ctrl-C stops after the trials in flight")
+
+    def forward(signum: int, frame: Any) -> None:
+        fleet.send_signal(signum)
+        if signum == signal.SIGINT:
+            say("aborting the trials in flight ..." if received else
+                "stopping after the trials in flight (Ctrl-C again to abandon them)")
+        received.append(signum)
+
+    with signals.installed({signal.SIGINT: forward, signal.SIGTERM: forward}):
+        summary = fleet.run()
+    stopped = bool(received) or summary.stop_reason == "stopped by the user"
+    if then is not None and not stopped:
+        stopped = then()
+    finish(summary, say, as_json)
+    if stopped:
+        sys.exit(130)
+
+
+def run_confirm(search: Any, say: Callable[[str], None], repeats: int, redo: bool = False) -> bool:
+    """Re-measure the finalists in the foreground (tuner.study.finalists): Ctrl-C stops after
+    the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped."""
+    with signals.installed(signals.stop_handlers(search, say, "re-measurement")):
+        summary = search.confirm(repeats, redo=redo)
+    failed = f", {summary.failed} failed" if summary.failed else ""
+    say(f"{summary.finalists} finalists; {summary.measured} re-measurements now{failed}"
+        + ("; stopped by the user (the same command resumes)" if summary.stopped else ""))
+    return summary.stopped
+
+
+def finish(summary: Any, say: Callable[[str], None], as_json: bool) -> None:
+    """How the run ended on stderr, then the study's table (or JSON) on stdout."""
+    say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
+        f"study; files in {summary.directory}")
+    print_study(StudyLayout(Path(summary.directory)), as_json)
+
+
+def print_study(layout: StudyLayout, as_json: bool) -> None:
+    from tuner.data import files
+    from tuner.render import study as report
+
+    trials, meta = files.read(layout.trials_file)
+    pareto, _ = files.read(layout.pareto_file)
+    if as_json:
+        click.echo(json.dumps(report.as_json(trials, pareto, meta), indent=2))
+    else:
+        click.echo(report.render(trials, pareto, meta))
+
+
+def progress(say: Callable[[str], None]) -> dict[str, Callable[..., None]]:
+    """The callbacks a Search takes, printing its progress with ``say``."""
+    return {"on_trial": lambda event: say(progress_line(event)), "on_message": say,
+            "on_start": lambda number, c: say(f"  running {c.label} bs={c.batch_size} ...")}

@@ -1,0 +1,94 @@
+"""The records of a comparison of studies (:func:`tuner.use.compare.compare` makes them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyRef:
+    tag: str  # A, B, C ... in the order given; ratios are against A
+    name: str
+    path: str
+    workload: dict[str, Any]
+    fingerprints: list[dict[str, Any]]
+    warm_cache: bool | None
+    memory_kind: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Best:
+    """One study's best config for one objective at one batch size; ``*_vs_a`` = this / A's."""
+
+    batch_size: int
+    objective: str
+    study: str  # tag
+    label: str
+    config_key: str
+    trial_number: int
+    latency_ms_p50: float | None
+    throughput_per_s: float | None
+    peak_memory_bytes: float | None
+    compile_s_cold: float | None
+    time_to_steady_s: float | None
+    speedup_vs_eager: float | None
+    latency_vs_a: float | None = None
+    throughput_vs_a: float | None = None
+    memory_vs_a: float | None = None
+    compile_vs_a: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """The fastest config of ``source``, looked up in ``target`` at the same batch size."""
+
+    batch_size: int
+    source: str
+    target: str
+    label: str
+    config_key: str
+    outcome: str  # on_front | off_front | failed | not_measured
+    detail: str  # the failure status when failed
+    target_latency_ms: float | None
+    target_best_label: str | None
+    target_best_latency_ms: float | None
+    slowdown_vs_target_best: float | None  # target_latency / target best; 1.0 = it is the best
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    label: str
+    latency_ms_p50: float
+    peak_memory_bytes: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    studies: list[StudyRef]
+    batch_sizes: list[int]
+    best: list[Best]
+    transfers: list[Transfer]
+    confounders: list[str]
+    fronts: dict[str, dict[int, list[Point]]]  # tag -> batch size -> Pareto points
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["fronts"] = {tag: {str(bs): [dataclasses.asdict(p) for p in points]
+                                for bs, points in by_bs.items()}
+                          for tag, by_bs in self.fronts.items()}
+        return _clean(data)
+
+
+def _clean(value: Any) -> Any:
+    """NaN → None, numpy scalars → Python, for JSON."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value

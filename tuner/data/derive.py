@@ -1,0 +1,94 @@
+"""The columns computed from other columns, defined once: for rows just measured (export) and
+for files of any schema version (read), so ``show``, ``recommend`` and ``compare`` see the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tuner.spec.config import EAGER
+from tuner.spec.records import FINGERPRINT_FIELDS, Status, TrialResult
+
+
+def serving_memory(steady_reserved: Any, host_rss: Any) -> tuple[Any, str]:
+    """The memory a config costs while serving: what the device holds (allocator-reserved,
+    CUDA-graph pools included) or, on the CPU, the trial process's peak resident memory."""
+    if steady_reserved is not None and not pd.isna(steady_reserved):
+        return steady_reserved, "cuda_reserved"
+    return host_rss, "host_max_rss"
+
+
+def objective_values(result: TrialResult) -> list[float] | None:
+    """What the sampler minimises, in :data:`tuner.data.select.PARETO_OBJECTIVES` order; None if
+    any is missing."""
+    memory, _ = serving_memory(result.vram_bytes_steady_reserved, result.host_rss_bytes_peak)
+    values = [result.latency_ms_p50, memory, result.time_to_steady_s]
+    return None if any(v is None for v in values) else [float(v) for v in values]
+
+
+def ran_eager(ran_compiled: Any) -> bool:
+    """True for a ``ran_compiled`` cell that says False (not for an empty one)."""
+    return ran_compiled is not None and ran_compiled is not pd.NA and ran_compiled == False  # noqa: E712
+
+
+def ran_eager_only(df: pd.DataFrame) -> pd.Series:
+    """Rows of a compiled config whose calls all ran eager (``ran_compiled`` is False); rows of
+    files older than the column count as compiled."""
+    if "ran_compiled" not in df:
+        return pd.Series(False, index=df.index)
+    return df["ran_compiled"].map(ran_eager).astype(bool)
+
+
+DERIVED = ("throughput_per_s", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
+           "peak_vram_bytes", "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager",
+           "break_even_calls", "fraction_of_peak")
+
+
+def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
+           fill_only: bool = False) -> pd.DataFrame:
+    """``df`` with the :data:`DERIVED` columns computed from the measured ones. ``fill_only`` (reading a file) keeps the values a file holds and
+    fills only its empty cells. With one ``fingerprints`` entry (one machine made the whole
+    study), rows without a fingerprint get it."""
+    stored = df.copy()
+    df = df.copy()
+    number = {c: pd.to_numeric(df[c], errors="coerce") for c in (
+        "latency_ms_p50", "batch_size", "compile_s_cold", "warmup_s", "flops_per_call",
+        "peak_tflops_measured")}
+    p50 = number["latency_ms_p50"]
+    df["throughput_per_s"] = number["batch_size"] * 1e3 / p50
+    # Warm-up cost: the cold first call plus the calls until latency settled.
+    df["time_to_steady_s"] = number["compile_s_cold"] + number["warmup_s"].fillna(0.0)
+    memory = [serving_memory(s, h) for s, h in zip(df["vram_bytes_steady_reserved"],
+                                                   df["host_rss_bytes_peak"])]
+    df["peak_memory_bytes"] = pd.array([None if m is None or pd.isna(m) else int(m)
+                                        for m, _ in memory], dtype="Int64")
+    df["memory_kind"] = [kind for _, kind in memory]
+    df["peak_vram_bytes"] = df["vram_bytes_steady_reserved"]
+    df["achieved_tflops"] = number["flops_per_call"] / (p50 * 1e-3) / 1e12
+
+    ok = df[(df["status"] == Status.OK.value) & (df["backend"] == EAGER)]
+    eager = pd.to_numeric(ok["latency_ms_p50"], errors="coerce").groupby(ok["batch_size"]).min()
+    df["eager_latency_ms_p50"] = df["batch_size"].map(eager).astype(float)
+    df["speedup_vs_eager"] = df["eager_latency_ms_p50"] / p50
+    saved_ms = df["eager_latency_ms_p50"] - p50
+    # Calls after which the warm-up cost is paid back by faster calls; none if never.
+    df["break_even_calls"] = (df["time_to_steady_s"] * 1e3 / saved_ms).where(
+        (saved_ms > 0) & (df["backend"] != EAGER))
+    # A config that ran eager under a compiled label has no compiled speedup to report.
+    df.loc[ran_eager_only(df), ["speedup_vs_eager", "break_even_calls"]] = float("nan")
+
+    if fingerprints is not None and len(fingerprints) == 1:
+        for key in FINGERPRINT_FIELDS:
+            if fingerprints[0].get(key) is not None:
+                df[f"fp_{key}"] = df[f"fp_{key}"].astype(object).where(
+                    df[f"fp_{key}"].notna(), fingerprints[0][key])
+    # Against the best matmul rate measured on the same machine during the study.
+    machine = [df["fp_host"].fillna(""), df["fp_gpu_name"].fillna("")]
+    peak = number["peak_tflops_measured"].groupby(machine).transform("max")
+    df["fraction_of_peak"] = df["achieved_tflops"] / peak
+    if fill_only:
+        for column in DERIVED:
+            df[column] = stored[column].where(stored[column].notna(), df[column])
+    return df

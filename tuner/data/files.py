@@ -1,0 +1,147 @@
+"""The study's files: ``trials.parquet`` (every trial) and ``pareto.parquet`` (the best
+trade-offs), written atomically with the tuner's metadata, read back from any schema version.
+
+The fingerprint is on every row and in the file metadata, so studies from different machines
+compare from their files alone. Files are written to a temporary name and renamed: a reader
+never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tuner.data.derive import derive
+from tuner.data.schema import COLUMNS, SCHEMA, SCHEMA_VERSION
+from tuner.data.select import pareto
+from tuner.errors import UserError
+from tuner.files import readable_mode
+from tuner.spec.layout import TRIALS_FILE, StudyLayout
+from tuner.spec.records import FINGERPRINT_FIELDS
+
+
+def to_table(df: pd.DataFrame) -> pa.Table:
+    df = df[COLUMNS].copy()
+    for field in SCHEMA:
+        if pa.types.is_list(field.type) or pa.types.is_string(field.type):
+            # A column no row filled comes back as NaN floats; Arrow wants None there.
+            column = df[field.name].astype(object)
+            df[field.name] = column.where(column.map(_filled), None)
+    return pa.Table.from_pandas(df, schema=SCHEMA, preserve_index=False)
+
+
+def _filled(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and value != value)
+
+
+def write(df: pd.DataFrame, path: Path, metadata: dict[str, Any]) -> None:
+    """Atomically write ``df`` with the tuner's metadata (JSON values under ``tuner.*`` keys)."""
+    table = to_table(df)
+    meta = dict(table.schema.metadata or {})
+    meta.update({f"tuner.{k}".encode(): json.dumps(v, default=_plain).encode()
+                 for k, v in metadata.items()})
+    meta[b"tuner.schema_version"] = str(SCHEMA_VERSION).encode()
+    table = table.replace_schema_metadata(meta)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, readable_mode())
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Load a tuner Parquet file (a study folder means its trials file) and its metadata.
+
+    Files of every schema version load: missing columns come back empty and the derived ones
+    are filled (:func:`tuner.data.derive.derive`). Anything unreadable is a one-line
+    :class:`UserError`.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / TRIALS_FILE
+    if not path.exists():
+        raise UserError(f"{path}: no such file (give a study folder or a tuner Parquet file)")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - a damaged file: say so on one line, never a traceback
+        raise UserError(_one_line(f"{path}: not a readable Parquet file "
+                                  f"({type(exc).__name__}: {exc})")) from exc
+    raw = table.schema.metadata or {}
+    if b"tuner.schema_version" not in raw:
+        raise UserError(f"{path}: not a tuner study file (no tuner metadata)")
+    try:
+        meta = {k.decode()[len("tuner."):]: json.loads(v) for k, v in raw.items()
+                if k.startswith(b"tuner.")}
+        version = int(meta["schema_version"])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: damaged tuner metadata ({exc})") from exc
+    if version > SCHEMA_VERSION:
+        raise UserError(f"{path}: schema version {version} is newer than this tuner reads "
+                        f"({SCHEMA_VERSION}); upgrade tuner")
+    df = table.to_pandas()
+    for column in COLUMNS:
+        if column not in df:
+            df[column] = None
+    missing = [c for c in ("status", "batch_size") if len(df) and df[c].isna().all()]
+    if missing:
+        raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")
+    return derive(df, meta.get("fingerprints") or [], fill_only=True), meta
+
+
+def load(study: Path | str) -> tuple[pd.DataFrame, dict[str, Any], Path]:
+    """A study (folder or Parquet file): its rows, metadata and the file they came from."""
+    path = Path(study)
+    if path.is_dir():
+        path = path / TRIALS_FILE
+    df, meta = read(path)
+    return df, meta, path
+
+
+def fingerprints(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The distinct fingerprints in a study (one, unless several machines shared it)."""
+    cols = [f"fp_{k}" for k in FINGERPRINT_FIELDS]
+    distinct = df[cols].dropna(how="all").drop_duplicates()
+    return [{c[3:]: (None if pd.isna(v) else v) for c, v in row.items()}
+            for row in distinct.to_dict("records")]
+
+
+def peaks(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The best matmul rate measured on each machine of a study (host, GPU name, TFLOP/s)."""
+    measured = df[pd.to_numeric(df["peak_tflops_measured"], errors="coerce").notna()]
+    best = measured.groupby([measured["fp_host"].fillna(""), measured["fp_gpu_name"].fillna("")])[
+        "peak_tflops_measured"].max()
+    return [{"host": host or None, "gpu_name": gpu or None, "peak_tflops_measured": float(v)}
+            for (host, gpu), v in best.items()]
+
+
+def export(study: StudyLayout | Path, trials: pd.DataFrame,
+           metadata: dict[str, Any]) -> pd.DataFrame:
+    """Write both files of a study (its layout, or its folder): every trial, and the Pareto set
+    of each batch size, which it returns."""
+    layout = study if isinstance(study, StudyLayout) else StudyLayout(Path(study))
+    front = pareto(trials)
+    meta = {**metadata, "fingerprints": fingerprints(trials), "peak_tflops": peaks(trials)}
+    write(trials, layout.trials_file, meta)
+    write(front, layout.pareto_file, meta)
+    return front
+
+
+def _plain(value: Any) -> Any:
+    """JSON fallback for numpy scalars that pandas hands back."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,47 @@
+"""What a study measured for one config, as a typed record (units in the names)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from tuner.data.rows import plain
+from tuner.data.select import memory_needed_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """What the study measured for the recommended config. Units in the names."""
+
+    latency_ms_p50: float
+    latency_ms_p90: float | None
+    latency_ms_p99: float | None
+    throughput_per_s: float | None
+    speedup_vs_eager: float | None
+    eager_latency_ms_p50: float | None
+    compile_s_cold: float | None
+    time_to_steady_s: float | None
+    break_even_calls: float | None
+    peak_memory_bytes: int | None
+    memory_kind: str | None
+    memory_needed_bytes: int | None  # the most at any point, compile and warm-up included
+    noisy: bool | None
+    graph_breaks: int | None
+    recompiles: int | None
+    # finalists measured again in fresh processes (tuner.study.finalists); None if not
+    compile_s_warm: float | None = None
+    compile_s_artifacts: float | None = None
+    latency_ms_p50_ci_low: float | None = None
+    latency_ms_p50_ci_high: float | None = None
+    latency_spread_pct: float | None = None
+    rank_within_noise: int | None = None
+
+    @classmethod
+    def from_row(cls, row: pd.Series) -> Measured:
+        values = {f.name: plain(row.get(f.name)) for f in dataclasses.fields(cls)}
+        values["memory_needed_bytes"] = memory_needed_bytes(row)
+        for name in ("peak_memory_bytes", "graph_breaks", "recompiles", "rank_within_noise"):
+            if values[name] is not None:
+                values[name] = int(values[name])
+        return cls(**values)

@@ -1,0 +1,106 @@
+"""How sure a latency is: the finalists' repeats, their spread and 95 % interval, ranks within
+noise, and the one rule for "within noise" that show, recommend and compare all apply.
+
+Each process gives one p50. Over the p50s of the trial and its repeats: the spread,
+``(max - min) / median``, and a 95 % interval for the typical p50, a Student-t interval on the
+logarithms (the interval of the geometric mean): ``exp(mean(log p50) +- t(0.975, n-1) *
+sd(log p50) / sqrt(n))``, with sd the sample standard deviation of the log p50s. Timing noise
+is multiplicative, and on the log scale the interval stays above zero however noisy the
+processes were. With the default two repeats n is 3 and t is 4.30: the interval is wide, which
+is what three processes can honestly say (a bootstrap over three values would claim far more).
+Within each batch size the finalists are ranked on these intervals: overlapping intervals,
+directly or through a chain of overlapping ones, share a rank (``rank_within_noise``), so no
+two configs within noise are ever ranked one above the other.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.schema import FINALIST_FIELDS
+from tuner.spec.layout import artifacts_relative
+from tuner.spec.records import Status, TrialResult
+
+# What each re-measurement is: a first call on the trial's warm cache, one that filled an empty
+# cache (the cache was gone), one that loaded the saved artifacts first, or an eager config.
+WARM, COLD, ARTIFACTS, EAGER_REPEAT = "warm", "cold", "artifacts", "eager"
+
+# t(0.975, df): the two-sided 95 % quantile of Student's t; between entries the smaller df's
+# (larger, more cautious) value is used.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+
+
+# -- columns ------------------------------------------------------------------------------------
+def repeat_columns(result: TrialResult, records: list[dict[str, Any]], config_key: str,
+            directory: Path | None = None) -> dict[str, Any]:
+    """The finalist columns of one trial's row (see ``FINALIST_FIELDS``); all empty
+    for a trial that was not re-measured, except the artifacts file if one exists."""
+    out: dict[str, Any] = dict.fromkeys(name for name, _ in FINALIST_FIELDS)
+    relative = artifacts_relative(config_key)
+    if directory is not None and (Path(directory) / relative).exists():
+        out["artifacts_file"] = relative
+        makers = [r.get("torch") for r in records if r.get("artifacts_bytes")]
+        out["artifacts_torch"] = makers[-1] if makers else None
+    if not records:
+        return out
+    ok = [r for r in records if r["status"] == Status.OK.value
+          and r.get("latency_ms_p50") is not None]
+    p50s = [result.latency_ms_p50] if result.ok and result.latency_ms_p50 is not None else []
+    p50s += [float(r["latency_ms_p50"]) for r in ok]
+    out["latency_ms_p50_repeats"] = p50s
+    out["repeats_failed"] = len(records) - len(ok)
+    out["latency_spread_pct"] = spread_pct(p50s)
+    out["latency_ms_p50_ci_low"], out["latency_ms_p50_ci_high"] = interval(p50s) or (None, None)
+    # Warm only if the cache really served it: a miss means part of it compiled cold.
+    warm = [r["compile_s"] for r in ok if r["kind"] == WARM and r.get("compile_s") is not None
+            and not r.get("fxgraph_cache_misses")]
+    out["compile_s_warm"] = statistics.median(warm) if warm else None
+    # From artifacts only if they loaded; a failed load compiled cold.
+    loaded = [r["compile_s"] + r["artifacts_load_s"] for r in ok if r["kind"] == ARTIFACTS
+              and r.get("compile_s") is not None and r.get("artifacts_load_s") is not None]
+    out["compile_s_artifacts"] = statistics.median(loaded) if loaded else None
+    return out
+
+
+def spread_pct(values: list[float]) -> float | None:
+    """(max - min) / median, in percent; None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    median = statistics.median(values)
+    return (max(values) - min(values)) / median * 100 if median > 0 else None
+
+
+def interval(values: list[float]) -> tuple[float, float] | None:
+    """95 % Student-t interval of the geometric mean of ``values`` (a t-interval on their
+    logarithms); None for fewer than two values or any not above zero."""
+    if len(values) < 2 or min(values) <= 0:
+        return None
+    logs = [math.log(v) for v in values]
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
+    return math.exp(mean - half), math.exp(mean + half)
+
+
+def t975(dof: int) -> float:
+    if dof < 1:
+        raise ValueError("a t interval needs two values or more")
+    if dof > max(_T975):
+        return 1.960
+    return _T975[max(d for d in _T975 if d <= dof)]
+
+
+def within_noise(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two re-measured configs' 95% intervals of p50 overlap: neither is faster."""
+    bounds = [pd.to_numeric(pd.Series([r.get("latency_ms_p50_ci_low"),
+                                       r.get("latency_ms_p50_ci_high")]), errors="coerce")
+              for r in (a, b)]
+    if any(bound.isna().any() for bound in bounds):
+        return False
+    (a_low, a_high), (b_low, b_high) = bounds[0].tolist(), bounds[1].tolist()
+    return a_low <= b_high and b_low <= a_high

@@ -1,0 +1,68 @@
+"""A trial record as a Parquet row, and a row back as a config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.derive import derive
+from tuner.data.schema import COLUMNS, SCHEMA_VERSION
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import FINGERPRINT_FIELDS, TrialResult
+from tuner.spec.workload import Workload
+
+
+def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
+              result: TrialResult) -> dict[str, Any]:
+    """One Parquet row: the record's fields, its config, workload and fingerprint. The derived
+    columns (speedup, throughput, ...) are :func:`tuner.data.derive.derive`'s to fill."""
+    data = result.to_dict()
+    fingerprint = data.pop("fingerprint") or {}
+    row: dict[str, Any] = {k: v for k, v in data.items() if k in COLUMNS}
+    row.update(
+        schema_version=SCHEMA_VERSION, study=study, trial_number=number, config_key=config.key,
+        label=config.label, backend=config.backend, mode=config.mode, dynamic=config.dynamic,
+        batch_size=config.batch_size, model=workload.model, device=workload.device,
+        dtype=workload.dtype, image_size=workload.image_size,
+        channels_last=workload.channels_last, cudnn_benchmark=workload.cudnn_benchmark)
+    row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_FIELDS})
+    return row
+
+
+def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame with every column of the schema, the derived ones filled, sorted by
+    batch size and trial number."""
+    df = derive(pd.DataFrame(list(rows), columns=COLUMNS))
+    return df.sort_values(["batch_size", "trial_number"], kind="stable").reset_index(drop=True)
+
+
+def config_of(row: pd.Series | dict[str, Any]) -> TrialConfig:
+    """The config a Parquet row measured."""
+    mode, dynamic = plain(row.get("mode")), plain(row.get("dynamic"))
+    return TrialConfig(backend=str(row["backend"]), batch_size=int(row["batch_size"]),
+                       mode=None if mode is None else str(mode),
+                       dynamic=None if dynamic is None else bool(dynamic))
+
+
+def plain(value: Any) -> Any:
+    """numpy/pandas scalars → Python; NaN/NA → None (lists pass through)."""
+    if isinstance(value, (list, tuple, dict)):
+        return value
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+        if isinstance(value, list):
+            return value
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def num(value: Any) -> float | None:
+    """A cell as a float; None if empty or not a number."""
+    value = plain(value)
+    return None if value is None or isinstance(value, (str, bool)) else float(value)

@@ -1,0 +1,76 @@
+"""The Parquet schema of ``trials.parquet`` and ``pareto.parquet``: typed, versioned, units in
+the column names, the fingerprint of the machine on every row.
+
+Versions: 1 the first files; 2 added compile-health reasons, ``ran_compiled``, FLOPs and the
+device's peak, the finalist columns, the shape-schedule replay, pre-started processes and NVML
+during compile; 3 is this layout's version (no column dropped). A file of any earlier version
+loads: its missing columns come back empty, and the derived ones are computed
+(:mod:`tuner.data.derive`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from tuner.spec.records import FINGERPRINT_FIELDS
+
+SCHEMA_VERSION = 3
+
+_f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+# Finalists (the Pareto set of each batch size) measured again in fresh processes
+# (tuner.study.finalists); empty for the other trials.
+FINALIST_FIELDS = [
+    ("compile_s_warm", _f64),  # first call of a second process on the trial's cache folder
+    ("compile_s_artifacts", _f64),  # load_cache_artifacts + first call, on an empty cache
+    ("latency_ms_p50_repeats", pa.list_(_f64)),  # p50 of each process, the trial's own first
+    ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
+    ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, tuner.data.noise
+    ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: intervals overlap, within noise
+    ("repeats_failed", _i64),  # re-measurements that did not finish ok
+    ("artifacts_file", _str), ("artifacts_torch", _str),  # relative to the study folder
+]
+SCHEMA = pa.schema([
+    ("schema_version", pa.int32()),
+    # the trial and its config
+    ("study", _str), ("trial_number", _i64), ("config_key", _str), ("label", _str),
+    ("backend", _str), ("mode", _str), ("dynamic", _bool), ("batch_size", _i64),
+    # the workload
+    ("model", _str), ("device", _str), ("dtype", _str), ("image_size", _i64),
+    ("channels_last", _bool), ("cudnn_benchmark", _bool),
+    # how it ended
+    ("status", _str), ("message", _str), ("stderr_tail", _str),
+    # time
+    ("import_s", _f64), ("build_s", _f64), ("compile_s_cold", _f64), ("warmup_s", _f64),
+    ("warmup_calls", _i64), ("time_to_steady_s", _f64), ("wall_s", _f64),
+    ("prestarted", _bool), ("quiet_wait_s", _f64),
+    # steady-state latency
+    ("latency_ms_p50", _f64), ("latency_ms_p90", _f64), ("latency_ms_p99", _f64),
+    ("latency_ms_mean", _f64), ("latency_ms_min", _f64), ("latency_ms_iqr", _f64),
+    ("latency_samples_ms", pa.list_(_f64)), ("measure_calls", _i64), ("measure_s", _f64),
+    ("timer", _str), ("noisy", _bool), ("throughput_per_s", _f64),
+    ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
+    # memory
+    ("peak_memory_bytes", _i64), ("memory_kind", _str), ("peak_vram_bytes", _i64),
+    ("vram_bytes_baseline", _i64), ("vram_bytes_compile_allocated", _i64),
+    ("vram_bytes_compile_reserved", _i64), ("vram_bytes_steady_allocated", _i64),
+    ("vram_bytes_steady_reserved", _i64), ("vram_bytes_process_nvml", _i64),
+    ("vram_bytes_compile_process_nvml", _i64), ("host_rss_bytes_peak", _i64),
+    # correctness against eager
+    ("correct", _bool), ("max_abs_error", _f64), ("tolerance", _f64), ("correctness_note", _str),
+    # compile health
+    ("graph_breaks", _i64), ("graph_break_reasons", pa.list_(_str)), ("unique_graphs", _i64),
+    ("recompiles", _i64), ("recompile_reasons", pa.list_(_str)), ("cudagraph_skips", _i64),
+    ("eager_fallback_frames", _i64), ("eager_fallback_reasons", pa.list_(_str)),
+    ("recompile_limit_hits", _i64), ("recompile_limit_reasons", pa.list_(_str)),
+    ("cudagraph_skip_reasons", pa.list_(_str)), ("ran_compiled", _bool),
+    # work per call and the machine's peak
+    ("flops_per_call", _i64), ("achieved_tflops", _f64), ("peak_tflops_measured", _f64),
+    ("fraction_of_peak", _f64),
+    # the workload's shape schedule replayed (empty without one)
+    ("schedule_recompiles", _i64), ("schedule_recompile_s", _f64), ("schedule_total_s", _f64),
+    ("schedule_batch_sizes", pa.list_(_i64)), ("schedule_shapes", pa.list_(_str)),
+    ("schedule_latency_ms", pa.list_(_f64)),
+    *FINALIST_FIELDS,
+    *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
+])
+COLUMNS = SCHEMA.names

@@ -1,0 +1,190 @@
+"""What may be compared and recommended, and in which order; each rule defined once.
+
+* :func:`eligible`: a row may be compared, ranked and recommended when its trial finished, its
+  output was checked against eager and matched (``correct`` is True: what could not be checked
+  is not vouched for), it has a latency, and a compiled config really ran compiled code.
+* :func:`pareto`: the eligible rows no other eligible row of the same batch size beats on all
+  of latency, memory and warm-up.
+* :data:`OBJECTIVES`, :func:`rank`, :func:`best`: the best row for one objective; a compiled
+  config within noise of eager (:func:`tuner.data.noise.within_noise`) never beats eager.
+* :class:`Constraints`: the limits a recommended config must meet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+
+from tuner.data.derive import ran_eager_only
+from tuner.data.noise import within_noise
+from tuner.data.rows import num
+from tuner.errors import UserError
+from tuner.spec.config import EAGER
+from tuner.spec.records import Status
+
+GIB = 2**30
+# Minimised together, within each batch size: the Pareto front, and the sampler's objectives.
+PARETO_OBJECTIVES = ("latency_ms_p50", "peak_memory_bytes", "time_to_steady_s")
+
+
+def eligible(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that may be compared, ranked and recommended (see the module's docstring)."""
+    verified = df["correct"].map(lambda v: v is True or (v is not None and v == True))  # noqa: E712
+    keep = (df["status"] == Status.OK.value) & verified.astype(bool)
+    keep &= pd.to_numeric(df["latency_ms_p50"], errors="coerce").notna()
+    keep &= ~ran_eager_only(df)
+    return df[keep]
+
+
+def pareto(df: pd.DataFrame) -> pd.DataFrame:
+    """Non-dominated eligible rows within each batch size over :data:`PARETO_OBJECTIVES`."""
+    ok = eligible(df)
+    ok = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in PARETO_OBJECTIVES})
+    ok = ok.dropna(subset=list(PARETO_OBJECTIVES))
+    keep = []
+    for _, group in ok.groupby("batch_size"):
+        values = group[list(PARETO_OBJECTIVES)].to_numpy(dtype=float)
+        for i, row in enumerate(values):
+            dominated = any((other <= row).all() and (other < row).any()
+                            for j, other in enumerate(values) if j != i)
+            if not dominated:
+                keep.append(group.index[i])
+    return df.loc[keep].sort_values(["batch_size", "latency_ms_p50"]).reset_index(drop=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    name: str
+    column: str
+    higher_is_better: bool
+    what: str
+
+
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("latency", "latency_ms_p50", False, "lowest median latency per call"),
+    Objective("throughput", "throughput_per_s", True, "most items per second"),
+    Objective("memory", "peak_memory_bytes", False, "least memory while serving"),
+    Objective("warmup", "time_to_steady_s", False, "cheapest warm-up (compile + settle)"),
+    Objective("traffic", "schedule_total_s", False,
+              "least time on the study's shape schedule, recompiles included"),
+)}
+# After the objective itself, in this order: a tail that is better, a warm-up that is cheaper,
+# then the earlier trial. Exact ties only; noise is :func:`best`'s to weigh.
+TIE_BREAKERS = ("latency_ms_p90", "time_to_steady_s", "trial_number")
+# Objectives decided by latency: there, a config within noise of eager is no faster than it.
+_LATENCY_OBJECTIVES = ("latency", "throughput")
+
+
+def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """``df`` best first for ``objective``; exact ties as :data:`TIE_BREAKERS` says."""
+    spec = OBJECTIVES[objective]
+    keys = [spec.column] + [c for c in TIE_BREAKERS if c != spec.column]
+    ordered = df.assign(**{c: pd.to_numeric(df[c], errors="coerce") for c in keys})
+    ordered = ordered.sort_values(
+        keys, ascending=[not spec.higher_is_better] + [True] * (len(keys) - 1),
+        na_position="last", kind="stable")
+    return df.loc[ordered.index]
+
+
+def best(df: pd.DataFrame, objective: str) -> pd.Series:
+    """The best row of ``df`` (eligible rows, one batch size unless the objective is
+    throughput) for ``objective``. For latency and throughput, when the winner is compiled and
+    within noise of an eager row of its batch size, that eager row wins: compiling it would
+    cost a warm-up for no measurable gain."""
+    ranked = rank(df, objective)
+    top = ranked.iloc[0]
+    if objective in _LATENCY_OBJECTIVES and top["backend"] != EAGER:
+        eager = ranked[(ranked["backend"] == EAGER) & (ranked["batch_size"] == top["batch_size"])]
+        for _, row in eager.iterrows():
+            if within_noise(top, row):
+                return row
+    return top
+
+
+def memory_needed_bytes(row: pd.Series) -> int | None:
+    """The most memory a config held at any point: serving, or compiling and warming up."""
+    values = (num(row.get("peak_memory_bytes")), num(row.get("vram_bytes_compile_reserved")))
+    known = [v for v in values if v is not None]
+    return int(max(known)) if known else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraints:
+    """Limits a recommended config must meet. ``None`` means no limit.
+
+    ``max_vram_gb`` is in GiB (2**30 bytes, as ``tuner show`` prints memory) and bounds the most
+    memory the config needed at any point: while serving and while compiling and warming up. On a
+    CPU study the memory is the trial process's peak resident memory. ``max_compile_s`` bounds
+    the first compiled call as the study measured it (cold, unless the study ran with
+    ``--warm-cache``). ``max_latency_ms`` bounds the median latency per call.
+    """
+
+    max_vram_gb: float | None = None
+    max_compile_s: float | None = None
+    max_latency_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in self.to_dict().items():
+            if value is not None and not (isinstance(value, (int, float)) and value > 0
+                                          and math.isfinite(value)):
+                raise UserError(f"{name}={value!r}: give a positive number")
+
+    def to_dict(self) -> dict[str, float | None]:
+        return dataclasses.asdict(self)
+
+    def violations(self, row: pd.Series) -> list[tuple[str, float, str]]:
+        """Each broken limit as (constraint, relative excess, sentence); unknown counts as broken."""
+        out = []
+        checks = (
+            ("max_vram_gb", self.max_vram_gb, memory_needed_bytes(row), GIB, "{:.2f} GiB",
+             "needs"),
+            ("max_compile_s", self.max_compile_s, num(row.get("compile_s_cold")), 1.0,
+             "{:.1f} s", "takes"),
+            ("max_latency_ms", self.max_latency_ms, num(row.get("latency_ms_p50")), 1.0,
+             "{:.3f} ms", "takes"),
+        )
+        for name, limit, value, unit, fmt, verb in checks:
+            if limit is None:
+                continue
+            if value is None:
+                out.append((name, math.inf, f"has no measurement for {name}"))
+            elif value > limit * unit:
+                out.append((name, value / (limit * unit) - 1,
+                            f"{verb} {fmt.format(value / unit)} where {name}={limit:g}"))
+        return out
+
+
+def with_ranks(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``rank_within_noise`` filled for the finalists that have an interval.
+
+    Within each batch size: sorted by the interval's low end, a finalist whose interval starts
+    past every interval before it opens a new rank; otherwise it overlaps one of them (directly
+    or through a chain) and shares that rank. Rank 1 holds the fastest.
+    """
+    df = df.copy()
+    ranks = pd.Series(pd.NA, index=df.index, dtype="Int64")
+    if len(df):
+        low = pd.to_numeric(df["latency_ms_p50_ci_low"], errors="coerce")
+        high = pd.to_numeric(df["latency_ms_p50_ci_high"], errors="coerce")
+        front = set(pareto(df)["trial_number"])
+        ranked = df[df["trial_number"].isin(front) & low.notna() & high.notna()]
+        for _, group in ranked.groupby("batch_size"):
+            ranks[group.index] = rank_intervals(low[group.index].tolist(),
+                                                high[group.index].tolist())
+    df["rank_within_noise"] = ranks
+    return df
+
+
+def rank_intervals(lows: list[float], highs: list[float]) -> list[int]:
+    """Dense ranks of intervals [low, high]: overlapping ones, directly or through a chain of
+    overlapping ones, share a rank; rank 1 holds the lowest."""
+    ranks = [0] * len(lows)
+    rank, reach = 0, -math.inf
+    for i in sorted(range(len(lows)), key=lambda i: lows[i]):
+        if lows[i] > reach:
+            rank += 1
+        reach = max(reach, highs[i])
+        ranks[i] = rank
+    return ranks

@@ -1,0 +1,38 @@
+"""Files written so that a reader sees the old file or the whole new one, never half."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON so a reader sees the old file or the whole new one, never half."""
+    write_bytes_atomic(Path(path), json.dumps(data).encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` so that a reader sees the old file or the whole new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, readable_mode())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def readable_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (mkstemp's 0600 would hide results
+    from other users of a shared machine)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -1,0 +1,49 @@
+"""Which GPUs a process sees, and the environment that shows a trial only one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from tuner.errors import UserError
+
+
+def visible_gpus() -> int:
+    """How many CUDA GPUs torch sees here (after CUDA_VISIBLE_DEVICES); 0 without CUDA.
+    Counting does not create a CUDA context."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def choose_gpus(text: str, available: int) -> list[int]:
+    """``--gpus`` as GPU indices: ``all``, or a comma-separated list such as ``0,1``."""
+    if available == 0:
+        raise UserError("--gpus needs CUDA GPUs and torch sees none on this machine: "
+                        "drop --gpus to search on the CPU")
+    text = text.strip().lower()
+    if text == "all":
+        return list(range(available))
+    gpus: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise UserError(f"--gpus {text!r}: give GPU indices such as 0,1, or all")
+        if int(item) >= available:
+            raise UserError(f"--gpus: there is no GPU {item}; torch sees {available} "
+                            f"(0-{available - 1})")
+        if int(item) not in gpus:
+            gpus.append(int(item))
+    return gpus
+
+
+def pin(gpu: int, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment that shows a trial only GPU ``gpu``, counted among the GPUs this process
+    sees: an existing CUDA_VISIBLE_DEVICES (indices or UUIDs) is respected."""
+    if "CUDA_VISIBLE_DEVICES" not in environ:
+        return {"CUDA_VISIBLE_DEVICES": str(gpu)}
+    visible = [v.strip() for v in environ["CUDA_VISIBLE_DEVICES"].split(",") if v.strip()]
+    if gpu >= len(visible):
+        raise UserError(f"--gpu {gpu}: CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']!r} "
+                        f"shows this process {len(visible)} GPU(s)")
+    return {"CUDA_VISIBLE_DEVICES": visible[gpu]}

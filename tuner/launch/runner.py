@@ -1,0 +1,209 @@
+"""Run one trial in a fresh process, enforce its deadline, and classify how it ended."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from tuner.files import write_json_atomic
+from tuner.launch.prestart import Spare, kill_group
+from tuner.spec.records import Status, TrialRequest, TrialResult
+from tuner.trial.contract import PARENT_PID_ENV, QUIET_FILE_ENV
+
+STDERR_TAIL_CHARS = 4000
+
+
+class Runner(Protocol):
+    def run(self, request: TrialRequest, workdir: Path,
+            abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
+        """Run one trial; files for it may be kept under ``workdir``. Never raises for a
+        failed trial. Setting ``abort`` ends the trial early as ``interrupted``.
+        ``cache_dir``: the inductor and triton caches to use and keep (see ProcessRunner)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the runner keeps between trials (a pre-started process)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSettings:
+    """How trial processes are started: the same for every trial of a run."""
+
+    timeout_s: float = 1800.0  # kill a trial's process group after this long
+    prestart: bool = False  # start the next trial's process while one runs (ProcessRunner)
+    gpu: int | None = None  # show the trials only this GPU (an index this process sees)
+
+
+def make_runner(settings: LaunchSettings, shared_cache: Path | None = None) -> Runner:
+    """The runner of a search, a worker or a confirm run. ``shared_cache``: the cache folder of
+    a --warm-cache study."""
+    from tuner.launch.gpus import pin
+
+    env = pin(settings.gpu) if settings.gpu is not None else None
+    return ProcessRunner(timeout_s=settings.timeout_s, cache_dir=shared_cache, env=env,
+                         prestart=settings.prestart)
+
+
+class ProcessRunner:
+    """Each trial in its own process group, killed whole at the deadline.
+
+    ``cache_dir``: where inductor and triton keep compiled artifacts when the protocol asks
+    for a warm cache; otherwise every trial gets fresh, empty cache folders (a cold compile),
+    deleted after it, unless :meth:`run` is given a ``cache_dir`` of the trial's own: that one
+    is used as it is (empty for a cold compile, filled for a warm one) and kept.
+    ``env``: extra environment for the worker (``CUDA_VISIBLE_DEVICES`` to pin a GPU).
+
+    ``prestart``: hide the seconds a fresh process spends importing torch. While a trial runs,
+    the process for the next one is already started and importing (``tuner.trial --wait``;
+    CUDA untouched); the next :meth:`run` hands it its request. Still one process per trial.
+    The running trial waits after its first call until that import is done (``quiet_wait_s``),
+    so its warm-up and measurement never share the machine with it. :meth:`close` ends the
+    waiting process (it also dies with this one).
+    """
+
+    def __init__(self, timeout_s: float, cache_dir: Path | None = None,
+                 env: dict[str, str] | None = None, python: str = sys.executable,
+                 prestart: bool = False) -> None:
+        self.timeout_s = timeout_s
+        self.cache_dir = cache_dir
+        self.env = dict(env or {})
+        self.python = python
+        self.prestart = prestart
+        self._spare: Spare | None = None  # started, importing or waiting for its request
+
+    def run(self, request: TrialRequest, workdir: Path,
+            abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
+        workdir.mkdir(parents=True, exist_ok=True)
+        request_path, result_path = workdir / "request.json", workdir / "result.json"
+        log_path = workdir / "trial.log"
+        result_path.unlink(missing_ok=True)
+        write_json_atomic(request_path, request.to_dict())
+
+        fresh_cache = None
+        if cache_dir is not None:
+            cache = Path(cache_dir)
+            cache.mkdir(parents=True, exist_ok=True)
+        elif request.protocol.warm_cache and self.cache_dir is not None:
+            cache = self.cache_dir
+        else:
+            cache = fresh_cache = Path(tempfile.mkdtemp(prefix="tuner-cache-"))
+        trial_env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+                     "TRITON_CACHE_DIR": str(cache / "triton")}
+
+        started = time.perf_counter()
+        if self.prestart:
+            spare = self._hand_over(request_path, result_path, trial_env)
+            proc = spare.proc
+            outcome = _wait(proc, self.timeout_s, abort, result_path, tick=self._spare.watch)
+        else:
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [self.python, "-m", "tuner.trial", str(request_path), str(result_path)],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env={**self._env(), **trial_env},
+                    start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
+                )
+                outcome = _wait(proc, self.timeout_s, abort, result_path)
+        wall_s = time.perf_counter() - started
+        kill_group(proc.pid)  # inductor's compile workers die with the trial, whatever happened
+        proc.wait()
+        if self.prestart:
+            spare.finish(log_path)
+        if fresh_cache is not None:
+            shutil.rmtree(fresh_cache, ignore_errors=True)
+
+        tail = _tail(log_path)
+        if outcome == "timeout":
+            result = TrialResult.failure(
+                Status.TIMEOUT, f"no result after {self.timeout_s:.0f} s; process group killed")
+        elif outcome == "aborted":
+            result = TrialResult.failure(Status.INTERRUPTED, "stopped by the user")
+        else:
+            result = _read_result(result_path, proc.returncode)
+        result.wall_s = wall_s
+        if not result.ok:
+            result.stderr_tail = tail
+        return result
+
+    def close(self) -> None:
+        if self._spare is not None:
+            self._spare.discard()
+            self._spare = None
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
+                PARENT_PID_ENV: str(os.getpid())}  # the trial dies with this process
+
+    def _hand_over(self, request_path: Path, result_path: Path,
+                   trial_env: dict[str, str]) -> Spare:
+        """The trial's process: the pre-started one (a new one if none is alive), given the
+        request; the next trial's process is started at once."""
+        spare, self._spare = self._spare, None
+        if spare is None or spare.proc.poll() is not None:
+            if spare is not None:
+                spare.discard()
+            spare = Spare.start(self.python, self._env())
+        self._spare = Spare.start(self.python, self._env())
+        spare.give(request_path, result_path, {**trial_env, QUIET_FILE_ENV: str(self._spare.ready)})
+        return spare
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None,
+          result_path: Path, tick: Callable[[], None] | None = None) -> str:
+    """How the trial ended: exited; recorded (its record is written, whole: the process is not
+    waited for while it tears torch down, a second or two, since the record is the truth);
+    aborted; or timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        if result_path.exists():  # written atomically: complete once it exists
+            return "recorded"
+        if tick is not None:
+            tick()
+        if abort is not None and abort.is_set():
+            kill_group(proc.pid)
+            proc.wait()
+            return "aborted"
+        if time.monotonic() >= deadline:
+            kill_group(proc.pid)
+            proc.wait()
+            return "timeout"
+
+
+def _read_result(path: Path, returncode: int) -> TrialResult:
+    if path.exists():
+        try:
+            return TrialResult.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError) as exc:
+            return TrialResult.failure(Status.CRASH, f"unreadable result record: {exc}")
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else "?"
+        hint = " (the host may have run out of memory)" if name == "SIGKILL" else ""
+        return TrialResult.failure(Status.CRASH, f"worker killed by {name}{hint}")
+    return TrialResult.failure(Status.CRASH, f"worker exited with code {returncode} and no result")
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - STDERR_TAIL_CHARS))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,168 @@
+"""``tuner compare`` for people: tables, transfer sentences, and the plot of the fronts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from tuner.data.comparison import Comparison, Point, StudyRef, Transfer
+from tuner.data.select import GIB
+from tuner.errors import UserError
+from tuner.render.text import cell, describe_fingerprint
+
+
+def render(c: Comparison) -> str:
+    """The text of ``tuner compare``."""
+    lines = [f"comparing {len(c.studies)} studies (ratios are against study A)"]
+    for s in c.studies:
+        w = s.workload
+        lines.append(f"  {s.tag}  {s.name}: {w.get('model')} {w.get('dtype')} on "
+                     f"{w.get('device')}, measured on {where(s)}")
+    lines += [f"note: {note}" for note in c.confounders]
+    for bs in c.batch_sizes:
+        lines += ["", f"batch size {bs}: best config per objective", _table(c, bs)]
+        moves = [t for t in c.transfers if t.batch_size == bs]
+        if moves:
+            lines.append("transfer of each study's fastest config to the others:")
+            lines += [f"  {_transfer_sentence(t)}" for t in moves]
+    return "\n".join(lines)
+
+
+def where(study: StudyRef) -> str:
+    """The machines a study was measured on, in one line."""
+    return "; ".join(describe_fingerprint(fp) for fp in study.fingerprints) or "unknown machine"
+
+
+def _table(c: Comparison, bs: int) -> str:
+    headers = ["objective", "study", "config", "p50 ms", "items/s", "memory", "compile s",
+               "vs own eager"]
+    body = []
+    for b in (b for b in c.best if b.batch_size == bs):
+        body.append([b.objective, b.study, b.label,
+                     _with_ratio(b.latency_ms_p50, "{:.3f}", b.latency_vs_a),
+                     _with_ratio(b.throughput_per_s, "{:,.0f}", b.throughput_vs_a),
+                     _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
+                     _with_ratio(b.compile_s_cold, "{:.1f}", b.compile_vs_a),
+                     cell(b.speedup_vs_eager, "{:.2f}x")])
+    if not body:
+        return "  (no study has a verified config at this batch size)"
+    return _grid(headers, body)
+
+
+def plot(comparison: Comparison, path: str | Path) -> Path:
+    """Write a PNG: per batch size, each study's Pareto front, latency vs memory, every point
+    labelled with its config and every front with its study, so no legend is needed."""
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    sizes = comparison.batch_sizes
+    if not sizes:
+        raise UserError("nothing to plot: no study has a verified config")
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
+    colour = {s.tag: colours[i % len(colours)] for i, s in enumerate(comparison.studies)}
+    fig = Figure(figsize=(6.5 * len(sizes), 5.5 + 0.3 * len(comparison.studies)),
+                 layout="constrained")
+    axes = fig.subplots(1, len(sizes), squeeze=False)[0]
+    for ax, bs in zip(axes, sizes):
+        fronts = {s.tag: [p for p in comparison.fronts[s.tag].get(bs, []) if p.peak_memory_bytes]
+                  for s in comparison.studies}
+        every = [p for points in fronts.values() for p in points]
+        if not every:
+            continue
+        log_x = max(p.latency_ms_p50 for p in every) / max(
+            min(p.latency_ms_p50 for p in every), 1e-9) > 20
+        place = _Labeller(every, log_x)
+        for s in comparison.studies:
+            points, c = fronts[s.tag], colour[s.tag]
+            if not points:
+                continue
+            ax.scatter([p.latency_ms_p50 for p in points],
+                       [p.peak_memory_bytes / GIB for p in points], color=c, s=36, zorder=3)
+            stair = _front_2d(points)
+            ax.step([p.latency_ms_p50 for p in stair], [p.peak_memory_bytes / GIB for p in stair],
+                    where="post", color=c, alpha=0.6, zorder=2)
+            first = stair[0]
+            ax.annotate(f"{s.tag}: {s.name}", (first.latency_ms_p50, first.peak_memory_bytes / GIB),
+                        fontsize=9, fontweight="bold", color=c, xytext=(4, -13),
+                        textcoords="offset points")
+            for p in points:
+                lift = place(p)
+                ax.annotate(p.label, (p.latency_ms_p50, p.peak_memory_bytes / GIB), fontsize=7,
+                            color=c, xytext=(4, lift), textcoords="offset points",
+                            arrowprops=dict(arrowstyle="-", color=c, lw=0.5, alpha=0.5)
+                            if lift > 3 else None)
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_title(f"batch size {bs}")
+        ax.set_xlabel("median latency per call (ms), lower is better")
+        ax.set_ylabel("memory while serving (GiB), lower is better")
+        ax.grid(True, alpha=0.3)
+    # One line per study, so long GPU and torch names are never cut off at the figure's edge.
+    title = "\n".join(["Pareto fronts (latency, memory, warm-up) per batch size"] + [
+        f"{s.tag} = {s.name}: {where(s).split(', host')[0]}" for s in comparison.studies])
+    fig.suptitle(title, fontsize=10)
+    try:
+        fig.savefig(path, dpi=110)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot write plot {path}: {exc}") from exc
+    return path
+
+
+def _transfer_sentence(t: Transfer) -> str:
+    head = f"{t.source}'s {t.label} on {t.target}:"
+    if t.target_best_latency_ms is None:
+        theirs = f"{t.target} has no verified config"
+    else:
+        theirs = f"{t.target}'s best is {t.target_best_label} ({t.target_best_latency_ms:.3f} ms)"
+    if t.outcome == "not_measured":
+        return f"{head} not measured there; {theirs}"
+    if t.outcome == "failed":
+        return f"{head} did not pass there ({t.detail}); {theirs}"
+    where = f"{'on' if t.outcome == 'on_front' else 'NOT on'} {t.target}'s Pareto front"
+    if t.slowdown_vs_target_best is None or t.slowdown_vs_target_best <= 1.0:
+        return f"{head} {where}, {t.target_latency_ms:.3f} ms, the fastest there"
+    return (f"{head} {where}, {t.target_latency_ms:.3f} ms, {t.slowdown_vs_target_best:.2f}x "
+            f"slower than {t.target}'s best, {t.target_best_label} "
+            f"({t.target_best_latency_ms:.3f} ms)")
+
+
+class _Labeller:
+    """Vertical offsets (points) that stack the labels of points close to each other."""
+
+    def __init__(self, points: list[Point], log_x: bool) -> None:
+        self.log_x = log_x
+        xs = [self._x(p) for p in points]
+        ys = [p.peak_memory_bytes or 0.0 for p in points]
+        self.x_span = (max(xs) - min(xs)) or 1.0
+        self.y_span = (max(ys) - min(ys)) or 1.0
+        self.placed: list[tuple[float, float]] = []
+
+    def _x(self, p: Point) -> float:
+        return math.log10(p.latency_ms_p50) if self.log_x else p.latency_ms_p50
+
+    def __call__(self, p: Point) -> float:
+        x, y = self._x(p) / self.x_span, (p.peak_memory_bytes or 0.0) / self.y_span
+        near = sum(abs(x - px) < 0.2 and abs(y - py) < 0.04 for px, py in self.placed)
+        self.placed.append((x, y))
+        return 3 + 9 * near
+
+
+def _front_2d(points: list[Point]) -> list[Point]:
+    """The latency/memory non-dominated points, by latency: the staircase drawn per study."""
+    out: list[Point] = []
+    for p in sorted(points, key=lambda p: (p.latency_ms_p50, p.peak_memory_bytes)):
+        if not out or p.peak_memory_bytes < out[-1].peak_memory_bytes:
+            out.append(p)
+    return out
+
+
+def _with_ratio(value: float | None, fmt: str, ratio: float | None) -> str:
+    text = cell(value, fmt)
+    return text if ratio is None else f"{text} ({ratio:.2f}x)"
+
+
+def _grid(headers: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
+    text = [headers] + body
+    return "\n".join("  ".join(c.ljust(w) if i < 3 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in text)

@@ -1,0 +1,19 @@
+"""The line a search prints on stderr after each trial."""
+
+from __future__ import annotations
+
+from tuner.render.text import fmt_s
+from tuner.spec.records import TrialEvent
+
+
+def progress_line(event: TrialEvent) -> str:
+    r, c = event.result, event.config
+    where = f"[{event.number}/{event.target}]" if event.target else f"[{event.number}]"
+    if r.ok:
+        what = (f"p50 {r.latency_ms_p50:.3f} ms, warm-up {r.time_to_steady_s:.1f} s"
+                + (" (noisy)" if r.noisy else ""))
+    else:
+        what = f"{r.status.value}: {r.message[:120]}"
+    best = ", ".join(f"bs={bs}: {label} {ms:.3f} ms" for bs, (label, ms) in sorted(event.best.items()))
+    eta = f" | ETA {fmt_s(event.eta_s)}" if event.eta_s is not None else ""
+    return f"{where} {c.label} bs={c.batch_size}: {what} | best {best or '-'}{eta}"

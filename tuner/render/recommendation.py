@@ -1,0 +1,159 @@
+"""A recommendation for people: the lines of ``tuner recommend``, and the Python snippet that
+does what :meth:`tuner.Recommendation.apply` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from tuner.data.measured import Measured
+from tuner.data.select import OBJECTIVES, Constraints
+from tuner.render.text import describe_fingerprint, fmt_bytes
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import SCHEDULE_REPEATS
+from tuner.spec.workload import Workload, shape_label
+
+
+class Recommended(Protocol):
+    """What these views read of a :class:`tuner.Recommendation`."""
+
+    study: str
+    path: Path
+    objective: str
+    constraints: Constraints
+    config: TrialConfig
+    workload: Workload
+    measured: Measured
+    trial_number: int
+    candidates: int
+    fingerprint: dict[str, Any]
+    row: dict[str, Any]
+    within_noise: tuple[str, ...]
+
+    @property
+    def artifacts_path(self) -> Path | None: ...
+
+
+def snippet(rec: Recommended) -> str:
+    """Python source to paste into production code; it does what :meth:`apply` does."""
+    w, m = rec.workload, rec.measured
+    lines = [
+        f"# Recommended by tuner: study {rec.study!r}, objective {rec.objective}, "
+        f"batch size {rec.config.batch_size}, trial {rec.trial_number}.",
+        f"# Measured on {describe_fingerprint(rec.fingerprint)}:",
+        f"#   {_summary(m)}.",
+        f"# The study ran the model in eval mode on {w.device} in torch.{w.dtype} under "
+        "torch.no_grad(),",
+        f"# inputs of batch size {rec.config.batch_size}"
+        + (", 4-D inputs channels_last" if w.channels_last else "")
+        + ": place and cast model and inputs the same way.",
+        "import torch",
+    ]
+    warm = rec.artifacts_path if rec.config.compiled else None
+    if warm is not None and warm.exists():
+        saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
+        lines += [
+            "from pathlib import Path",
+            "",
+            "# Compile artifacts the study saved for this config: loaded before torch.compile,",
+            "# the first call finds its compiled code in the cache (copy the file along).",
+            f"ARTIFACTS = Path({str(warm)!r})",
+            f"ARTIFACTS_TORCH = {saved_by!r}  # only this torch can use them",
+        ]
+    lines += [
+        "",
+        "",
+        "def compile_model(model: torch.nn.Module) -> torch.nn.Module:",
+        '    """Usage: model = compile_model(model)"""',
+    ]
+    if w.device.startswith("cuda"):
+        lines.append(f"    torch.backends.cudnn.benchmark = {w.cudnn_benchmark}")
+    if w.channels_last:
+        lines.append("    model = model.to(memory_format=torch.channels_last)")
+    if rec.config.compiled:
+        if warm is not None and warm.exists():
+            lines += ["    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
+                      "        torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())"]
+        args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
+        lines.append(f"    return torch.compile(model, {args})")
+    else:
+        lines.append("    return model  # eager was best here: compiling does not pay off")
+    return "\n".join(lines) + "\n"
+
+
+
+
+def describe(rec: Recommended) -> str:
+    """A few lines for humans (``--format table``)."""
+    w, m = rec.workload, rec.measured
+    limits = ", ".join(f"{k}={v:g}" for k, v in rec.constraints.to_dict().items()
+                       if v is not None) or "none"
+    call = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
+    rows = [
+        ("study", f"{rec.study} ({w.model} {w.dtype} on {w.device}; {rec.path})"),
+        ("objective", f"{rec.objective}: {OBJECTIVES[rec.objective].what}"),
+        ("constraints", f"{limits}; {rec.candidates} configs meet them"),
+        ("config", f"{rec.config.label}, batch size {rec.config.batch_size} "
+                   f"(trial {rec.trial_number})"),
+        ("apply", f"torch.compile(model, {call})" if rec.config.compiled
+         else "no torch.compile: eager was best"),
+        ("latency", _fmt(m.latency_ms_p50, "{:.3f} ms p50") + ", "
+         + _fmt(m.latency_ms_p90, "{:.3f} ms p90") + ", "
+         + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
+        ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s")),
+        ("compile", _fmt(m.compile_s_cold, "{:.1f} s first call") + ", "
+         + ("" if m.compile_s_warm is None else f"{m.compile_s_warm:.1f} s warm, ")
+         + ("" if m.compile_s_artifacts is None
+            else f"{m.compile_s_artifacts:.1f} s from saved artifacts, ")
+         + _fmt(m.time_to_steady_s, "{:.1f} s until steady")
+         + ("" if m.break_even_calls is None
+            else f", pays back after {m.break_even_calls:,.0f} calls")),
+        ("memory", _fmt(m.peak_memory_bytes, "bytes") + f" serving ({m.memory_kind}), "
+         + _fmt(m.memory_needed_bytes, "bytes") + " at most"),
+        ("measured on", describe_fingerprint(rec.fingerprint)),
+    ]
+    if m.latency_ms_p50_ci_low is not None:
+        rows.insert(6, ("noise", f"p50 {m.latency_ms_p50_ci_low:.3f}-"
+                        f"{m.latency_ms_p50_ci_high:.3f} ms (95% interval over fresh "
+                        f"processes), spread {_fmt(m.latency_spread_pct, '{:.1f}%')}"))
+    replay = rec.row.get("schedule_total_s")
+    if replay is not None and w.shape_schedule:
+        shapes = ",".join(shape_label(s) for s in w.shape_schedule)
+        recompiles = rec.row.get("schedule_recompiles")
+        rows.insert(-1, ("traffic", f"{replay:.2f} s for {SCHEDULE_REPEATS} replays of "
+                                    f"{shapes}" + ("" if recompiles is None else
+                                                   f", {recompiles:.0f} recompiles")))
+    if rec.within_noise:
+        rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: their 95% "
+                             "latency intervals overlap, so neither is faster; choose on "
+                             "the other columns"))
+    if rec.artifacts_path is not None:
+        saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
+        rows.append(("warm start", f"apply() loads {rec.artifacts_path} (saved by torch "
+                                   f"{saved_by}; another torch skips it)"))
+    if m.noisy:
+        rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None:
+        return "-"
+    if fmt == "bytes":
+        return f"{fmt_bytes(value)}"
+    return fmt.format(value)
+
+
+def _summary(m: Measured) -> str:
+    parts = [f"p50 {m.latency_ms_p50:.3f} ms"]
+    if m.speedup_vs_eager is not None:
+        parts.append(f"{m.speedup_vs_eager:.2f}x vs eager")
+    if m.compile_s_cold is not None:
+        parts.append(f"first call {m.compile_s_cold:.1f} s")
+    if m.peak_memory_bytes is not None:
+        parts.append(f"memory {fmt_bytes(m.peak_memory_bytes)}")
+    return ", ".join(parts)

@@ -1,0 +1,254 @@
+"""``tuner show`` for people and scripts: the Pareto table per batch size, a plain verdict, the
+shape-schedule replay and the failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.derive import ran_eager, ran_eager_only
+from tuner.data.select import best, eligible
+from tuner.render.text import cell, describe_fingerprint, is_list
+from tuner.spec.records import SCHEDULE_REPEATS, Status
+from tuner.spec.workload import Workload, shape_label
+
+# (column, header, format) of the Pareto table.
+_TABLE = [
+    ("label", "config", "{}"),
+    ("latency_ms_p50", "p50 ms", "{:.3f}"),
+    ("latency_ms_p90", "p90 ms", "{:.3f}"),
+    ("speedup_vs_eager", "vs eager", "{:.2f}x"),
+    ("throughput_per_s", "items/s", "{:,.0f}"),
+    ("achieved_tflops", "TFLOP/s", "{:.3g}"),
+    ("fraction_of_peak", "of peak", "{:.1%}"),
+    ("compile_s_cold", "compile s", "{:.1f}"),
+    ("time_to_steady_s", "warm-up s", "{:.1f}"),
+    ("peak_memory_bytes", "memory", "bytes"),
+]
+
+# Finalists measured again in fresh processes (tuner.study.finalists): shown after the column named,
+# when a row of the table has them.
+_CONFIRMED = {
+    "latency_ms_p90": [("rank_within_noise", "rank", "{:.0f}"),
+                       ("p50_ci_ms", "p50 95% CI ms", "{}"),
+                       ("latency_spread_pct", "spread", "{:.1f}%")],
+    "compile_s_cold": [("compile_s_warm", "warm s", "{:.1f}"),
+                       ("compile_s_artifacts", "artifacts s", "{:.1f}")],
+}
+
+
+def notes(row: pd.Series) -> str:
+    out = []
+    if ran_eager(row.get("ran_compiled")):
+        out.append("RAN EAGER: no compiled graph, not a compiled result")
+    if row.get("noisy") is True:
+        out.append("noisy")
+    for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
+                         ("recompile_limit_hits", "recompile-limit hits"),
+                         ("cudagraph_skips", "cudagraph skips"),
+                         ("eager_fallback_frames", "frames fell back to eager")):
+        value = row.get(column)
+        if value is not None and not pd.isna(value) and value > 0:
+            out.append(f"{int(value)} {word}")
+    if isinstance(row.get("correctness_note"), str) and row["correctness_note"]:
+        out.append(row["correctness_note"])
+    failed = row.get("repeats_failed")
+    if failed is not None and not pd.isna(failed) and failed > 0:
+        out.append(f"{int(failed)} re-measurement(s) failed")
+    return "; ".join(out)
+
+
+def table(rows: pd.DataFrame) -> str:
+    """Fixed-width text table of some rows (one batch size, typically)."""
+    rows, columns = _with_confirmed(rows)
+    headers = [h for _, h, _ in columns] + ["notes"]
+    body = [[cell(r.get(c), f) for c, _, f in columns] + [notes(r)] for _, r in rows.iterrows()]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
+                       enumerate(zip(headers, widths))).rstrip()]
+    for b in body:
+        lines.append("  ".join(c.ljust(w) if i in (0, len(b) - 1) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(b, widths))).rstrip())
+    return "\n".join(lines)
+
+
+def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+    """The table's columns, with those of re-measured finalists where any row has them."""
+    if "latency_ms_p50_ci_low" in rows:
+        low = pd.to_numeric(rows["latency_ms_p50_ci_low"], errors="coerce")
+        high = pd.to_numeric(rows["latency_ms_p50_ci_high"], errors="coerce")
+        rows = rows.assign(p50_ci_ms=[None if pd.isna(lo) else f"{lo:.3f}-{hi:.3f}"
+                                      for lo, hi in zip(low, high)])
+    columns = []
+    for column in _TABLE:
+        columns.append(column)
+        columns += [extra for extra in _CONFIRMED.get(column[0], [])
+                    if extra[0] in rows and rows[extra[0]].notna().any()]
+    return rows, columns
+
+
+def _noise_note(rows: pd.DataFrame) -> str | None:
+    if "rank_within_noise" not in rows or rows["rank_within_noise"].isna().all():
+        return None
+    counts = sorted({len(v) for v in rows["latency_ms_p50_repeats"] if is_list(v)})
+    processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
+        if counts else "several"
+    return (f"rank: latency beyond noise, 1 = fastest. Configs of equal rank are within noise "
+            f"of each other (95% t-intervals over the p50s of {processes} fresh processes "
+            "overlap), so neither is faster.")
+
+
+def _flag(value: Any) -> bool:
+    """A boolean cell that is set and true (None, NaN and False are not)."""
+    return value is not None and not pd.isna(value) and bool(value)
+
+
+def verdicts(trials: pd.DataFrame) -> dict[int, str]:
+    """Per batch size, one plain sentence: does compiling pay, and after how many calls.
+
+    The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
+    eligible rows count, and a compiled config within noise of eager is no faster than it.
+    """
+    out: dict[int, str] = {}
+    ok = eligible(trials)
+    for bs, group in ok.groupby("batch_size"):
+        eager = group[group["backend"] == "eager"]
+        compiled = group[group["backend"] != "eager"]
+        if eager.empty or compiled.empty:
+            continue
+        fastest_eager = best(eager, "latency")
+        e = float(fastest_eager["latency_ms_p50"])
+        top = best(compiled, "latency")
+        winner = best(pd.concat([compiled, eager]), "latency")
+        warmup = f"{top['time_to_steady_s']:.1f} s"
+        if winner["backend"] == "eager" and float(top["latency_ms_p50"]) < e:
+            out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
+                            f"compiled config, {top['label']} ({top['latency_ms_p50']:.3f} ms), "
+                            f"and eager ({e:.3f} ms) are within noise of each other (their 95% "
+                            f"intervals over fresh processes overlap), and it costs {warmup} to "
+                            "warm up. Use eager.")
+        elif winner["backend"] == "eager":
+            out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
+                            f"faster than the best compiled config, {top['label']} "
+                            f"({top['latency_ms_p50']:.3f} ms), and that one costs {warmup} to "
+                            "warm up. Use eager.")
+        else:
+            calls = top["break_even_calls"]
+            payback = f"; its {warmup} warm-up pays back after {calls:,.0f} calls" \
+                if not pd.isna(calls) else ""
+            unconfirmed = pd.isna(top.get("latency_ms_p50_ci_low")) and pd.isna(
+                fastest_eager.get("latency_ms_p50_ci_low"))
+            caution = (" Both rows are flagged noisy and were measured once each: "
+                       "`tuner confirm` measures them again before you rely on this."
+                       if unconfirmed and _flag(top.get("noisy"))
+                       and _flag(fastest_eager.get("noisy")) else "")
+            out[int(bs)] = (f"batch size {bs}: {top['label']} is "
+                            f"{e / top['latency_ms_p50']:.2f}x faster than eager "
+                            f"({top['latency_ms_p50']:.3f} vs {e:.3f} ms){payback}.{caution}")
+    # Configs that ran eager under a compiled label are named, never counted as compiled.
+    done = trials[(trials["status"] == Status.OK.value) & ran_eager_only(trials)]
+    for bs, group in done.groupby("batch_size"):
+        labels = ", ".join(sorted(set(group["label"])))
+        note = (f"{labels} produced no compiled graph (every call ran eager), so "
+                f"{'it is' if len(group) == 1 else 'they are'} not counted as compiled.")
+        out[int(bs)] = f"{out[int(bs)]} {note}" if int(bs) in out else f"batch size {bs}: {note}"
+    return out
+
+
+def failures(trials: pd.DataFrame) -> list[str]:
+    bad = trials[trials["status"] != Status.OK.value]
+    return [f"{r['label']} bs={r['batch_size']}: {r['status']}: {str(r['message'])[:160]}"
+            for _, r in bad.iterrows()]
+
+
+def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
+           every_trial: bool = False) -> str:
+    """The whole text report of ``tuner show`` and the end of ``tuner search``; with
+    ``every_trial``, ``pareto`` holds every trial (``tuner show --all``)."""
+    lines = []
+    workload = meta.get("workload") or {}
+    lines.append(f"study {meta.get('study')}: {workload.get('model')} {workload.get('dtype')} "
+                 f"on {workload.get('device')}, {len(trials)} trials")
+    for fp in meta.get("fingerprints") or []:
+        lines.append(f"measured on {describe_fingerprint(fp)}")
+    sentences = verdicts(trials)
+    for bs, group in pareto.groupby("batch_size"):
+        lines.append("")
+        lines.append(f"batch size {bs}: every trial" if every_trial else
+                     f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
+        lines.append(table(group))
+        if _noise_note(group):
+            lines.append(_noise_note(group))
+        if int(bs) in sentences:
+            lines.append(sentences[int(bs)])
+    replay = schedule_rows(trials)
+    if replay:
+        schedule = Workload.from_dict(workload).shape_schedule if workload else ()
+        shapes = ",".join(shape_label(s) for s in schedule)
+        lines.append("")
+        lines.append(f"shape schedule {shapes} replayed after each trial's steady state "
+                     f"(every call timed, synchronised; replay s: all {SCHEDULE_REPEATS} "
+                     "replays):")
+        lines.append(schedule_table(replay))
+    failed = failures(trials)
+    if failed:
+        lines.append("")
+        lines.append(f"{len(failed)} trials failed (kept in trials.parquet):")
+        lines += [f"  {f}" for f in failed]
+    return "\n".join(lines)
+
+
+def schedule_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per ok trial that replayed the shape schedule: recompiles, time spent recompiling, the
+    whole replay and the median latency of each distinct shape."""
+    if "schedule_total_s" not in trials:
+        return []
+    done = trials[(trials["status"] == Status.OK.value) & trials["schedule_total_s"].notna()]
+    rows = []
+    for _, r in done.sort_values(["batch_size", "schedule_total_s"]).iterrows():
+        labels = r.get("schedule_shapes")
+        if not is_list(labels) or len(labels) == 0:
+            labels = r["schedule_batch_sizes"]
+        rows.append({
+            "batch_size": int(r["batch_size"]), "label": r["label"],
+            "trial_number": int(r["trial_number"]),
+            "recompiles": None if pd.isna(r["schedule_recompiles"]) else int(r["schedule_recompiles"]),
+            "recompile_s": None if pd.isna(r["schedule_recompile_s"]) else float(r["schedule_recompile_s"]),
+            "replay_s": float(r["schedule_total_s"]),
+            "latency_ms": {str(k): float(v) for k, v in zip(labels, r["schedule_latency_ms"])},
+        })
+    return rows
+
+
+def schedule_table(rows: list[dict[str, Any]]) -> str:
+    shapes = list(dict.fromkeys(k for r in rows for k in r["latency_ms"]))
+    head = (f"{'batch':>5}  {'config':<40} {'recompiles':>10} {'recompile s':>11} "
+            f"{'replay s':>8}  " + " ".join(f"{s + ' ms':>10}" for s in shapes))
+    out = [head]
+    for r in rows:
+        cells = " ".join(f"{cell(r['latency_ms'].get(s), '{:.3f}'):>10}" for s in shapes)
+        out.append(f"{r['batch_size']:>5}  {r['label']:<40} {cell(r['recompiles'], '{:d}'):>10} "
+                   f"{cell(r['recompile_s'], '{:.1f}'):>11} {r['replay_s']:>8.1f}  {cells}")
+    return "\n".join(out)
+
+
+def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+    keep = ["batch_size", "label", "backend", "mode", "dynamic", "latency_ms_p50",
+            "latency_ms_p90", "latency_ms_p99", "speedup_vs_eager", "throughput_per_s",
+            "compile_s_cold", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
+            "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",
+            "correct", "trial_number", "ran_compiled", "recompile_limit_hits",
+            "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
+            "rank_within_noise", "latency_ms_p50_ci_low", "latency_ms_p50_ci_high",
+            "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
+            "compile_s_artifacts", "artifacts_file"]
+    rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
+    rows = [{k: (v.tolist() if is_list(v) and hasattr(v, "tolist") else v)
+             for k, v in row.items()} for row in rows]
+    return {"study": meta.get("study"), "workload": meta.get("workload"),
+            "fingerprints": meta.get("fingerprints"), "trials": len(trials),
+            "failed": int((trials["status"] != Status.OK.value).sum()),
+            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials).items()},
+            "shape_schedule": schedule_rows(trials)}

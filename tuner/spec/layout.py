@@ -1,0 +1,85 @@
+"""Every path under ``studies/<name>/``, in one place.
+
+::
+
+    studies/<name>/
+      study.db                 the Optuna storage (unless --storage names another)
+      trials.parquet           every trial, failures included
+      pareto.parquet           the Pareto-optimal trials of each batch size
+      trials/<n>/              trial n's request, record and log
+      trials/<n>/repeat-<k>/   the k-th re-measurement of finalist n
+      cache/<n>/               trial n's inductor and Triton caches (kept for finalists)
+      cache/                   the one shared cache of a --warm-cache study
+      artifacts/<config>.bin   a finalist's saved compile artifacts
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from tuner.errors import UserError
+
+DB_FILE = "study.db"
+TRIALS_FILE = "trials.parquet"
+PARETO_FILE = "pareto.parquet"
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def check_name(name: str) -> str:
+    """A study name is one folder name: letters, digits, ``_``, ``.`` and ``-``."""
+    if not name or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise UserError(f"study name {name!r} is not a folder name: use letters, digits, "
+                        "'_', '.' and '-' (e.g. --name resnet50-h200)")
+    return name
+
+
+def artifacts_relative(config_key: str) -> str:
+    """Where a study keeps a config's compile artifacts, relative to the study folder: the
+    config's key with anything but ``[A-Za-z0-9_.-]`` made ``_``."""
+    return "artifacts/" + re.sub(r"[^A-Za-z0-9_.-]+", "_", config_key).strip("_") + ".bin"
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyLayout:
+    """The folder of one study and the files in it."""
+
+    directory: Path
+
+    @classmethod
+    def of(cls, root: Path | str, name: str) -> StudyLayout:
+        return cls(Path(root) / check_name(name))
+
+    @property
+    def db(self) -> Path:
+        return self.directory / DB_FILE
+
+    @property
+    def sqlite_url(self) -> str:
+        """The embedded default storage of the study."""
+        return f"sqlite:///{self.db.resolve()}"
+
+    @property
+    def trials_file(self) -> Path:
+        return self.directory / TRIALS_FILE
+
+    @property
+    def pareto_file(self) -> Path:
+        return self.directory / PARETO_FILE
+
+    def trial_dir(self, number: int) -> Path:
+        return self.directory / "trials" / str(number)
+
+    def repeat_dir(self, number: int, repeat: int) -> Path:
+        return self.trial_dir(number) / f"repeat-{repeat}"
+
+    @property
+    def cache_root(self) -> Path:
+        return self.directory / "cache"
+
+    def trial_cache(self, number: int) -> Path:
+        return self.cache_root / str(number)
+
+    def artifacts_file(self, config_key: str) -> Path:
+        return self.directory / artifacts_relative(config_key)

@@ -1,0 +1,202 @@
+"""Typed records that cross process and module boundaries.
+
+A :class:`TrialRequest` goes to the trial process as JSON; a :class:`TrialResult` comes back as
+JSON, written atomically. Both round-trip through plain dicts so they can live in Optuna's
+storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+from tuner.spec.config import TrialConfig
+from tuner.spec.workload import Workload
+
+# The machine a measurement was made on (tuner.trial.fingerprint collects it): on every Parquet
+# row as fp_<field>, and in the file metadata.
+FINGERPRINT_FIELDS = ("device_kind", "gpu_name", "gpu_compute_capability", "gpu_memory_bytes",
+                      "driver", "cuda", "torch", "triton", "torchvision", "python", "tuner",
+                      "host", "cpu")
+SCHEDULE_REPEATS = 3  # a shape schedule is replayed this many times over: samples per shape
+
+class Status(str, enum.Enum):
+    """How a trial ended. Every status but ``ok`` is a failure stored as data."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"  # torch.compile or the first compiled call raised
+    OOM = "oom"  # out of device (or host) memory
+    TIMEOUT = "timeout"  # the parent killed the trial's process group at the deadline
+    CRASH = "crash"  # the process died without a record (signal, abort, segfault)
+    WRONG_RESULT = "wrong_result"  # compiled output differs from eager beyond tolerance
+    WORKLOAD_ERROR = "workload_error"  # the model or factory itself is broken: bad input
+    INTERRUPTED = "interrupted"  # the user stopped the search while this trial ran
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialProtocol:
+    """How a trial measures. Defaults suit the GPU; the CPU demo uses shorter windows."""
+
+    min_calls: int = 50  # steady-state calls timed, at least ...
+    min_seconds: float = 2.0  # ... and at least this long
+    max_seconds: float = 60.0  # stop timing after this, whatever min_calls says
+    warmup_min_calls: int = 5  # CUDA graphs record on the 2nd-3rd call: never fewer
+    warmup_max_calls: int = 200
+    warmup_window: int = 5  # steady when two consecutive windows' medians agree ...
+    warmup_tolerance: float = 0.10  # ... within this fraction
+    noisy_iqr_ratio: float = 0.10  # IQR / median above this marks the row noisy
+    warm_cache: bool = False  # reuse the study's inductor cache instead of a fresh one
+    max_samples_kept: int = 5000
+    # After the trial, time a dense matmul for the device's peak (the study asks it of one
+    # trial per run: it is a property of the machine, not of the config).
+    measure_peak: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialProtocol:
+        return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialRequest:
+    config: TrialConfig
+    workload: Workload
+    protocol: TrialProtocol = TrialProtocol()
+    # Compile artifacts (tuner.trial.artifacts): after warm-up, save them to this file; before
+    # the first compiled call, load them from this one.
+    save_artifacts: str | None = None
+    load_artifacts: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "workload": self.workload.to_dict(),
+                "protocol": self.protocol.to_dict(), "save_artifacts": self.save_artifacts,
+                "load_artifacts": self.load_artifacts}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialRequest:
+        return cls(TrialConfig.from_dict(data["config"]), Workload.from_dict(data["workload"]),
+                   TrialProtocol.from_dict(data["protocol"]), data.get("save_artifacts"),
+                   data.get("load_artifacts"))
+
+
+@dataclasses.dataclass
+class TrialResult:
+    """Everything one trial measured. Units are in the names; ``None`` means not measured."""
+
+    status: Status
+    message: str = ""
+    stderr_tail: str = ""
+    # time
+    import_s: float | None = None  # importing torch (+ torchvision) in the fresh process
+    # A pre-started process imported torch before it was given this trial (tuner.launch.prestart):
+    # its import_s is then only what was left of that at hand-over, usually nothing.
+    prestarted: bool | None = None
+    quiet_wait_s: float | None = None  # after the first call, waiting for the next trial's
+    # process to finish importing, so that warm-up and measurement run with nothing beside them
+    build_s: float | None = None  # model + inputs built and moved to the device
+    compile_s_cold: float | None = None  # first compiled call, synchronised
+    warmup_s: float | None = None  # further calls until latency is steady
+    warmup_calls: int | None = None
+    wall_s: float | None = None  # the whole trial process, seen by the parent
+    # steady-state latency of one call
+    latency_ms_p50: float | None = None
+    latency_ms_p90: float | None = None
+    latency_ms_p99: float | None = None
+    latency_ms_mean: float | None = None
+    latency_ms_min: float | None = None
+    latency_ms_iqr: float | None = None
+    latency_samples_ms: list[float] = dataclasses.field(default_factory=list)
+    measure_calls: int | None = None
+    measure_s: float | None = None
+    timer: str | None = None  # cuda_event | perf_counter
+    noisy: bool | None = None
+    eager_reference_ms: float | None = None  # one eager call, for the break-even estimate
+    # memory
+    vram_bytes_baseline: int | None = None  # allocated after build: weights + inputs
+    vram_bytes_compile_allocated: int | None = None  # peaks during compile + warm-up
+    vram_bytes_compile_reserved: int | None = None
+    vram_bytes_steady_allocated: int | None = None  # peaks while serving (after empty_cache)
+    vram_bytes_steady_reserved: int | None = None
+    vram_bytes_process_nvml: int | None = None  # the process's device memory, context included
+    # the highest NVML showed for this process during compile + warm-up (sampled every 50 ms)
+    vram_bytes_compile_process_nvml: int | None = None
+    host_rss_bytes_peak: int | None = None
+    # correctness vs eager on the same inputs
+    correct: bool | None = None
+    max_abs_error: float | None = None
+    tolerance: float | None = None
+    correctness_note: str = ""
+    # compile health, from dynamo's own counters
+    graph_breaks: int | None = None
+    graph_break_reasons: list[str] = dataclasses.field(default_factory=list)
+    unique_graphs: int | None = None
+    recompiles: int | None = None
+    recompile_reasons: list[str] = dataclasses.field(default_factory=list)
+    cudagraph_skips: int | None = None
+    eager_fallback_frames: int | None = None
+    eager_fallback_reasons: list[str] = dataclasses.field(default_factory=list)
+    recompile_limit_hits: int | None = None  # recompiles dynamo refused: the frame ran eager
+    recompile_limit_reasons: list[str] = dataclasses.field(default_factory=list)
+    cudagraph_skip_reasons: list[str] = dataclasses.field(default_factory=list)
+    # False: a compiled backend produced no compiled graph, every call ran eager under the
+    # config's label; never a compiled speedup. None: not compiled (eager) or not known.
+    ran_compiled: bool | None = None
+    # work per call (torch.utils.flop_counter on one eager call) and the machine's peak
+    flops_per_call: int | None = None
+    peak_tflops_measured: float | None = None  # bf16 8192^3 matmul on CUDA, fp32 2048^3 on CPU
+    # compile artifacts and cache hits (tuner.trial.artifacts; finalist re-measurements ask for them)
+    artifacts_bytes: int | None = None  # saved to the request's save_artifacts file
+    artifacts_load_s: float | None = None  # load_cache_artifacts, before the first call
+    artifacts_note: str = ""  # why none were saved or loaded
+    fxgraph_cache_hits: int | None = None  # inductor's FX-graph cache, after warm-up
+    fxgraph_cache_misses: int | None = None
+    # the workload's shape schedule replayed on the same compiled callable (tuner.trial.replay)
+    schedule_recompiles: int | None = None  # dynamo recompiles during the replay; None: eager
+    schedule_recompile_s: float | None = None  # compile time spent during the replay
+    schedule_total_s: float | None = None  # the whole replay, every step synchronised
+    schedule_batch_sizes: list[int] = dataclasses.field(default_factory=list)  # distinct, in order
+    schedule_shapes: list[str] = dataclasses.field(default_factory=list)  # "8" or "8x128"
+    schedule_latency_ms: list[float] = dataclasses.field(default_factory=list)  # median per shape
+    fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @property
+    def time_to_steady_s(self) -> float | None:
+        """Warm-up cost: cold compile plus the calls until latency settles."""
+        if self.compile_s_cold is None:
+            return None
+        return self.compile_s_cold + (self.warmup_s or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["status"] = Status(kwargs["status"])
+        return cls(**kwargs)
+
+    @classmethod
+    def failure(cls, status: Status, message: str, **fields: Any) -> TrialResult:
+        return cls(status=status, message=message, **fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialEvent:
+    """Progress after each trial, for whoever shows it (the CLI prints it to stderr)."""
+
+    number: int  # measured trials in the study so far
+    target: int | None
+    config: TrialConfig
+    result: TrialResult
+    best: dict[int, tuple[str, float]]  # batch size -> (label, p50 ms) of the fastest so far
+    eta_s: float | None

@@ -1,0 +1,166 @@
+"""What is being tuned: a model, its inputs, and the global knobs set before compiling.
+
+Two kinds of model:
+
+* a torchvision classification model by name (``resnet18``), built with random weights so
+  nothing is downloaded, fed ``randn(batch, 3, image_size, image_size)``;
+* the user's own, ``--model package.module:factory``. The factory contract::
+
+      def factory(batch_size: int) -> tuple[torch.nn.Module, torch.Tensor | tuple[torch.Tensor, ...]]
+
+  It returns the model and the example inputs for one call at that batch size, on the CPU in
+  float32 (the tuner moves both to the device, and casts the model and floating-point inputs to
+  the study's dtype). The model is called as ``model(*inputs)``. A factory whose inputs have a
+  sequence length takes it as a second argument, ``factory(batch_size, seq_len)``, with a
+  default; a shape schedule can then vary it (``--shape-schedule 8x128,8x512``).
+
+This module describes and validates a workload in the search process, cheaply; building it
+happens in the trial process (:mod:`tuner.trial.build`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from typing import Any
+
+from tuner.errors import UserError
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+# One shape of a schedule: a batch size, or (batch size, sequence length) for a factory model.
+Shape = int | tuple[int, int]
+
+
+def parse_shapes(text: str) -> tuple[Shape, ...]:
+    """``1,8,8x128`` -> (1, 8, (8, 128)); anything else is a one-line error."""
+    shapes: list[Shape] = []
+    for item in text.split(",") if text.strip() else []:
+        item = item.strip()
+        match = re.fullmatch(r"(\d+)(?:x(\d+))?", item)
+        if not match or any(int(g) <= 0 for g in match.groups() if g is not None):
+            raise UserError(f"shape schedule entry {item!r} is not a batch size or BATCHxSEQ_LEN "
+                            "of positive integers: pass e.g. --shape-schedule 1,8,32 or "
+                            "8x128,8x512")
+        batch, seq_len = match.groups()
+        shapes.append(int(batch) if seq_len is None else (int(batch), int(seq_len)))
+    return tuple(shapes)
+
+
+def shape_label(shape: Shape) -> str:
+    """``8`` or ``8x128`` (batch size x sequence length), as the user writes it."""
+    return str(shape) if isinstance(shape, int) else f"{shape[0]}x{shape[1]}"
+
+
+def shape_batch(shape: Shape) -> int:
+    return shape if isinstance(shape, int) else shape[0]
+
+
+def _shape_ok(shape: Any) -> bool:
+    def positive(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    return positive(shape) or (isinstance(shape, tuple) and len(shape) == 2
+                               and all(positive(v) for v in shape))
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A model and the global knobs of a study; the same for every trial of it."""
+
+    model: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    image_size: int = 224
+    channels_last: bool = False
+    cudnn_benchmark: bool = True
+    seed: int = 0
+    # Shapes (batch sizes, or batch size x sequence length) replayed in order after the
+    # steady-state measurement (empty: no replay); see tuner.trial.replay. Part of the study's
+    # workload, so resuming with another schedule is refused.
+    shape_schedule: tuple[Shape, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape_schedule", tuple(
+            tuple(s) if isinstance(s, list) else s for s in self.shape_schedule))
+
+    @property
+    def is_factory(self) -> bool:
+        return ":" in self.model
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if self.shape_schedule:
+            data["shape_schedule"] = [  # as JSON and Optuna store it
+                s if isinstance(s, int) else list(s) for s in self.shape_schedule]
+        else:
+            del data["shape_schedule"]  # studies made before the field resume unchanged
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Workload:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def validate(workload: Workload) -> None:
+    """Catch bad input in the parent, cheaply, before any trial is spent on it."""
+    if workload.dtype not in DTYPES:
+        raise UserError(f"unknown dtype {workload.dtype!r}: choose one of {', '.join(DTYPES)}")
+    if workload.image_size <= 0:
+        raise UserError(f"image size {workload.image_size} is not a positive integer")
+    for shape in workload.shape_schedule:
+        if not _shape_ok(shape):
+            raise UserError(f"shape schedule entry {shape!r} is not a positive integer: "
+                            "pass e.g. --shape-schedule 1,8,32,8")
+    with_seq_len = [shape_label(s) for s in workload.shape_schedule if not isinstance(s, int)]
+    if with_seq_len and not workload.is_factory:
+        raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, which "
+                        f"only a factory model takes: use batch sizes alone for {workload.model}")
+    if not (workload.device == "cpu" or workload.device.startswith("cuda")):
+        raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
+    if workload.is_factory:
+        factory = load_factory(workload.model, error=UserError)
+        if with_seq_len and not _takes_seq_len(factory):
+            raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, but "
+                            f"{workload.model} takes only a batch size: give the factory a "
+                            "second argument, def factory(batch_size, seq_len=...)")
+    else:
+        names = torchvision_models()
+        if workload.model not in names:
+            close = [n for n in names if workload.model.lower()[:4] in n][:5]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise UserError(f"unknown model {workload.model!r}{hint}: give a torchvision "
+                            "classification model name or package.module:factory")
+
+
+def torchvision_models() -> list[str]:
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def load_factory(spec: str, error: type[Exception]) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise error(f"--model {spec!r}: expected package.module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise error(f"cannot import {module_name!r} for --model {spec}: "
+                    f"{type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise error(f"{module_name!r} has no callable {attr!r} (from --model {spec})")
+    return factory
+
+
+def _takes_seq_len(factory: Any) -> bool:
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):
+        return True  # cannot tell: the trial will say
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)

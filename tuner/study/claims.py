@@ -1,0 +1,199 @@
+"""Several workers on one study: who measures which config, and what happens when one dies.
+
+A worker claims a config by naming itself (host, pid) and the config's key on its RUNNING
+trial, then checks that no other trial holds the key; of two that claim at once, at least one
+sees the other and steps back. While a trial runs, its worker records a heartbeat in the
+storage; a trial whose heartbeats stop (a killed worker, a lost host) is failed by any other
+worker and its config queued again. A trial left RUNNING by a dead process on this host is
+found at once by its pid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Callable
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status
+from tuner.spec.space import SearchSpace
+from tuner.study.params import params_of
+from tuner.study.storage import (
+    CONFIG_ATTR,
+    INTERRUPTED_ATTR,
+    KEY_ATTR,
+    OWNER_ATTR,
+    RESULT_ATTR,
+    RETRY_ATTR,
+    STATUS_ATTR,
+)
+
+
+@dataclasses.dataclass
+class StudyState:
+    """What the storage says of the study's configs, seen from one worker."""
+
+    measured: set[str]
+    pending: set[str]  # running elsewhere, or enqueued
+    waiting: int  # enqueued, not started
+    running: set[str] = dataclasses.field(default_factory=set)  # RUNNING elsewhere
+    beating: int = 0  # of those, trials whose process records heartbeats
+
+    def taken(self, key: str) -> bool:
+        return key in self.measured or key in self.pending
+
+
+class Claims:
+    """This worker's side of sharing one study with others (see the module's docstring)."""
+
+    def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage,
+                 space: SearchSpace, on_message: Callable[[str], None]) -> None:
+        self.study, self.storage, self.space = study, storage, space
+        self.on_message = on_message
+        self._study_id = storage.get_study_id_from_name(study.study_name)
+        self._heartbeat: Heartbeat | None = None
+
+    @property
+    def heartbeat_s(self) -> int | None:
+        get = getattr(self.storage, "get_heartbeat_interval", None)
+        return get() if get is not None else None
+
+    def trial_id(self, number: int) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self._study_id, number)
+
+    def state(self, exclude: int | None = None) -> StudyState:
+        measured, pending, waiting, running, beating = set(), set(), 0, set(), 0
+        for t in self.study.get_trials(deepcopy=False):
+            if t.number == exclude:
+                continue
+            key = t.user_attrs.get(KEY_ATTR)
+            if RESULT_ATTR in t.user_attrs:
+                # A broken model says nothing about the config: once fixed, a rerun measures it.
+                if t.user_attrs.get(STATUS_ATTR) != Status.WORKLOAD_ERROR.value:
+                    measured.add(key)
+            elif key and (t.state == TrialState.WAITING or (
+                    t.state == TrialState.RUNNING and OWNER_ATTR in t.user_attrs)):
+                # An enqueued trial carries its key before anyone owns it; one left RUNNING with
+                # no owner (killed between ask and claiming it) would otherwise block its config.
+                pending.add(key)
+                waiting += t.state == TrialState.WAITING
+                if t.state == TrialState.RUNNING:
+                    running.add(key)
+                    beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
+        return StudyState(measured, pending, waiting, running, beating)
+
+    def enqueue(self, config: TrialConfig, **attrs: object) -> None:
+        self.study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key, **attrs})
+
+    def ask(self) -> optuna.Trial:
+        """A new trial, its heartbeat started."""
+        with warnings.catch_warnings():
+            # "heartbeat is meant for optimize()": this worker beats for its trial itself.
+            warnings.simplefilter("ignore", UserWarning)
+            trial = self.study.ask()
+        self._heartbeat = Heartbeat(self.storage, self.trial_id(trial.number), self.heartbeat_s)
+        return trial
+
+    def stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
+    def claim(self, trial: optuna.Trial, config: TrialConfig) -> bool:
+        """Claim ``config`` for ``trial``; False if another trial measured or claimed it."""
+        # Owner first: a RUNNING trial holds its config only once it names a process that can
+        # be checked for life (see state and reap_dead).
+        trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid(),
+                                         "heartbeat_s": self.heartbeat_s})
+        trial.set_user_attr(KEY_ATTR, config.key)
+        trial.set_user_attr(CONFIG_ATTR, config.to_dict())
+        # Each claimant writes its claim before it reads, so of two that claim at once at least
+        # one sees the other: both may step back, never both go on.
+        state = self.state(exclude=trial.number)
+        return not (config.key in state.measured or config.key in state.running)
+
+    def reap_dead(self) -> None:
+        """A trial left RUNNING by a search process on this host that no longer exists (killed,
+        power cut) is marked failed, so its config is measured again."""
+        host = socket.gethostname()
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            owner = t.user_attrs.get(OWNER_ATTR) or {}
+            if owner.get("host") == host and not _alive(int(owner.get("pid", -1))):
+                self.storage.set_trial_user_attr(self.trial_id(t.number), INTERRUPTED_ATTR, True)
+                self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+                self.requeue(t)
+                self.on_message(f"trial {t.number} ({t.user_attrs.get(KEY_ATTR)}) was left "
+                                "running by a search that died; it will be measured again")
+
+    def fail_stale(self) -> None:
+        """Fail trials whose search process stopped beating (killed, host lost); the storage
+        calls :meth:`on_stale` for each trial this process failed."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
+
+    def on_stale(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        owner = trial.user_attrs.get(OWNER_ATTR) or {}
+        self.requeue(trial)
+        self.on_message(f"trial {trial.number} ({trial.user_attrs.get(KEY_ATTR)}) of "
+                        f"{owner.get('host', '?')} pid {owner.get('pid', '?')} sent no heartbeat "
+                        "for the grace period; it is failed and will be measured again")
+
+    def requeue(self, trial: FrozenTrial) -> None:
+        """Queue again the config of a trial that died without a result, unless it is measured
+        or another trial holds it."""
+        key = trial.user_attrs.get(KEY_ATTR)
+        config = next((c for c in self.space.configs() if c.key == key), None)
+        if config is None or RESULT_ATTR in trial.user_attrs:
+            return
+        if not self.state(exclude=trial.number).taken(key):
+            self.enqueue(config, **{RETRY_ATTR: trial.number})
+
+
+class Heartbeat:
+    """Records the heartbeat of one trial every interval, in a thread, until stopped: what
+    ``Study.optimize`` does for its trials, for the search's ask/tell loop."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage, trial_id: int,
+                 interval_s: int | None) -> None:
+        self._storage, self._trial_id, self._interval = storage, trial_id, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self._interval:
+            self._beat()  # now: a trial with no beat at all is never found stale
+            self._thread = threading.Thread(target=self._loop, name="tuner-heartbeat",
+                                            daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._beat()
+
+    def _beat(self) -> None:
+        try:
+            self._storage.record_heartbeat(self._trial_id)
+        except Exception:  # noqa: BLE001 - the storage hiccupped; the grace period absorbs a miss
+            pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,55 @@
+"""The study's Parquet files, written from its Optuna storage."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import optuna
+import pandas as pd
+
+from tuner.data import files
+from tuner.data.noise import repeat_columns
+from tuner.data.rows import frame, trial_row
+from tuner.data.select import with_ranks
+from tuner.spec.config import TrialConfig
+from tuner.spec.layout import StudyLayout
+from tuner.spec.records import TrialResult
+from tuner.spec.workload import Workload
+from tuner.study.finalists import repeats_of
+from tuner.study.redact import redact
+from tuner.study.spec import StudySpec
+from tuner.study.storage import CONFIG_ATTR, RESULT_ATTR
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    trials: pd.DataFrame  # every measured trial
+    pareto: pd.DataFrame  # the Pareto set of each batch size
+
+
+def study_frame(study: optuna.Study, name: str, workload: Workload,
+                layout: StudyLayout | None = None) -> pd.DataFrame:
+    """Every measured trial as a Parquet row; ``layout`` (the study folder on this host) is
+    where finalists' artifacts files are looked for."""
+    repeats = repeats_of(study)
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        if RESULT_ATTR not in t.user_attrs:
+            continue
+        config = TrialConfig.from_dict(t.user_attrs[CONFIG_ATTR])
+        result = TrialResult.from_dict(t.user_attrs[RESULT_ATTR])
+        row = trial_row(name, t.number, config, workload, result)
+        row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
+                                  None if layout is None else layout.directory))
+        rows.append(row)
+    return with_ranks(frame(rows))
+
+
+def export_study(study: optuna.Study, spec: StudySpec) -> Exported:
+    """Write the study's Parquet files under this host's study folder, from the storage."""
+    df = study_frame(study, spec.name, spec.workload, spec.layout)
+    front = files.export(spec.layout, df, {
+        "study": spec.name, "workload": spec.workload.to_dict(),
+        "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
+        "storage": redact(spec.storage_url)})
+    return Exported(df, front)

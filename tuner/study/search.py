@@ -1,0 +1,242 @@
+"""The search: an Optuna study that asks for configs, runs them as trials, and tells results.
+
+Baselines first (eager and inductor's default at every batch size), then what the sampler
+proposes; no config is measured twice (:mod:`tuner.study.claims` keeps workers apart). The
+Parquet files are written again after every trial, so an interrupted search loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from tuner.data.derive import objective_values
+from tuner.data.select import eligible
+from tuner.errors import UserError
+from tuner.launch.runner import Runner
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
+from tuner.study import finalists
+from tuner.study.claims import Claims
+from tuner.study.export import Exported, export_study
+from tuner.study.params import suggest
+from tuner.study.spec import StudySpec
+from tuner.study.storage import (
+    DUPLICATE_ATTR,
+    INTERRUPTED_ATTR,
+    RESULT_ATTR,
+    STATUS_ATTR,
+    ensure_folder,
+    make_storage,
+    open_study,
+)
+
+WAIT_POLL_S = 1.0  # how often a search with nothing to start looks at trials running elsewhere
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSummary:
+    directory: Path
+    measured: int
+    new: int
+    stop_reason: str
+    trials: pd.DataFrame
+    pareto: pd.DataFrame
+
+
+class Search:
+    """Runs a study to its target. ``stop_after_trial`` and ``abort`` let a caller stop it:
+    the first after the trial in flight, the second by killing that trial. ``runner`` may be
+    None for a process that only prepares or exports the study."""
+
+    def __init__(self, spec: StudySpec, runner: Runner | None = None,
+                 on_trial: Callable[[TrialEvent], None] | None = None,
+                 on_message: Callable[[str], None] | None = None,
+                 on_start: Callable[[int, TrialConfig], None] | None = None) -> None:
+        self.spec = spec
+        self.runner = runner
+        self.on_trial = on_trial or (lambda event: None)
+        self.on_message = on_message or (lambda text: None)
+        self.on_start = on_start or (lambda number, config: None)
+        self.stop_after_trial = threading.Event()
+        self.abort = threading.Event()
+        # The storage tells this process of the trials it fails for want of heartbeats.
+        ensure_folder(spec)
+        storage = make_storage(spec.storage_url,
+                               on_stale=lambda study, trial: self.claims.on_stale(study, trial))
+        self.study = open_study(spec, storage)
+        self.claims = Claims(self.study, storage, spec.space, self.on_message)
+
+    def run(self) -> SearchSummary:
+        if self.runner is None:
+            raise ValueError("Search.run needs a runner")
+        try:
+            return self._run()
+        finally:
+            self.claims.stop_heartbeat()
+            self.runner.close()  # a pre-started trial process is not left waiting
+
+    def prepare(self) -> None:
+        """What :meth:`run` does first: fail the trials of dead search processes on this host
+        (their configs are queued again) and queue the baselines. A process that starts several
+        workers calls it once before them, so they do not all queue the baselines at once."""
+        self.claims.reap_dead()
+        state = self.claims.state()
+        for config in self.spec.space.baselines():
+            if not state.taken(config.key):
+                self.claims.enqueue(config)
+
+    def _run(self) -> SearchSummary:
+        spec, study, claims = self.spec, self.study, self.claims
+        self.prepare()
+        started = time.monotonic()
+        deadline = started + spec.budget_s if spec.budget_s else None
+        new, duplicates_in_a_row, stop_reason = 0, 0, ""
+        durations: list[float] = []
+        rng = random.Random(spec.seed)
+        said_waiting = False
+        while True:
+            claims.stop_heartbeat()  # the trial of the last round is told
+            claims.fail_stale()
+            state = claims.state()
+            if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
+                stop_reason = f"reached {spec.n_trials} trials"
+                break
+            remaining = [c for c in spec.space.configs() if not state.taken(c.key)]
+            # Other workers measure the last configs: wait for them rather than stop, since the
+            # trial of one that dies goes stale and its config comes back to the queue.
+            nothing_to_start = (not remaining and not state.waiting) or (
+                spec.n_trials is not None and len(state.measured) + state.beating >= spec.n_trials)
+            if nothing_to_start and not state.beating:
+                stop_reason = "every config in the search space is measured"
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                stop_reason = "the time budget is spent"
+                break
+            if self.stop_after_trial.is_set() or self.abort.is_set():
+                stop_reason = "stopped by the user"
+                break
+            if nothing_to_start:
+                if not said_waiting:
+                    self.on_message(f"waiting for {state.beating} trial(s) other workers are "
+                                    "running (a dead worker's trial comes back here)")
+                    said_waiting = True
+                self.stop_after_trial.wait(WAIT_POLL_S)
+                continue
+
+            trial = claims.ask()
+            config = suggest(trial, spec.space)
+            if claims.state(exclude=trial.number).taken(config.key):
+                trial.set_user_attr(DUPLICATE_ATTR, config.key)
+                study.tell(trial, state=TrialState.PRUNED)
+                duplicates_in_a_row += 1
+                if duplicates_in_a_row >= 3 and remaining:
+                    # The sampler keeps proposing measured configs; hand it an unmeasured one.
+                    claims.enqueue(rng.choice(remaining))
+                    duplicates_in_a_row = 0
+                continue
+            duplicates_in_a_row = 0
+            if not claims.claim(trial, config):
+                # Another worker claimed this config at the same moment: at most one goes on.
+                trial.set_user_attr(DUPLICATE_ATTR, config.key)
+                study.tell(trial, state=TrialState.PRUNED)
+                continue
+
+            self.on_start(trial.number, config)
+            t0 = time.monotonic()
+            # The first trial of a run also times the device's peak matmul rate (fraction_of_peak).
+            request = TrialRequest(config, spec.workload,
+                                   dataclasses.replace(spec.protocol, measure_peak=new == 0))
+            result = self.runner.run(request, spec.layout.trial_dir(trial.number), self.abort,
+                                     cache_dir=finalists.fresh_trial_cache(spec, config,
+                                                                           trial.number))
+            durations.append(time.monotonic() - t0)
+            if result.status is Status.INTERRUPTED:
+                with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                    trial.set_user_attr(INTERRUPTED_ATTR, True)
+                    study.tell(trial, state=TrialState.FAIL)
+                stop_reason = "stopped by the user (the trial in flight was abandoned)"
+                break
+            try:
+                record(study, trial, result)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                self.on_message(f"trial {trial.number} ({config.key}) was failed by another worker "
+                                "while it ran here (no heartbeat within the grace period); its "
+                                "result is dropped and the config is measured again")
+                continue
+            new += 1
+            exported = self.export()
+            measured = len(state.measured) + 1
+            self.on_trial(TrialEvent(
+                number=measured, target=spec.n_trials, config=config, result=result,
+                best=_best_by_batch(exported.trials),
+                eta_s=_eta(durations, measured, spec.n_trials, len(remaining) - 1, deadline)))
+            if result.status is Status.WORKLOAD_ERROR:
+                raise UserError(f"the model cannot run: {result.message}")
+
+        if spec.confirm_repeats and not (self.stop_after_trial.is_set() or self.abort.is_set()):
+            if self.confirm(spec.confirm_repeats).stopped:
+                stop_reason += "; confirming the finalists was stopped (the same command resumes it)"
+        exported = self.export()
+        df = exported.trials
+        return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
+                             new, stop_reason, df, exported.pareto)
+
+    def confirm(self, repeats: int, redo: bool = False) -> finalists.ConfirmSummary:
+        """Re-measure the finalists (see :mod:`tuner.study.finalists`); ``stop_after_trial``
+        stops it before the next process, ``abort`` kills the one in flight."""
+        if self.runner is None:
+            raise ValueError("Search.confirm needs a runner")
+        try:
+            summary = finalists.confirm(self.study, self.spec, self.runner, self.export().pareto,
+                                        repeats, redo=redo, on_message=self.on_message,
+                                        stop=self.stop_after_trial, abort=self.abort)
+        finally:
+            self.runner.close()
+        self.export()
+        return summary
+
+    def export(self) -> Exported:
+        """Write the Parquet files, and delete the compile caches of trials off the front."""
+        exported = export_study(self.study, self.spec)
+        finalists.prune_caches(self.study, self.spec, exported.pareto)
+        return exported
+
+
+def record(study: optuna.Study, trial: optuna.Trial, result: TrialResult) -> None:
+    """Store the full record on the trial and tell Optuna the objectives (or the failure)."""
+    trial.set_user_attr(RESULT_ATTR, result.to_dict())
+    trial.set_user_attr(STATUS_ATTR, result.status.value)
+    values = objective_values(result)
+    if result.ok and values is not None:
+        study.tell(trial, values)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
+    best = {}
+    for bs, group in eligible(df).groupby("batch_size"):
+        row = group.loc[pd.to_numeric(group["latency_ms_p50"]).idxmin()]
+        best[int(bs)] = (str(row["label"]), float(row["latency_ms_p50"]))
+    return best
+
+
+def _eta(durations: list[float], measured: int, target: int | None, left_in_space: int,
+         deadline: float | None) -> float | None:
+    if not durations:
+        return None
+    left = left_in_space if target is None else min(left_in_space, target - measured)
+    eta = max(0, left) * sum(durations) / len(durations)
+    if deadline is not None:
+        eta = min(eta, max(0.0, deadline - time.monotonic()))
+    return eta

@@ -1,0 +1,44 @@
+"""What defines a study and how this run of it goes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tuner.spec.layout import StudyLayout, check_name
+from tuner.spec.records import TrialProtocol
+from tuner.spec.space import SearchSpace
+from tuner.spec.workload import Workload
+
+
+@dataclasses.dataclass(frozen=True)
+class StudySpec:
+    """Everything that defines a study and how this run of it goes."""
+
+    name: str
+    workload: Workload
+    space: SearchSpace
+    protocol: TrialProtocol = TrialProtocol()
+    root: Path = Path("studies")
+    # Any Optuna storage URL; default: SQLite in the study folder. Not in repr: it may hold a password.
+    storage: str | None = dataclasses.field(default=None, repr=False)
+    n_trials: int | None = None  # total measured trials the study should reach
+    # Re-measurements of each finalist after the search (tuner.study.finalists); 0: none.
+    confirm_repeats: int = 0
+    budget_s: float | None = None  # wall-clock budget of this run
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+
+    @property
+    def layout(self) -> StudyLayout:
+        return StudyLayout.of(self.root, self.name)
+
+    @property
+    def directory(self) -> Path:
+        return self.layout.directory
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or self.layout.sqlite_url

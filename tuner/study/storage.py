@@ -1,0 +1,200 @@
+"""Opening a study's Optuna storage: the embedded SQLite file (several processes on one host)
+or any storage URL (PostgreSQL, for many hosts); the study's own attributes; refusing to resume
+with another workload or space.
+
+Optuna's storage is the source of truth while searching: each trial's record lives in its user
+attributes (the names below), so a study resumes from any host that can reach the storage.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from tuner.data.select import PARETO_OBJECTIVES
+from tuner.errors import UserError
+from tuner.spec.layout import StudyLayout
+from tuner.spec.records import TrialProtocol
+from tuner.spec.space import SearchSpace
+from tuner.spec.workload import Workload
+from tuner.study.redact import redact, scrub
+from tuner.study.spec import StudySpec
+
+# User attributes of each trial: its config's key (set when claimed, or when queued), the
+# config, the full record, its status, the process that owns it while it runs, and why it ended
+# without a record.
+KEY_ATTR = "tuner.key"
+CONFIG_ATTR = "tuner.config"
+RESULT_ATTR = "tuner.result"
+STATUS_ATTR = "tuner.status"
+OWNER_ATTR = "tuner.owner"
+DUPLICATE_ATTR = "tuner.duplicate_of"
+INTERRUPTED_ATTR = "tuner.interrupted"
+RETRY_ATTR = "tuner.retry_of"  # on a queued trial: the dead trial whose config it measures again
+# User attributes of the study: what defines it.
+WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR = "tuner.workload", "tuner.space", "tuner.protocol"
+
+# While a search process runs a trial it records a heartbeat in the storage every
+# HEARTBEAT_INTERVAL_S; a trial whose last beat is older than HEARTBEAT_GRACE_S is failed by any
+# other search on the study and its config queued again (a killed worker, a lost host).
+# TUNER_HEARTBEAT_INTERVAL_S / TUNER_HEARTBEAT_GRACE_S override them (whole seconds).
+HEARTBEAT_INTERVAL_S = 20
+HEARTBEAT_GRACE_S = 120
+
+
+def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = None
+               ) -> optuna.Study:
+    """Create or load the study; refuse to resume one made with another workload or space.
+
+    ``storage``: one made by :func:`make_storage` for ``spec.storage_url`` (a worker makes its
+    own, to hear of the trials it fails for want of heartbeats); default: a new one.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # Search records heartbeats for its ask/tell trials itself (see _Heartbeat).
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    ensure_folder(spec)
+    sampler = optuna.samplers.TPESampler(multivariate=True, group=True, constant_liar=True,
+                                         seed=spec.seed)
+    try:
+        study = optuna.create_study(
+            study_name=spec.name, storage=storage or make_storage(spec.storage_url),
+            sampler=sampler, directions=["minimize"] * len(PARETO_OBJECTIVES),
+            load_if_exists=True)
+    except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
+        raise _cannot_open(spec.storage_url, exc) from None
+    _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
+    _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space")
+    if PROTOCOL_ATTR not in study.user_attrs:  # for workers that join (tuner worker)
+        study.set_user_attr(PROTOCOL_ATTR, spec.protocol.to_dict())
+    study.set_metric_names(list(PARETO_OBJECTIVES))
+    return study
+
+
+def ensure_folder(spec: StudySpec) -> None:
+    """Create the study folder; a one-line error where it cannot be written."""
+    if spec.storage is None:
+        try:
+            spec.directory.mkdir(parents=True, exist_ok=True)
+            probe = spec.directory / ".write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; "
+                            "pass --studies-dir to a writable folder") from exc
+    else:
+        spec.directory.mkdir(parents=True, exist_ok=True)
+
+
+def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
+              **run: Any) -> StudySpec:
+    """The spec of an existing study, read from its storage, for a worker that joins it from
+    this host or another; ``run`` holds this run's own fields (n_trials, budget_s, seed)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    layout = StudyLayout.of(root, name)
+    url = storage or layout.sqlite_url
+    if storage is None and not layout.db.exists():
+        raise UserError(f"no study {name!r} under {root}: start it with `tuner search`, or pass "
+                        "--storage with the URL of the storage it lives in")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            study = optuna.load_study(study_name=name, storage=make_storage(url))
+    except KeyError:
+        raise UserError(f"no study {name!r} in {redact(url)}: check --study, or start it with "
+                        "`tuner search --name ... --storage ...`") from None
+    except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
+        raise _cannot_open(url, exc) from None
+    attrs = study.user_attrs
+    if WORKLOAD_ATTR not in attrs or SPACE_ATTR not in attrs:
+        raise UserError(f"study {name!r} in {redact(url)} was not made by tuner "
+                        "(no workload or search space stored with it)")
+    protocol = TrialProtocol.from_dict(attrs[PROTOCOL_ATTR]) if PROTOCOL_ATTR in attrs else TrialProtocol()
+    return StudySpec(name=name, workload=Workload.from_dict(attrs[WORKLOAD_ATTR]),
+                     space=SearchSpace.from_dict(attrs[SPACE_ATTR]), protocol=protocol,
+                     root=root, storage=storage, **run)
+
+
+def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None
+                 ) -> optuna.storages.BaseStorage:
+    """An RDB storage with heartbeats; SQLite set up for several processes on one host."""
+    heartbeat = {"heartbeat_interval": _env_seconds("TUNER_HEARTBEAT_INTERVAL_S",
+                                                    HEARTBEAT_INTERVAL_S),
+                 "grace_period": _env_seconds("TUNER_HEARTBEAT_GRACE_S", HEARTBEAT_GRACE_S),
+                 "heartbeat_stale_trial_callback": on_stale}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if not url.startswith("sqlite"):
+            return optuna.storages.RDBStorage(_with_driver(url),
+                                              engine_kwargs={"pool_pre_ping": True}, **heartbeat)
+        # Several processes on one host share the file: wait for locks instead of failing, and
+        # let every transaction begin with the write lock (below).
+        storage = optuna.storages.RDBStorage(
+            url, engine_kwargs={"connect_args": {"timeout": 60, "isolation_level": None}},
+            **heartbeat)
+    _begin_immediate(storage.engine)
+    return storage
+
+
+def _cannot_open(url: str, exc: Exception) -> UserError:
+    """One line, no secret: the driver's own message (not SQLAlchemy's wrapper) and the URL
+    with its password masked."""
+    reason = " ".join(line.strip() for line in str(getattr(exc, "orig", None) or exc).splitlines()
+                      if line.strip())
+    return UserError(f"cannot open storage {redact(url)}: {scrub(reason, url)}")
+
+
+def _with_driver(url: str) -> str:
+    """Name the installed PostgreSQL driver in a plain ``postgresql://`` URL: SQLAlchemy 2.1
+    reads it as psycopg (3), 2.0 as psycopg2, and the ``postgres`` extra installs psycopg2."""
+    import importlib.util
+
+    if not url.startswith("postgresql://"):
+        return url
+    for driver in ("psycopg", "psycopg2"):
+        if importlib.util.find_spec(driver) is not None:
+            return f"postgresql+{driver}://{url[len('postgresql://'):]}"
+    raise UserError("a postgresql:// storage needs a driver: pip install 'tuner[postgres]' "
+                    "(or psycopg2-binary)")
+
+
+def _begin_immediate(engine: Any) -> None:
+    """pysqlite opens a transaction only at the first write, so optuna's read-check-write steps
+    (popping a queued trial, failing a stale one) interleave between processes and two of them
+    pop the same trial. ``BEGIN IMMEDIATE`` takes the file's write lock for the whole step."""
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _env_seconds(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise UserError(f"{name}={text!r}: give a whole number of seconds above zero")
+    return int(text)
+
+
+def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str) -> None:
+    stored = study.user_attrs.get(attr)
+    if stored is None:
+        study.set_user_attr(attr, wanted)
+        return
+    if stored != wanted:
+        diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}"
+                for k in sorted(set(stored) | set(wanted)) if stored.get(k) != wanted.get(k)]
+        raise UserError(f"study {study.study_name!r} was made with another {what} "
+                        f"({'; '.join(diff)}); rerun with the same options or pick a new --name")

@@ -1,0 +1,94 @@
+"""torch's compile-cache artifacts: save them after a compile, load them before the next one.
+
+``torch.compiler.save_cache_artifacts()`` (torch 2.7 and later) packs the cache entries this
+process wrote or hit (FX graphs, AOTAutograd entries and, on CUDA, the Triton kernels) into
+bytes; ``torch.compiler.load_cache_artifacts`` in another process writes them into that
+process's caches, so its compile hits them instead of starting cold. A study keeps one file per
+finalist (:meth:`tuner.spec.layout.StudyLayout.artifacts_file`), and
+:meth:`tuner.Recommendation.apply` loads it in production.
+
+On the CPU the artifacts hold inductor's generated C++ source, not the built library: a process
+that starts from them skips tracing and lowering (its FX-graph and AOTAutograd lookups hit) but
+still runs the C++ compiler.
+
+Only the standard library is imported at module level: the trial and ``apply`` use this.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tuner.files import write_bytes_atomic
+
+
+def supported() -> bool:
+    """Whether the installed torch can save and load compile artifacts."""
+    import torch
+
+    compiler = getattr(torch, "compiler", None)
+    return hasattr(compiler, "save_cache_artifacts") and hasattr(compiler, "load_cache_artifacts")
+
+
+def save(path: Path) -> tuple[int | None, str]:
+    """Write this process's compile artifacts to ``path`` atomically.
+
+    Returns (bytes written, note); bytes is None with the reason in the note when nothing was
+    written. Never raises: a trial must not fail because its artifacts could not be kept.
+    """
+    if not supported():
+        import torch
+
+        return None, f"torch {torch.__version__} has no torch.compiler.save_cache_artifacts"
+    import torch
+
+    try:
+        saved = torch.compiler.save_cache_artifacts()
+    except Exception as exc:  # noqa: BLE001 - an optional extra; the note says what went wrong
+        return None, f"save_cache_artifacts failed: {type(exc).__name__}: {exc}"[:300]
+    if not saved or not saved[0]:
+        return None, "save_cache_artifacts returned nothing (no cache entries in this process)"
+    data = saved[0]
+    try:
+        write_bytes_atomic(Path(path), data)
+    except OSError as exc:
+        return None, f"cannot write {path}: {exc.strerror}"
+    return len(data), ""
+
+
+def load(path: Path) -> tuple[float | None, str]:
+    """Load the artifacts in ``path`` into this process's compile caches.
+
+    Returns (seconds it took, note); seconds is None when nothing was loaded. Never raises.
+    """
+    if not supported():
+        import torch
+
+        return None, f"torch {torch.__version__} has no torch.compiler.load_cache_artifacts"
+    import torch
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror}"
+    started = time.perf_counter()
+    try:
+        info = torch.compiler.load_cache_artifacts(data)
+    except Exception as exc:  # noqa: BLE001 - a stale or foreign file: compile cold instead
+        return None, f"load_cache_artifacts failed: {type(exc).__name__}: {exc}"[:300]
+    if info is None:  # torch logs why and returns None for bytes it cannot read
+        return None, f"load_cache_artifacts failed: torch {torch.__version__} cannot read {path}"
+    return time.perf_counter() - started, ""
+
+
+def cache_counters() -> tuple[int | None, int | None]:
+    """(hits, misses) of inductor's FX-graph cache in this process so far; (None, None) if
+    this torch does not count them. A warm compile has hits and no misses."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None, None
+    inductor = counters.get("inductor", {})
+    if "fxgraph_cache_hit" not in inductor and "fxgraph_cache_miss" not in inductor:
+        return None, None  # no inductor graph was looked up (another backend, or eager)
+    return int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))

@@ -1,0 +1,109 @@
+"""Build a workload in the trial process: the model and inputs on the device, seeded, knobs set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tuner.spec.workload import Shape, Workload, load_factory, shape_batch
+
+if TYPE_CHECKING:
+    import torch
+
+class WorkloadError(Exception):
+    """The model or its factory is broken (raised in the worker, reported as bad input)."""
+
+
+def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """Build the model and inputs on the device, seeded, in eval mode, knobs applied.
+
+    Raises :class:`WorkloadError` when the model or factory is broken.
+    """
+    import torch
+
+    torch.manual_seed(workload.seed)
+    dtype = getattr(torch, workload.dtype)
+    if workload.is_factory:
+        model, inputs = _call_factory(workload, batch_size)
+    else:
+        import torchvision
+
+        try:
+            model = torchvision.models.get_model(workload.model, weights=None)
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadError(f"cannot build {workload.model}: {type(exc).__name__}: {exc}") from exc
+        inputs = _torchvision_inputs(workload, batch_size)
+
+    device = torch.device(workload.device)
+    model = model.eval().to(device=device, dtype=dtype)
+    if workload.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model, _place(workload, inputs)
+
+
+def build_inputs(workload: Workload, shape: Shape) -> tuple[torch.Tensor, ...]:
+    """Inputs alone for another shape of the schedule, seeded and placed as :func:`build`
+    places them; the model is not rebuilt (a factory's model is dropped)."""
+    import torch
+
+    torch.manual_seed(workload.seed)
+    if workload.is_factory:
+        seq_len = None if isinstance(shape, int) else shape[1]
+        return _place(workload, _call_factory(workload, shape_batch(shape), seq_len)[1])
+    return _place(workload, _torchvision_inputs(workload, shape_batch(shape)))
+
+
+def _call_factory(workload: Workload, batch_size: int,
+                  seq_len: int | None = None) -> tuple[Any, tuple[Any, ...]]:
+    factory = load_factory(workload.model, error=WorkloadError)
+    try:
+        made = factory(batch_size) if seq_len is None else factory(batch_size, seq_len)
+    except Exception as exc:  # noqa: BLE001
+        raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
+    return _check_factory_result(workload.model, made)
+
+
+def _torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:
+    import torch
+
+    size = workload.image_size
+    return (torch.randn(batch_size, 3, size, size),)
+
+
+def _place(workload: Workload, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """Move inputs to the device; cast floating-point ones to the dtype; channels_last if asked."""
+    import torch
+
+    device, dtype = torch.device(workload.device), getattr(torch, workload.dtype)
+
+    def place(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
+        if workload.channels_last and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        return t
+
+    return tuple(place(t) for t in inputs)
+
+
+def apply_global_knobs(workload: Workload) -> None:
+    """Process-wide settings that must be in place before compiling (and in production)."""
+    import torch
+
+    if workload.device.startswith("cuda"):
+        torch.backends.cudnn.benchmark = workload.cudnn_benchmark
+
+
+def _check_factory_result(spec: str, made: Any) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise WorkloadError(f"factory {spec} must return (model, inputs), got {type(made).__name__}")
+    model, inputs = made
+    if not isinstance(model, torch.nn.Module):
+        raise WorkloadError(f"factory {spec} returned {type(model).__name__} as the model; "
+                            "expected a torch.nn.Module")
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if not (isinstance(inputs, (tuple, list)) and inputs
+            and all(isinstance(t, torch.Tensor) for t in inputs)):
+        raise WorkloadError(f"factory {spec} must return a tensor or a tuple of tensors as inputs")
+    return model, tuple(inputs)

@@ -1,0 +1,121 @@
+"""Checks of what the compiled model computes: its output against eager, and its work in FLOPs;
+and the device's peak matmul rate, to put that work in proportion."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tuner.trial.device import Device
+
+
+# FLOPs --------------------------------------------------------------------------------------
+def flops_per_call(fn: Callable[[], Any]) -> int | None:
+    """FLOPs of one call as ``torch.utils.flop_counter`` counts them (matmuls, convolutions,
+    attention; elementwise work is not counted); None where it cannot count this model, or
+    counts nothing: a fused kernel it does not know (such as the eager fast path of
+    nn.TransformerEncoderLayer) would otherwise read as a model that does no work."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            fn()
+        return int(counter.get_total_flops()) or None
+    except Exception:  # noqa: BLE001 - a count we cannot make is a blank cell, not a failed trial
+        return None
+
+
+def peak_matmul_tflops(device: str, warmups: int = 3, repeats: int = 10) -> float:
+    """TFLOP/s of dense matrix products as this device runs them, measured here and now.
+
+    CUDA: bf16 products of 8192x8192 matrices (the tensor-core rate a bf16 model could reach),
+    each timed with device events. CPU: fp32 products of 2048x2048 matrices, each timed with
+    perf_counter. Each product counts 2*n**3 FLOPs; the fastest of ``repeats`` is the peak (a
+    peak is what the device can do, not what it did on average while something else ran).
+    """
+    import torch
+
+    dev = Device(device)
+    n, dtype = (8192, torch.bfloat16) if dev.cuda else (2048, torch.float32)
+    with torch.no_grad():
+        a = torch.randn(n, n, device=dev.device, dtype=dtype)
+        b = torch.randn(n, n, device=dev.device, dtype=dtype)
+        out = torch.empty(n, n, device=dev.device, dtype=dtype)
+        for _ in range(warmups):
+            torch.mm(a, b, out=out)
+        dev.sync()
+        fastest = math.inf
+        for _ in range(repeats):
+            if dev.cuda:
+                begin = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                begin.record()
+                torch.mm(a, b, out=out)
+                end.record()
+                dev.sync()
+                seconds = begin.elapsed_time(end) / 1e3
+            else:
+                start = time.perf_counter()
+                torch.mm(a, b, out=out)
+                seconds = time.perf_counter() - start
+            fastest = min(fastest, seconds)
+        del a, b, out
+    return 2.0 * n**3 / fastest / 1e12
+
+
+# correctness ----------------------------------------------------------------------------
+TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputCheck:
+    correct: bool | None
+    max_abs_error: float | None
+    tolerance: float
+    note: str = ""
+
+
+def compare_outputs(actual: Any, expected: Any, dtype: str) -> OutputCheck:
+    """Compiled vs eager output, NaN-aware, with a tolerance relative to the output's scale.
+
+    NaN must sit in the same places in both; finite values must agree within
+    ``tol * max|expected|`` (absolute) plus ``tol`` (relative). An eager output with no finite
+    value at all (a random bf16 ViT can do that) leaves correctness unknown (``None``).
+    """
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    tol = TOLERANCE.get(dtype, 1e-3)
+    got = [t for t in tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    want = [t for t in tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    if len(got) != len(want):
+        return OutputCheck(False, None, tol, f"{len(got)} output tensors, eager gave {len(want)}")
+    worst = 0.0
+    finite_seen = False
+    nan_count = 0
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return OutputCheck(False, None, tol, f"output shape {tuple(g.shape)}, eager {tuple(w.shape)}")
+        g = g.detach().float().cpu()
+        w = w.detach().float().cpu()
+        nan_w = torch.isnan(w)
+        nan_count += int(nan_w.sum())
+        if not torch.equal(nan_w, torch.isnan(g)):
+            return OutputCheck(False, None, tol, "NaN in different places than eager")
+        finite = torch.isfinite(w) & torch.isfinite(g)
+        if not finite.any():
+            continue
+        finite_seen = True
+        gw, ww = g[finite], w[finite]
+        scale = float(ww.abs().max())
+        err = float((gw - ww).abs().max())
+        worst = max(worst, err)
+        if not torch.allclose(gw, ww, rtol=tol, atol=tol * max(scale, 1e-6)):
+            return OutputCheck(False, err, tol, f"max abs error {err:.3g} at output scale {scale:.3g}")
+    note = f"eager output has {nan_count} NaN values (compared NaN-aware)" if nan_count else ""
+    if not finite_seen:
+        return OutputCheck(None, None, tol, note or "no finite output values to compare")
+    return OutputCheck(True, worst, tol, note)

@@ -1,0 +1,26 @@
+"""What the launching process and the trial process agree on, besides the two JSON records.
+
+The record in RESULT.json is the truth; the exit code says the same for anyone watching
+processes. No record means the process died.
+"""
+
+from __future__ import annotations
+
+from tuner.spec.records import Status
+
+EXIT_CODES = {
+    Status.OK: 0,
+    Status.WORKLOAD_ERROR: 3,
+    Status.COMPILE_ERROR: 4,
+    Status.OOM: 5,
+    Status.WRONG_RESULT: 6,
+}
+
+PARENT_PID_ENV = "TUNER_PARENT_PID"  # set by the runner: the trial dies with that process
+
+# Set by the runner for a pre-started trial: a file that exists once the process that will run
+# the next trial has finished importing. Warm-up and measurement wait for it (at most
+# QUIET_MAX_WAIT_S), so that no import runs beside them.
+QUIET_FILE_ENV = "TUNER_QUIET_FILE"
+
+QUIET_MAX_WAIT_S = 120.0

@@ -1,0 +1,189 @@
+"""One trial, its steps in order (see README, "A trial"):
+
+build and apply knobs → eager reference → cold first call → warm-up until steady →
+correctness → compile health → steady-state latency and memory → the workload's shape schedule
+replayed, if it has one. Every expected failure comes back as a record, never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from tuner.spec.config import uses_cudagraphs
+from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.trial.contract import QUIET_FILE_ENV, QUIET_MAX_WAIT_S
+
+
+def run_trial(request: TrialRequest, started: float) -> TrialResult:
+    """Run the protocol; every expected failure comes back as a record, never an exception."""
+    t = time.perf_counter()
+    import torch
+
+    if not request.workload.is_factory:
+        import torchvision  # noqa: F401 - counted in import time, not build time
+    import_s = time.perf_counter() - started
+
+    from tuner.trial import artifacts, build, checks, fingerprint, health, replay
+    from tuner.trial.device import Device, host_rss_peak_bytes
+    from tuner.trial.stats import is_steady
+
+    result = TrialResult(status=Status.OK, import_s=import_s)
+    result.fingerprint = fingerprint.collect(request.workload.device)
+    config, proto = request.config, request.protocol
+    dev = Device(request.workload.device)
+
+    build.apply_global_knobs(request.workload)
+    t = time.perf_counter()
+    try:
+        model, inputs = build.build(request.workload, config.batch_size)
+        dev.sync()
+    except build.WorkloadError as exc:
+        return _fail(result, Status.WORKLOAD_ERROR, str(exc))
+    result.build_s = time.perf_counter() - t
+
+    with torch.no_grad():
+        # Eager reference on the same inputs, before anything is compiled.
+        try:
+            reference = _clone(model(*inputs))
+            result.eager_reference_ms = dev.time_call_s(lambda: model(*inputs)) * 1e3
+        except Exception as exc:  # noqa: BLE001
+            if _is_oom(exc):
+                return _fail(result, Status.OOM, f"eager call: {describe_error(exc)}")
+            return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {describe_error(exc)}")
+        # The work one call does, counted on eager (the compiled model does the same math).
+        result.flops_per_call = checks.flops_per_call(lambda: model(*inputs))
+
+        dev.reset_peaks(empty_cache=True)
+        result.vram_bytes_baseline = dev.allocated()
+        mark_step = uses_cudagraphs(config) and dev.cuda
+
+        if request.load_artifacts and config.compiled:
+            # Start from saved artifacts (a finalist re-measurement); not in compile_s_cold.
+            result.artifacts_load_s, result.artifacts_note = artifacts.load(
+                Path(request.load_artifacts))
+        fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
+
+        def call():
+            if mark_step:
+                # One inference step per call, as a serving loop would mark it.
+                torch.compiler.cudagraph_mark_step_begin()
+            return fn(*inputs)
+
+        # Cold compile: the first call, synchronised; then warm-up. NVML is sampled meanwhile.
+        try:
+            with dev.nvml_peak() as nvml:
+                result.compile_s_cold = dev.time_call_s(call)
+                result.quiet_wait_s = wait_until_quiet()
+                warm_times = []
+                warm_start = time.perf_counter()
+                while len(warm_times) < proto.warmup_max_calls:
+                    warm_times.append(dev.time_call_s(call))
+                    if len(warm_times) >= proto.warmup_min_calls and is_steady(
+                            warm_times, proto.warmup_window, proto.warmup_tolerance):
+                        break
+                result.warmup_s = time.perf_counter() - warm_start
+            result.warmup_calls = len(warm_times)
+            result.vram_bytes_compile_allocated, result.vram_bytes_compile_reserved = dev.peaks()
+            result.vram_bytes_compile_process_nvml = nvml.peak
+            if config.compiled:
+                result.fxgraph_cache_hits, result.fxgraph_cache_misses = artifacts.cache_counters()
+                if request.save_artifacts:
+                    result.artifacts_bytes, note = artifacts.save(Path(request.save_artifacts))
+                    result.artifacts_note = result.artifacts_note or note
+
+            comparison = checks.compare_outputs(_clone(call()), reference, request.workload.dtype)
+            result.correct = comparison.correct
+            result.max_abs_error = comparison.max_abs_error
+            result.tolerance = comparison.tolerance
+            result.correctness_note = comparison.note
+            del reference
+
+            if config.compiled:
+                health_ = health.compile_health()
+                for field in dataclasses.fields(health_):
+                    setattr(result, field.name, getattr(health_, field.name))
+                result.ran_compiled = health_.ran_compiled
+
+            # Steady state: compile-time transients released, peaks counted afresh.
+            dev.reset_peaks(empty_cache=True)
+            samples, spent, timer = dev.time_steady_ms(call, proto.min_calls, proto.min_seconds,
+                                                       proto.max_seconds)
+        except Exception as exc:  # noqa: BLE001
+            status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
+            return _fail(result, status, describe_error(exc))
+
+    result.vram_bytes_steady_allocated, result.vram_bytes_steady_reserved = dev.peaks()
+    result.vram_bytes_process_nvml = dev.process_memory_nvml()
+    result.host_rss_bytes_peak = host_rss_peak_bytes()
+    _fill_latency(result, samples, spent, timer, proto)
+
+    if request.workload.shape_schedule and result.correct is not False:
+        try:
+            with torch.no_grad():
+                replay.replay_schedule(result, request, fn, dev, mark_step)
+        except build.WorkloadError as exc:
+            return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
+        except Exception as exc:  # noqa: BLE001
+            status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
+            return _fail(result, status, f"shape schedule: {describe_error(exc)}")
+
+    if result.correct is False:
+        return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
+    return result
+
+
+def wait_until_quiet() -> float | None:
+    """Wait until the next trial's process has finished importing (see QUIET_FILE_ENV); the
+    seconds waited, or None when this trial has no such neighbour."""
+    path = os.environ.get(QUIET_FILE_ENV)
+    if not path:
+        return None
+    t = time.perf_counter()
+    while not os.path.exists(path) and time.perf_counter() - t < QUIET_MAX_WAIT_S:
+        time.sleep(0.005)
+    return time.perf_counter() - t
+
+
+def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer: str,
+                  proto: TrialProtocol) -> None:
+    from tuner.trial.stats import LatencyStats
+
+    stats = LatencyStats.of(samples)
+    result.latency_ms_p50, result.latency_ms_p90, result.latency_ms_p99 = stats.p50, stats.p90, stats.p99
+    result.latency_ms_mean, result.latency_ms_min, result.latency_ms_iqr = stats.mean, stats.min, stats.iqr
+    result.noisy = stats.iqr / stats.p50 > proto.noisy_iqr_ratio if stats.p50 > 0 else None
+    # Keep every sample unless there are very many; then an even stride keeps the shape.
+    step = max(1, -(-len(samples) // proto.max_samples_kept))
+    result.latency_samples_ms = [round(s, 6) for s in samples[::step]]
+    result.measure_calls = len(samples)
+    result.measure_s = spent
+    result.timer = timer
+
+
+def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
+    result.status = status
+    result.message = message
+    return result
+
+
+def _clone(out):
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, out)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                  getattr(torch.cuda, "OutOfMemoryError", None), MemoryError) if t)
+    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+
+
+def describe_error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text[:4000]

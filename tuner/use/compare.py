@@ -1,0 +1,166 @@
+"""Studies side by side: the same model measured on different GPUs (or torch versions, or CPU).
+
+Per batch size, each study's best config per objective with its numbers and their ratios to the
+first study's, the speedup over each study's own eager baseline, and transfer: does one study's
+fastest config stay on another's Pareto front, and how much slower than that study's own best
+is it there. Differences that confound a hardware comparison (torch version, workload, cold vs
+warm compile, kind of memory) are named.
+
+Rows count as :func:`tuner.data.select.eligible` says and the best is
+:func:`tuner.data.select.best`'s, as for :func:`tuner.recommend` and ``tuner show``.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.data import files
+from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
+from tuner.data.derive import ran_eager_only
+from tuner.data.select import OBJECTIVES, best, eligible, pareto
+from tuner.errors import UserError
+
+_WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed")
+
+
+def compare(paths: Sequence[str | Path]) -> Comparison:
+    """Compare two or more studies (folders or Parquet files); A is the first."""
+    if len(paths) < 2:
+        raise UserError("give at least two studies to compare (folders or trials.parquet files)")
+    if len(paths) > len(string.ascii_uppercase):
+        raise UserError(f"at most {len(string.ascii_uppercase)} studies at once")
+    loaded = []
+    for tag, path in zip(string.ascii_uppercase, paths):
+        df, meta, file = files.load(path)
+        ok = eligible(df)
+        kinds = ok["memory_kind"].dropna().unique()
+        protocol = meta.get("protocol") or {}
+        ref = StudyRef(tag=tag, name=str(meta.get("study") or file.parent.name), path=str(file),
+                       workload=dict(meta.get("workload") or {}),
+                       fingerprints=list(meta.get("fingerprints") or files.fingerprints(df)),
+                       warm_cache=protocol.get("warm_cache"),
+                       memory_kind=str(kinds[0]) if len(kinds) == 1 else None)
+        loaded.append((ref, df, ok))
+
+    sizes = sorted({int(b) for _, _, ok in loaded for b in ok["batch_size"].dropna().unique()})
+    bests: list[Best] = []
+    transfers: list[Transfer] = []
+    refs = [ref for ref, _, _ in loaded]
+    fronts: dict[str, dict[int, list[Point]]] = {ref.tag: {} for ref in refs}
+    for bs in sizes:
+        at = {ref.tag: ok[ok["batch_size"] == bs] for ref, _, ok in loaded}
+        tried = {ref.tag: df[df["batch_size"] == bs] for ref, df, _ in loaded}
+        front = {tag: pareto(rows) if not rows.empty else rows for tag, rows in at.items()}
+        for tag, rows in front.items():
+            if not rows.empty:
+                fronts[tag][bs] = [Point(str(r["label"]), float(r["latency_ms_p50"]),
+                                         _num(r["peak_memory_bytes"])) for _, r in rows.iterrows()]
+        for objective in OBJECTIVES:
+            first: pd.Series | None = None
+            for ref in refs:
+                rows = at[ref.tag]
+                if rows.empty:
+                    continue
+                row = best(rows, objective)
+                if ref.tag == "A":
+                    first = row
+                bests.append(_best(bs, objective, ref.tag, row, first))
+        for source in refs:
+            for target in refs:
+                if source.tag != target.tag and not at[source.tag].empty:
+                    transfers.append(_transfer(bs, source.tag, target.tag, at, tried, front))
+    return Comparison(refs, sizes, bests, transfers, confounders(refs), fronts)
+
+
+def confounders(studies: list[StudyRef]) -> list[str]:
+    """Differences other than the hardware that make a comparison unfair, in words."""
+    out = []
+
+    def values(get) -> dict[str, Any]:
+        return {s.tag: get(s) for s in studies}
+
+    torch = values(lambda s: ", ".join(sorted({str(fp.get("torch")) for fp in s.fingerprints}))
+                   or None)
+    if len(set(torch.values())) > 1:
+        out.append(f"torch differs ({_pairs(torch)}): part of any difference may come from torch, "
+                   "not the hardware; compare studies made with the same torch to isolate the GPU")
+    for key in _WORKLOAD_KEYS:
+        seen = values(lambda s, k=key: s.workload.get(k))
+        if len({repr(v) for v in seen.values()}) > 1:
+            out.append(f"workload differs, {key}: {_pairs(seen)}: the studies measured "
+                       "different things")
+    cache = values(lambda s: None if s.warm_cache is None else ("warm" if s.warm_cache else "cold"))
+    if len(set(cache.values()) - {None}) > 1:
+        out.append(f"compile times were measured with different caches ({_pairs(cache)})")
+    kind = values(lambda s: s.memory_kind)
+    if len(set(kind.values()) - {None}) > 1:
+        out.append(f"memory is not the same quantity ({_pairs(kind)}): cuda_reserved is device "
+                   "memory, host_max_rss the process's resident memory")
+    for s in studies:
+        if len(s.fingerprints) > 1:
+            out.append(f"study {s.tag} was measured on {len(s.fingerprints)} different machines")
+    return out
+
+
+# -- pieces ------------------------------------------------------------------------------------
+def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | None) -> Best:
+    def ratio(column: str) -> float | None:
+        if first is None or tag == "A":
+            return None
+        a, b = _num(first[column]), _num(row[column])
+        return None if a in (None, 0) or b is None else b / a
+
+    return Best(
+        batch_size=bs, objective=objective, study=tag, label=str(row["label"]),
+        config_key=str(row["config_key"]), trial_number=int(row["trial_number"]),
+        latency_ms_p50=_num(row["latency_ms_p50"]), throughput_per_s=_num(row["throughput_per_s"]),
+        peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),
+        time_to_steady_s=_num(row["time_to_steady_s"]), speedup_vs_eager=_num(row["speedup_vs_eager"]),
+        latency_vs_a=ratio("latency_ms_p50"), throughput_vs_a=ratio("throughput_per_s"),
+        memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold"))
+
+
+def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
+              tried: dict[str, pd.DataFrame], front: dict[str, pd.DataFrame]) -> Transfer:
+    mine = best(at[source], "latency")
+    key, label = str(mine["config_key"]), str(mine["label"])
+    theirs = at[target]
+    top = best(theirs, "latency") if not theirs.empty else None
+    best_label = None if top is None else str(top["label"])
+    best_ms = None if top is None else _num(top["latency_ms_p50"])
+    same = theirs[theirs["config_key"] == key]
+    if same.empty:
+        # Not verified on the target: did it fail there, or was it never tried?
+        there = tried[target][tried[target]["config_key"] == key]
+        if not there.empty:
+            status = ", ".join(sorted({str(s) for s in there["status"]}))
+            if status == "ok":
+                status = ("compiled nothing, ran eager" if ran_eager_only(there).all()
+                          else "not verified correct")
+            return Transfer(bs, source, target, label, key, "failed", status, None,
+                            best_label, best_ms, None)
+        return Transfer(bs, source, target, label, key, "not_measured", "", None,
+                        best_label, best_ms, None)
+    latency = float(same["latency_ms_p50"].min())
+    on_front = key in set(front[target]["config_key"])
+    return Transfer(bs, source, target, label, key, "on_front" if on_front else "off_front",
+                    "", latency, best_label, best_ms,
+                    latency / best_ms if best_ms else None)
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{tag} {v}" for tag, v in values.items())
+
+
+def _num(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value

@@ -1,0 +1,52 @@
+"""Is this process the machine a study measured? Its GPU, driver, CUDA and torch, checked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.render.text import describe_fingerprint
+
+
+class MismatchWarning(UserWarning):
+    """What runs now differs from what the study measured (machine, torch, dtype, device)."""
+
+
+# -- environment -------------------------------------------------------------------------------
+def environment_mismatch(study_fp: dict[str, Any], device: str,
+                         current: dict[str, Any] | None = None) -> list[str]:
+    """How this process's machine and software differ from ``study_fp``; empty if they match.
+
+    ``current`` defaults to :func:`tuner.trial.fingerprint.collect`, called lazily: CUDA is touched
+    only when the study ran on CUDA and this process has it.
+    """
+    if not any(v is not None for v in study_fp.values()):
+        return ["the study records no fingerprint, so it cannot be checked against this machine"]
+    if current is None:
+        current = _current_fingerprint(device, study_fp.get("device_kind") == "cuda")
+    fields = ["device_kind", "torch"]
+    if study_fp.get("device_kind") == "cuda" and current.get("device_kind") == "cuda":
+        fields += ["gpu_name", "driver", "cuda"]
+    elif study_fp.get("device_kind") != "cuda":
+        fields += ["cpu"]
+    differ = [f for f in fields if study_fp.get(f) is not None and study_fp.get(f) != current.get(f)]
+    if not differ:
+        return []
+    words = {"device_kind": "device", "gpu_name": "GPU", "cpu": "CPU"}
+    detail = ", ".join(f"{words.get(f, f)} {study_fp.get(f)} vs {current.get(f)}" for f in differ)
+    return [f"measured on {_where(study_fp)}, but this process runs on {_where(current)} "
+            f"({detail}); the numbers may not hold here"]
+
+
+def _current_fingerprint(device: str, study_on_cuda: bool) -> dict[str, Any]:
+    import torch
+
+    from tuner.trial import fingerprint
+
+    if study_on_cuda and torch.cuda.is_available():
+        return fingerprint.collect(device if device.startswith("cuda") else "cuda")
+    return fingerprint.collect("cpu")
+
+
+def _where(fp: dict[str, Any]) -> str:
+    text = describe_fingerprint(fp)
+    return text + (f", driver {fp['driver']}" if fp.get("driver") else "")

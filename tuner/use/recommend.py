@@ -1,0 +1,330 @@
+"""From a study to production: pick the config that fits, and apply it to a model.
+
+>>> import tuner
+>>> rec = tuner.recommend("studies/resnet50", batch_size=32, objective="latency",
+...                       max_vram_gb=20, max_compile_s=60)      # doctest: +SKIP
+>>> model = rec.apply(model)                                      # doctest: +SKIP
+
+Which rows may be recommended and which is best are :mod:`tuner.data.select`'s rules, the same
+that ``tuner show`` and ``tuner compare`` apply: only trials that finished and matched eager
+(``correct`` True), and a compiled config within noise of eager never beats eager.
+
+Warm start: a study keeps the compile artifacts of its finalists next to its Parquet files
+(the row's ``artifacts_file``). :meth:`Recommendation.apply` loads them before
+``torch.compile`` when this process runs the torch that saved them, so the first call hits the
+compile cache instead of compiling cold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from tuner.data import files
+from tuner.data.derive import ran_eager_only
+from tuner.data.measured import Measured
+from tuner.data.noise import within_noise
+from tuner.data.rows import config_of, plain
+from tuner.data.select import OBJECTIVES, Constraints, best, eligible, rank
+from tuner.errors import UserError
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import FINGERPRINT_FIELDS, Status
+from tuner.spec.workload import Workload
+from tuner.use.environment import MismatchWarning, environment_mismatch
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Recommendation:
+    """The config a study recommends, and how to use it in production.
+
+    Attributes:
+        study: the study's name.
+        path: the Parquet file it was read from (the study folder is ``path.parent``).
+        objective: what was optimised: latency, throughput, memory, warmup or traffic.
+        constraints: the limits it meets.
+        config: backend, mode, dynamic and batch size; ``config.compile_kwargs()`` is exactly
+            what ``torch.compile`` is given.
+        workload: the model and global knobs the study measured with (device, dtype,
+            channels_last, cudnn.benchmark).
+        measured: latency, throughput, memory and compile cost as measured.
+        trial_number: the trial it comes from.
+        candidates: how many configs met the constraints.
+        fingerprint: the machine and software the trial ran on.
+        mismatch: how the running process differed from ``fingerprint`` when this was made.
+        within_noise: configs that met the constraints and whose latency is within noise of
+            this one's (their 95% intervals over fresh processes overlap); for the latency and
+            throughput objectives, when the study re-measured its finalists.
+        row: the whole Parquet row.
+    """
+
+    study: str
+    path: Path
+    objective: str
+    constraints: Constraints
+    config: TrialConfig
+    workload: Workload
+    measured: Measured
+    trial_number: int
+    candidates: int
+    fingerprint: dict[str, Any] = dataclasses.field(compare=False)
+    mismatch: tuple[str, ...] = ()
+    row: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    within_noise: tuple[str, ...] = ()
+
+    def apply(self, model: torch.nn.Module, warm_start: bool = True) -> torch.nn.Module:
+        """Set up ``model`` the way the study measured it and compile it with the recorded args.
+
+        What it does, in order: sets the study's process-wide knobs
+        (:func:`tuner.trial.build.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study);
+        converts the model to ``channels_last`` if the study used it; then returns
+        ``torch.compile(model, **config.compile_kwargs())``, or, when eager was best, the model
+        itself, not compiled. Before compiling, with ``warm_start``, it loads the compile
+        artifacts the study saved for the config (:meth:`load_artifacts`), so the first call
+        finds its compiled code in the cache.
+
+        What it does not do: move the model to the device, cast it to the study's dtype, put it in
+        eval mode, or touch the inputs (cast them, make 4-D ones channels_last, and run under
+        ``torch.no_grad()`` as the study did). Casting the model alone would break inputs of the
+        old dtype, so it warns (:class:`MismatchWarning`) when the model's dtype or device is not
+        the study's, and leaves the choice to you.
+        """
+        import torch
+
+        from tuner.trial.build import apply_global_knobs
+
+        self._check_model(model)
+        apply_global_knobs(self.workload)
+        if self.workload.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        if not self.config.compiled:
+            return model
+        if warm_start:
+            self.load_artifacts()
+        return torch.compile(model, **self.config.compile_kwargs())
+
+    @property
+    def artifacts_path(self) -> Path | None:
+        """The file of compile artifacts the study saved for this config, if it names one."""
+        name = self.row.get("artifacts_file")
+        return (self.path.parent / name).resolve() if name else None
+
+    def load_artifacts(self) -> bool:
+        """Load the study's compile artifacts of this config into this process's compile
+        caches (``torch.compiler.load_cache_artifacts``); True if they were loaded.
+
+        Skipped with a :class:`MismatchWarning` when the file is missing, this process runs
+        another torch than the one that saved them, or torch cannot load them; then the first
+        call compiles cold, as it would without them. Nothing to do (False, no warning) when
+        the study saved none for this config.
+        """
+        import torch
+
+        from tuner.trial import artifacts
+
+        path = self.artifacts_path
+        if path is None or not self.config.compiled:
+            return False
+        saved_by = self.row.get("artifacts_torch") or self.fingerprint.get("torch")
+        problem = None
+        if not path.exists():
+            problem = f"{path} is missing"
+        elif saved_by != torch.__version__:
+            problem = (f"{path} was saved by torch {saved_by or '(unknown)'}, this process runs "
+                       f"torch {torch.__version__}")
+        else:
+            _, problem = artifacts.load(path)
+        if problem:
+            warnings.warn(f"apply: no warm start from study {self.study!r}: {problem}; the first "
+                          "call compiles cold", MismatchWarning, stacklevel=3)
+            return False
+        return True
+
+    def _check_model(self, model: torch.nn.Module) -> None:
+        import torch
+
+        param = next((p for p in model.parameters() if p.is_floating_point()), None)
+        if param is None:
+            return
+        w = self.workload
+        problems = []
+        if param.dtype != getattr(torch, w.dtype):
+            problems.append(f"its parameters are {param.dtype}, the study used torch.{w.dtype}")
+        if param.device.type != torch.device(w.device).type:
+            problems.append(f"it is on {param.device}, the study ran on {w.device}")
+        if problems:
+            warnings.warn(f"apply: the model is not as study {self.study!r} measured it: "
+                          f"{'; '.join(problems)}. Its numbers assume model.to({w.device!r}, "
+                          f"torch.{w.dtype}) and inputs cast alike; apply does not cast or move",
+                          MismatchWarning, stacklevel=3)
+
+    def snippet(self) -> str:
+        """Python source to paste into production code; it does what :meth:`apply` does."""
+        from tuner.render.recommendation import snippet
+
+        return snippet(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (``--format json``)."""
+        return {
+            "study": self.study, "path": str(self.path), "objective": self.objective,
+            "constraints": self.constraints.to_dict(), "config": self.config.to_dict(),
+            "label": self.config.label, "compile_kwargs": self.config.compile_kwargs(),
+            "workload": self.workload.to_dict(), "measured": dataclasses.asdict(self.measured),
+            "trial_number": self.trial_number, "candidates": self.candidates,
+            "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
+            "within_noise": list(self.within_noise),
+            "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
+        }
+
+    def describe(self) -> str:
+        """A few lines for humans (``tuner recommend``)."""
+        from tuner.render.recommendation import describe
+
+        return describe(self)
+
+
+def recommend(
+    study: str | Path,
+    batch_size: int | None = None,
+    objective: str = "latency",
+    max_vram_gb: float | None = None,
+    max_compile_s: float | None = None,
+    max_latency_ms: float | None = None,
+    strict: bool = False,
+) -> Recommendation:
+    """The best config of a study for one objective, within the limits given.
+
+    Args:
+        study: a study folder or one of its Parquet files.
+        batch_size: the batch size to serve. ``None``: the study's only batch size; when it
+            measured several, only ``objective="throughput"`` may choose among them.
+        objective: ``latency`` (median per call), ``throughput`` (items per second),
+            ``memory`` (while serving), ``warmup`` (compile plus settling) or ``traffic``
+            (the whole replay of the study's shape schedule, recompiles included).
+        max_vram_gb, max_compile_s, max_latency_ms: limits, see :class:`Constraints`.
+        strict: refuse (raise :class:`UserError`) instead of warning when the study was made on
+            another GPU, driver or torch than this process runs, or its machine is unknown.
+
+    Ties on the objective go to the lower p90 latency, then the cheaper warm-up, then the
+    earlier trial.
+
+    Raises:
+        UserError: unreadable study, unknown objective or batch size, nothing meets the limits
+            (the message names the closest config and the limit it breaks), or, with
+            ``strict``, another environment.
+
+    Example:
+        >>> rec = recommend("studies/resnet18-cuda", batch_size=32, max_compile_s=60)  # doctest: +SKIP
+        >>> model = rec.apply(model)                                                  # doctest: +SKIP
+    """
+    if objective not in OBJECTIVES:
+        raise UserError(f"unknown objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    constraints = Constraints(max_vram_gb, max_compile_s, max_latency_ms)
+    df, meta, path = files.load(study)
+    name = str(meta.get("study") or path.parent.name)
+    sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
+    if batch_size is not None:
+        if batch_size not in sizes:
+            raise UserError(f"study {name!r} did not measure batch size {batch_size}; it measured "
+                            f"{_list(sizes) or 'none'}")
+        df = df[df["batch_size"] == batch_size]
+    elif len(sizes) > 1 and objective != "throughput":
+        raise UserError(f"study {name!r} measured batch sizes {_list(sizes)}: give one "
+                        "(batch_size= / --batch-size), or use objective throughput to let the "
+                        "batch size be chosen too")
+
+    where = f"study {name!r}"
+    if batch_size is not None or len(sizes) == 1:
+        where += f" at batch size {batch_size if batch_size is not None else sizes[0]}"
+    candidates = eligible(df)
+    if candidates.empty:
+        raise UserError(f"no config of {where} both finished and passed the correctness check "
+                        f"({_why_none(df)}); nothing can be recommended")
+    column = OBJECTIVES[objective].column
+    if pd.to_numeric(candidates[column], errors="coerce").isna().all():
+        raise UserError(f"{where} has no {column}: objective {objective} needs a study searched "
+                        "with --shape-schedule")
+    feasible = candidates[[not constraints.violations(r) for _, r in candidates.iterrows()]]
+    if feasible.empty:
+        raise UserError(_closest_message(where, candidates, constraints, objective))
+    chosen = best(feasible, objective)
+
+    fingerprint = _row_fingerprint(chosen) or dict((meta.get("fingerprints") or [{}])[0])
+    workload = _workload(meta, chosen)
+    mismatch = tuple(environment_mismatch(fingerprint, workload.device))
+    if mismatch:
+        text = f"study {name!r}: " + "; ".join(mismatch)
+        if strict:
+            raise UserError(f"{text} (strict: refusing; rerun the search on this machine)")
+        warnings.warn(text, MismatchWarning, stacklevel=2)
+    return Recommendation(
+        study=name, path=path, objective=objective, constraints=constraints,
+        config=config_of(chosen), workload=workload, measured=Measured.from_row(chosen),
+        trial_number=int(chosen["trial_number"]), candidates=len(feasible),
+        fingerprint=fingerprint, mismatch=mismatch,
+        row={k: plain(v) for k, v in chosen.items()},
+        within_noise=_within_noise_of(chosen, feasible) if objective in ("latency", "throughput")
+        else ())
+
+
+def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ...]:
+    """Labels of the other feasible configs at the same batch size whose latency interval
+    overlaps ``chosen``'s (:func:`tuner.data.noise.within_noise`)."""
+    same = feasible[(feasible["batch_size"] == chosen["batch_size"])
+                    & (feasible["trial_number"] != chosen["trial_number"])]
+    return tuple(str(r["label"]) for _, r in same.iterrows() if within_noise(chosen, r))
+
+
+def _closest_message(where: str, candidates: pd.DataFrame, constraints: Constraints,
+                     objective: str) -> str:
+    ranked = rank(candidates, objective)
+    # Closest: the smallest total overshoot, relative to each limit; the objective breaks ties.
+    excess = [sum(min(e, 1e9) for _, e, _ in constraints.violations(r)) for _, r in ranked.iterrows()]
+    row = ranked.iloc[min(range(len(excess)), key=excess.__getitem__)]
+    broken = constraints.violations(row)
+    limits = ", ".join(f"{k}={v:g}" for k, v in constraints.to_dict().items() if v is not None)
+    return (f"no config of {where} meets {limits} ({len(candidates)} checked); the closest is "
+            f"{row['label']} (batch size {int(row['batch_size'])}, trial {int(row['trial_number'])}), "
+            f"which {' and '.join(s for _, _, s in broken)}: relax "
+            f"{' and '.join(n for n, _, _ in broken)}")
+
+
+def _why_none(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "the study has no trials"
+    ok = df[df["status"] == Status.OK.value]
+    parts = [f"{len(df) - len(ok)} of {len(df)} trials failed"]
+    unverified = int(ok["correct"].isna().sum())
+    if unverified:
+        parts.append(f"{unverified} could not be checked for correctness")
+    wrong = int((ok["correct"] == False).sum())  # noqa: E712
+    if wrong:
+        parts.append(f"{wrong} gave wrong results")
+    ran_eager = int(ran_eager_only(ok).sum())
+    if ran_eager:
+        parts.append(f"{ran_eager} compiled nothing and ran eager")
+    return ", ".join(parts)
+
+
+def _workload(meta: dict[str, Any], row: pd.Series) -> Workload:
+    if meta.get("workload"):
+        return Workload.from_dict(meta["workload"])
+    fields = {f.name for f in dataclasses.fields(Workload)}
+    return Workload.from_dict({k: plain(row.get(k)) for k in fields
+                               if plain(row.get(k)) is not None})
+
+
+def _row_fingerprint(row: pd.Series) -> dict[str, Any]:
+    fp = {k: plain(row.get(f"fp_{k}")) for k in FINGERPRINT_FIELDS}
+    return fp if any(v is not None for v in fp.values()) else {}
+
+
+def _list(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values)
