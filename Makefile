@@ -33,9 +33,9 @@ test: install
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks
 
-# GPU: carry optuna's wheels to the GPU machine and run scripts/gpu_check.sh there.
-# Here: `make gpu-wheels`, then call the device tool with carry=[".whl"] and the command
-# `bash scripts/gpu_check.sh` (see README, "On the GPU machine").
+# A GPU machine without internet access: download optuna and its dependencies as wheels here,
+# copy the repository with .whl/ to the GPU machine and run scripts/gpu_check.sh there (README,
+# "On a GPU machine without internet access").
 gpu-wheels:
 	mkdir -p .whl
 	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \

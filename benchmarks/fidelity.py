@@ -40,8 +40,8 @@ def independent(request_path: str) -> None:
     """Child process: time the same compiled model with the independent timers; print JSON."""
     import torch
 
-    from tuner import workload as wl
     from tuner.spec.config import uses_cudagraphs
+    from tuner.trial import build as wl
 
     request = TrialRequest.from_dict(json.loads(Path(request_path).read_text()))
     cfg, work = request.config, request.workload

@@ -5,9 +5,8 @@
 Reads a study whose finalists were measured again (`tuner search --confirm N` or
 `tuner confirm`) and prints, per finalist: the p50 of every process, their spread
 ((max - min) / median), the 95 % interval and rank within noise, and the first-call times
-cold, warm (second process, same cache) and from saved artifacts. The last line is the figure
-issue 3 asks for: the spread of the same config across processes (target: 2 % or less on the
-GPU).
+cold, warm (second process, same cache) and from saved artifacts. The last line is the spread
+of the same config across processes (the goal: 2 % or less on the GPU).
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def measure(args: argparse.Namespace) -> str:
 
 
 def _machine(device: str) -> str:
-    from tuner import fingerprint
+    from tuner.trial import fingerprint
 
     fp = fingerprint.collect(device)
     return fp.get("gpu_name") or fp.get("cpu") or device

@@ -32,12 +32,13 @@ SPACE = ["--model", "resnet18", "--dtype", "float32", "--backend", "eager,induct
 
 def run_set(gpus: str, args: argparse.Namespace, root: Path) -> dict:
     name = "tph-" + gpus.replace(",", "-")
-    cmd = [sys.executable, "-m", "tests.fake_tuner", "search", *SPACE, "--image-size",
+    # The fake runner lives with the tests: tests.fake_tuner is the tuner command with it behind.
+    tuner = ["tests.fake_tuner", "--fake-delay", str(args.fake_delay)] if args.fake_runner \
+        else ["tuner"]
+    cmd = [sys.executable, "-m", *tuner, "search", *SPACE, "--image-size",
            str(args.image_size), "--gpus", gpus, "--name", name, "--studies-dir", str(root),
            "--budget", f"{args.budget}s", "--timeout", f"{args.timeout}s", "--confirm", "0",
            "--quiet"]
-    if args.fake_runner:
-        cmd += ["--fake-runner", "--fake-delay", str(args.fake_delay)]
     t = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t

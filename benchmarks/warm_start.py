@@ -34,7 +34,7 @@ def child(study: str, batch_size: int, warm_start: bool) -> None:
     from torch._dynamo.utils import counters
 
     import tuner
-    from tuner import workload
+    from tuner.trial import build as workload
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

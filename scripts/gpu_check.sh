@@ -52,7 +52,7 @@ if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
   echo "trials per hour exit: $?"
 fi
 
-# Finalists measured again, and warm starts (issue 3 items 2 and 4, issue 4 part 4). The study's
+# Finalists measured again, and warm starts. The study's
 # trial caches do not travel (studies/*/cache is not in git), so on a fresh machine the first
 # repeat of each compiled finalist compiles cold into its cache, the second is warm and saves the
 # artifacts, the third starts from them: 3 repeats give all three. Resumable like the search.

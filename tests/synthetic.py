@@ -41,9 +41,11 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
                 trial_configs: list[TrialConfig] | None = None,
                 fail: dict[str, Status] | None = None,
                 changes: dict[str, dict[str, Any]] | None = None,
-                protocol: dict[str, Any] | None = None) -> Path:
+                protocol: dict[str, Any] | None = None,
+                columns: dict[str, dict[str, Any]] | None = None) -> Path:
     """Write ``root/name/{trials,pareto}.parquet``; ``changes`` edits a config's result (by key
-    or label) after FakeRunner made it. Returns the study folder."""
+    or label) after FakeRunner made it, ``columns`` sets a row's columns (by key or label) as
+    the finalists' re-measurements would. Returns the study folder."""
     runner = FakeRunner(fail=fail, gpu_name=gpu, speed=speed, torch_version=torch_version)
     rows = []
     for number, config in enumerate(trial_configs or configs()):
@@ -53,7 +55,14 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
         rows.append(trial_row(name, number, config, workload, result))
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
-    files.export(directory, frame(rows), {
+    df = frame(rows)
+    for target, values in (columns or {}).items():
+        at = (df["config_key"] == target) | (df["label"] == target)
+        for column, value in values.items():
+            df[column] = df[column].astype(object)
+            for index in df.index[at]:
+                df.at[index, column] = value
+    files.export(directory, df, {
         "study": name, "workload": workload.to_dict(),
         "protocol": protocol or {"warm_cache": False}})
     return directory

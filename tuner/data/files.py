@@ -94,6 +94,7 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     for column in COLUMNS:
         if column not in df:
             df[column] = None
+    df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]  # this version's order
     missing = [c for c in ("status", "batch_size") if len(df) and df[c].isna().all()]
     if missing:
         raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")
