@@ -1,24 +1,30 @@
-"""Latency fidelity: the tuner's p50 against independent timers, config by config.
+"""Latency fidelity: the tuner's two steady-state figures against independent timers.
 
-    python benchmarks/fidelity.py [--quick] [--device cuda] [--out FILE.md]
+    python benchmarks/fidelity.py [--quick] [--device cuda] [--cases resnet18:float32:1,...]
+                                  [--json-out ROWS.json] [--out FILE.md]
+    python benchmarks/fidelity.py --combine A.json B.json --out FILE.md
 
 For each config this runs one tuner trial (a fresh process, the real protocol) and then, in
-another fresh process with the same inputs and the same inductor cache, two independent timers:
+another fresh process with the same inputs and the same inductor cache, independent timers:
 
-* ``loop``: N back-to-back calls between ONE pair of device events, divided by N, median of
-  several loops. It sees the same thing a serving loop sees (launch overhead included) without
-  the tuner's per-call events.
+* ``request``: each call followed by a synchronize, timed on the host, median of 200 calls:
+  what one request waits. Compared with the tuner's ``latency_ms_p50``.
+* ``loop``: N back-to-back calls between ONE pair of device events, divided by N, median of 15
+  loops: what a busy server pays per call. Compared with the tuner's ``stream_ms_p50``.
 * ``do_bench`` (CUDA only): triton.testing.do_bench, median; it flushes the L2 cache before each
   call, so for small models it is expected to be slower than a hot-cache serving loop.
 
-The ratio tuner/loop is the figure of merit (target within +-3 %). Compile times are not
-compared, so every trial shares one warm inductor cache to keep the run short.
+The output ends with ``fidelity: per-request worst X %, stream worst Y %`` (the largest absolute
+difference of the p50s, in percent of the independent figure). Compile times are not compared,
+so every trial of a run shares one warm inductor cache to keep the run short. ``--json-out``
+and ``--combine`` let two GPUs each measure half the cases and one table hold both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,8 +37,9 @@ from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
 from tuner.spec.workload import Workload
 
-FULL = [("resnet18", bs) for bs in (1, 32)] + [("resnet50", bs) for bs in (8, 64)]
-QUICK = [("resnet18", 1)]
+FULL = [("resnet18", "float32", 1), ("resnet18", "float32", 32), ("resnet50", "bfloat16", 16),
+        ("resnet50", "bfloat16", 64)]
+QUICK = [("resnet18", "float32", 1)]
 MODES = [("eager", None), ("inductor", "default"), ("inductor", "reduce-overhead")]
 
 
@@ -65,6 +72,13 @@ def independent(request_path: str) -> None:
         for _ in range(30):
             call()
         sync()
+        waits = []
+        for _ in range(200):
+            t = time.perf_counter()
+            call()
+            sync()
+            waits.append((time.perf_counter() - t) * 1e3)
+        out["request_ms"] = statistics.median(waits)
         per_call = []
         n = 50
         for _ in range(15):
@@ -90,30 +104,65 @@ def independent(request_path: str) -> None:
     print(json.dumps(out))
 
 
+def table(rows: list[dict], header: str) -> str:
+    lines = [header, "",
+             "| model | dtype | batch | config | tuner request p50 ms | independent request ms "
+             "| diff | tuner stream p50 ms | independent loop ms | diff | do_bench ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    worst_request = worst_stream = 0.0
+    for r in rows:
+        d_req = (r["tuner_request_ms"] / r["request_ms"] - 1) * 100
+        d_str = (r["tuner_stream_ms"] / r["loop_ms"] - 1) * 100
+        worst_request, worst_stream = max(worst_request, abs(d_req)), max(worst_stream, abs(d_str))
+        bench = f"{r['do_bench_ms']:.3f}" if r.get("do_bench_ms") is not None else "-"
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['config']} | "
+                     f"{r['tuner_request_ms']:.3f} | {r['request_ms']:.3f} | {d_req:+.1f} % | "
+                     f"{r['tuner_stream_ms']:.3f} | {r['loop_ms']:.3f} | {d_str:+.1f} % | {bench} |")
+    lines += ["", f"fidelity: per-request worst {worst_request:.1f} %, stream worst "
+              f"{worst_stream:.1f} %"]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="resnet18 bs=1 only")
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    parser.add_argument("--cases", help="MODEL:DTYPE:BATCH,... instead of the default set")
+    parser.add_argument("--json-out", type=Path, help="also write the rows here (JSON)")
+    parser.add_argument("--combine", nargs="+", type=Path,
+                        help="make one table of the --json-out files of several runs")
     parser.add_argument("--independent", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.independent:
         independent(args.independent)
         return
+    if args.combine:
+        runs = [json.loads(p.read_text()) for p in args.combine]
+        text = table([r for run in runs for r in run["rows"]], runs[0]["header"])
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        return
+    cases = QUICK if args.quick else FULL
+    if args.cases:
+        cases = [(m, d, int(b)) for m, d, b in (c.split(":") for c in args.cases.split(","))]
 
     cache = Path(tempfile.mkdtemp(prefix="tuner-fidelity-"))
     runner = ProcessRunner(timeout_s=900, cache_dir=cache)
     protocol = TrialProtocol(warm_cache=True)
     rows = []
-    for model, bs in (QUICK if args.quick else FULL):
+    result = None
+    for model, dtype, bs in cases:
         for backend, mode in MODES:
             if mode == "reduce-overhead" and not args.device.startswith("cuda"):
                 continue
             config = TrialConfig(backend, bs, mode, False if backend != "eager" else None)
-            work = Workload(model=model, device=args.device, image_size=args.image_size)
+            work = Workload(model=model, device=args.device, dtype=dtype,
+                            image_size=args.image_size)
             request = TrialRequest(config, work, protocol)
-            trial_dir = cache / "trials" / f"{model}-{bs}-{config.label}"
+            trial_dir = cache / "trials" / f"{model}-{dtype}-{bs}-{config.label}"
             result = runner.run(request, trial_dir)
             if result.status is not Status.OK:
                 print(f"{model} bs={bs} {config.label}: {result.status.value} {result.message}",
@@ -123,30 +172,27 @@ def main() -> None:
                          "TRITON_CACHE_DIR": str(cache / "triton")}
             child = subprocess.run(
                 [sys.executable, __file__, "--independent", str(trial_dir / "request.json")],
-                capture_output=True, text=True, env={**__import__("os").environ, **env_cache})
+                capture_output=True, text=True, env={**os.environ, **env_cache})
             if child.returncode != 0:
                 print(child.stderr[-2000:], file=sys.stderr)
                 continue
             ind = json.loads(child.stdout.strip().splitlines()[-1])
-            rows.append((model, bs, config.label, result.latency_ms_p50, result.latency_ms_iqr,
-                         ind["loop_ms"], ind["do_bench_ms"]))
-            print(f"{model} bs={bs} {config.label}: tuner {result.latency_ms_p50:.3f} ms, "
-                  f"loop {ind['loop_ms']:.3f} ms", file=sys.stderr)
+            rows.append({"model": model, "dtype": dtype, "batch": bs, "config": config.label,
+                         "tuner_request_ms": result.latency_ms_p50,
+                         "tuner_stream_ms": result.stream_ms_p50, **ind})
+            print(f"{model} {dtype} bs={bs} {config.label}: request {result.latency_ms_p50:.3f} "
+                  f"vs {ind['request_ms']:.3f} ms, stream {result.stream_ms_p50:.3f} vs loop "
+                  f"{ind['loop_ms']:.3f} ms", file=sys.stderr)
 
-    fp = result.fingerprint if rows else {}
-    lines = [f"fidelity, {time.strftime('%Y-%m-%d')}, {fp.get('gpu_name') or fp.get('cpu')}, "
-             f"torch {fp.get('torch')}",
-             "",
-             "| model | batch | config | tuner p50 ms | tuner IQR ms | loop ms | tuner/loop | do_bench ms |",
-             "|---|---|---|---|---|---|---|---|"]
-    for model, bs, label, p50, iqr, loop, bench in rows:
-        bench_s = f"{bench:.3f}" if bench is not None else "-"
-        lines.append(f"| {model} | {bs} | {label} | {p50:.3f} | {iqr:.3f} | {loop:.3f} | "
-                     f"{p50 / loop:.3f} | {bench_s} |")
-    table = "\n".join(lines)
-    print(table)
+    fp = result.fingerprint if result is not None else {}
+    header = (f"fidelity, {time.strftime('%Y-%m-%d')}, {fp.get('gpu_name') or fp.get('cpu')}, "
+              f"torch {fp.get('torch')}")
+    text = table(rows, header)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"header": header, "rows": rows}))
     if args.out:
-        args.out.write_text(table + "\n")
+        args.out.write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,9 @@ class FakeRunner:
             latency_ms_p99=p50 * 1.02, latency_ms_mean=p50, latency_ms_min=p50 * 0.98,
             latency_ms_iqr=p50 * 0.02, latency_samples_ms=samples, measure_calls=50,
             measure_s=2.0, timer="fake", noisy=False, eager_reference_ms=10.0,
+            # Back to back as fast as per request: the fake has no launch overhead to hide.
+            stream_ms_p50=p50, stream_ms_p90=p50 * 1.01, stream_ms_p99=p50 * 1.02,
+            stream_ms_iqr=p50 * 0.02, stream_calls=50, stream_s=2.0, stream_timer="fake",
             vram_bytes_baseline=int(5e8), vram_bytes_compile_allocated=vram,
             vram_bytes_compile_reserved=vram, vram_bytes_steady_allocated=vram,
             vram_bytes_steady_reserved=vram, host_rss_bytes_peak=int(3e9), correct=True,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tuner.cli import main
+from tuner.cli.options import Duration
 from tuner.data import files, select
 from tuner.spec import layout
 
@@ -200,6 +204,38 @@ def test_top_level_help():
         assert result.exit_code == 0 and "tuner search" in result.stdout
         for name in main.commands:
             assert name in result.stdout
+
+
+def test_python_dash_m_tuner_is_the_command_line():
+    proc = subprocess.run([sys.executable, "-m", "tuner", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: python -m tuner" in proc.stdout
+    assert all(name in proc.stdout for name in main.commands)
+
+
+def test_every_command_summary_fits_the_command_list():
+    listed = invoke("--help").stdout.split("Commands:\n")[1].splitlines()
+    for name, command in main.commands.items():
+        line = next(line for line in listed if line.split()[0] == name)
+        # click cuts a summary it makes from the help with "..."; a long one wraps.
+        assert line.split(None, 1)[1] == command.short_help, line
+        assert command.short_help.endswith(".") and not command.short_help.endswith("...")
+
+
+def test_durations_show_a_duration_metavar_with_examples():
+    durations = {(name, opt) for name, command in main.commands.items() for p in command.params
+                 if isinstance(p.type, Duration) for opt in p.opts}
+    assert {("search", "--budget"), ("search", "--timeout")} <= durations
+    for name, opt in durations:
+        shown = " ".join(invoke(name, "--help").stdout.split())
+        assert f"{opt} DURATION" in shown, (name, opt)
+        assert re.search(rf"{opt} DURATION .{{0,80}}?\be\.g\. \d+[hms]", shown), (name, opt)
+
+
+def test_every_command_prints_json_with_json():
+    for name, command in main.commands.items():
+        assert "--json" in {o for p in command.params for o in p.opts}, name
 
 
 def test_show_lists_the_shape_schedule_replay_of_every_trial(tmp_path):

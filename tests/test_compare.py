@@ -193,3 +193,56 @@ def test_a_newer_schema_is_refused(two_gpus, tmp_path):
 def test_cli_help_has_examples():
     out = CliRunner().invoke(main, ["compare", "--help"])
     assert out.exit_code == 0 and "Examples:" in out.output and "--plot" in out.output
+
+
+# -- issue 11: no made-up rows, words that say what happened, a study compared with itself ------
+
+def test_no_traffic_row_for_studies_without_a_shape_schedule(tmp_path, two_gpus):
+    c = compare(two_gpus)
+    assert "traffic" not in {b.objective for b in c.best}
+    assert "traffic" not in render(c)
+    scheduled = write_study(tmp_path, "scheduled", columns={"inductor:default": {
+        "schedule_total_s": 1.5}})
+    c = compare([two_gpus[0], scheduled])
+    traffic = [b for b in c.best if b.objective == "traffic"]
+    assert {(b.study, b.label) for b in traffic} == {("B", "inductor:default")}
+
+
+def test_a_batch_size_the_target_did_not_measure_is_said_so(tmp_path, two_gpus):
+    only_one = write_study(tmp_path, "only-bs1", trial_configs=configs(batch_sizes=[1]))
+    c = compare([only_one, two_gpus[0]])
+    t = transfer(c, 8, "B", "A")
+    assert t.outcome == "not_measured" and not t.target_measured_batch_size
+    text = render(c)
+    assert "B's inductor:max-autotune on A: A did not measure batch size 8" in text
+    assert "has no verified config" not in text
+
+
+def test_a_study_given_twice_is_called_out(tmp_path, two_gpus):
+    h200 = two_gpus[0]
+    same = compare([h200, h200 / "trials.parquet"])
+    assert any("A and B are the same file" in n for n in same.confounders)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("trials.parquet", "pareto.parquet"):
+        (copy / name).write_bytes((h200 / name).read_bytes())
+    copied = compare([h200, copy])
+    assert any("A and B hold the same trials" in n for n in copied.confounders)
+    assert not any("A and B" in n for n in compare(two_gpus).confounders)
+
+
+def test_eager_has_no_compile_time_in_the_table(two_gpus):
+    text = render(compare(two_gpus))
+    rows = [line.split() for line in text.splitlines() if line.startswith("warmup ")]
+    eager = [r for r in rows if r[2] == "eager"]
+    assert eager and all(r[-2] == "-" for r in eager)
+
+
+def test_plot_labels_in_the_right_part_of_a_panel_are_written_leftwards():
+    from tuner.data.comparison import Point
+    from tuner.render.comparison import _Labeller
+
+    points = [Point("a", 1.0, 1.0), Point("b", 10.0, 1.0), Point("c", 100.0, 2.0)]
+    place = _Labeller(points, log_x=True)
+    assert place.side(points[0]) == (4.0, "left")
+    assert place.side(points[2]) == (-4.0, "right")

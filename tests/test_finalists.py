@@ -20,8 +20,8 @@ from tuner.spec import layout
 from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
 from tuner.study import finalists
+from tuner.study.record import is_measured
 from tuner.study.search import Search
-from tuner.study.storage import RESULT_ATTR
 
 from .test_study import make_space, make_spec
 
@@ -47,7 +47,7 @@ def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp
     front = select.pareto(summary.trials)
     assert len(front) >= 4  # at each batch size: eager (no compile) and a faster compiled one
     # Measured trials: one per config, as without confirmation; repeats are not trials.
-    assert sum(RESULT_ATTR in t.user_attrs for t in s.study.trials) == CONFIGS == summary.measured
+    assert sum(is_measured(t) for t in s.study.trials) == CONFIGS == summary.measured
     assert len(s.runner.calls) == CONFIGS + 2 * len(front)
     stored = finalists.repeats_of(s.study)
     assert set(stored) == front_numbers(summary.trials)
@@ -279,7 +279,7 @@ def test_requests_of_older_tuners_still_load():
 
 
 def test_the_cli_default_is_the_librarys():
-    assert cli_options.CONFIRM_REPEATS == finalists.DEFAULT_REPEATS
+    assert finalists.Repeats.parse(cli_options.CONFIRM_REPEATS) == finalists.DEFAULT_REPEATS
 
 
 def invoke(*args):
@@ -295,10 +295,10 @@ def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
     assert "confirming" not in result.stderr and "rank" not in result.stdout
     study = str(tmp_path / "st")
 
-    first = invoke("confirm", study)
+    first = invoke("confirm", study)  # auto: the fake's processes agree, so two each
     assert first.exit_code == 0, first.output
-    assert "confirming 4 finalists: 8 re-measurements" in first.stderr
-    assert "[confirm 8/8]" in first.stderr and "warm" in first.stderr
+    assert "confirming 4 finalists: 2 to 6 each, until the 95% interval is within 5%" in first.stderr
+    assert "[confirm 8]" in first.stderr and "warm" in first.stderr
     assert "rank" in first.stdout and "warm s" in first.stdout  # the table, on stdout
     df, _ = files.read(tmp_path / "st")
     assert df["latency_ms_p50_repeats"].map(len).eq(3).all()
@@ -312,7 +312,7 @@ def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
 
     more = invoke("confirm", study, "--repeats", "3")
     assert "4 re-measurements now" in more.stderr
-    redo = invoke("confirm", study, "--redo", "-q")
+    redo = invoke("confirm", study, "--redo", "--repeats", "2", "-q")
     assert redo.exit_code == 0 and redo.stderr == ""
     storage = optuna.load_study(study_name="st", storage=f"sqlite:///{tmp_path / 'st' / 'study.db'}")
     assert all(len(v) == 2 for v in finalists.repeats_of(storage).values())
@@ -322,3 +322,32 @@ def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path
     result = invoke("confirm", "nope", "--studies-dir", str(tmp_path))
     assert result.exit_code != 0 and result.stdout == ""
     assert result.stderr.startswith("Error: no study 'nope'") and result.stderr.count("\n") == 1
+
+
+# -- auto: as many repeats as the interval needs -----------------------------------------------
+
+def test_auto_stops_at_two_repeats_when_the_processes_agree(tmp_path):
+    messages = []
+    s = Search(make_spec(tmp_path, space=SPACE, confirm_repeats="auto"), FakeRunner(jitter=0.001),
+               on_message=messages.append)
+    s.run()
+    assert all(len(v) == 2 for v in finalists.repeats_of(s.study).values())
+    assert not any("stayed noisy" in m for m in messages)
+
+
+def test_auto_measures_a_noisy_finalist_up_to_six_times_and_says_it_stayed_noisy(tmp_path):
+    messages = []
+    s = Search(make_spec(tmp_path, space=SPACE, confirm_repeats="auto"), FakeRunner(jitter=0.3),
+               on_message=messages.append)
+    s.run()
+    counts = [len(v) for v in finalists.repeats_of(s.study).values()]
+    assert max(counts) == 6 and min(counts) >= 2
+    noisy = [m for m in messages if "stayed noisy after 6 repeats" in m]
+    assert noisy and all("host interference was not measured" in m for m in noisy)
+
+
+def test_repeats_parse_auto_or_a_number():
+    assert finalists.Repeats.parse("auto") == finalists.Repeats()
+    assert finalists.Repeats.parse("3").fixed == 3 and not finalists.Repeats.parse(0).any
+    with pytest.raises(finalists.UserError, match="give auto or a whole number"):
+        finalists.Repeats.parse("lots")

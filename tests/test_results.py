@@ -30,10 +30,11 @@ FINGERPRINT = {"device_kind": "cuda", "gpu_name": "NVIDIA H200", "gpu_compute_ca
 
 
 def ok(p50: float, compile_s: float = 15.0, warmup_s: float = 1.0, vram: int = 2**30,
-       correct: bool | None = True) -> TrialResult:
+       correct: bool | None = True, stream: float | None = None) -> TrialResult:
+    """A finished trial; back to back as fast as per request unless ``stream`` says."""
     return TrialResult(status=Status.OK, latency_ms_p50=p50, compile_s_cold=compile_s,
                        warmup_s=warmup_s, vram_bytes_steady_reserved=vram, correct=correct,
-                       fingerprint=FINGERPRINT)
+                       stream_ms_p50=p50 if stream is None else stream, fingerprint=FINGERPRINT)
 
 
 def failed(status: Status = Status.COMPILE_ERROR) -> TrialResult:
@@ -372,3 +373,23 @@ def test_a_speedup_between_two_noisy_single_measurements_comes_with_a_caution():
     assert "1.11x faster than eager" in verdict
     assert verdict.endswith("Both rows are flagged noisy and were measured once each: "
                             "`tuner confirm` measures them again before you rely on this.")
+
+
+def test_throughput_comes_from_the_stream_and_latency_from_the_request():
+    df = frame((EAGER1, ok(10.0, stream=8.0)), (inductor(1), ok(5.0, stream=4.0)))
+    rows = df.set_index("config_key")
+    assert rows.loc[EAGER1.key, "throughput_per_s"] == pytest.approx(1e3 / 8.0)
+    assert rows.loc[inductor(1).key, "speedup_vs_eager"] == pytest.approx(10.0 / 5.0)
+    assert select.best(df, "latency")["latency_ms_p50"] == 5.0
+
+
+def test_a_file_of_schema_2_gets_its_back_to_back_latency_as_the_stream(tmp_path):
+    path = tmp_path / "old.parquet"
+    files.write(frame((EAGER1, ok(10.0, stream=7.0))), path, {"study": "s"})
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[b"tuner.schema_version"] = b"2"
+    old = table.drop([c for c in table.column_names if c.startswith("stream_")])
+    pq.write_table(old.replace_schema_metadata(meta), path)
+    df, _ = files.read(path)
+    assert df["stream_ms_p50"].tolist() == [10.0]

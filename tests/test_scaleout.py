@@ -108,7 +108,8 @@ def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_coun
     def on_start(number, config):
         if not given_up:  # another worker fails this trial as stale while it runs here
             frozen = search.study.trials[number]
-            search.study._storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL)
+            search.claims.storage.set_trial_state_values(
+                search.claims.trial_id(number), TrialState.FAIL)
             search.claims.requeue(frozen)  # what that worker's stale-trial callback does
             given_up.append(config.key)
 

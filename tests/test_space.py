@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from tuner.errors import UserError
@@ -36,8 +38,8 @@ def error(**kwargs) -> str:
 # -- refused input ------------------------------------------------------------------------------
 
 def test_unknown_backend_is_refused_with_what_torch_offers():
-    message = error(backends=["tensorrt"])
-    assert "unknown backend 'tensorrt'" in message
+    message = error(backends=["warp_drive"])
+    assert "unknown backend 'warp_drive'" in message
     assert "inductor" in message and "aot_eager" in message
 
 
@@ -162,3 +164,20 @@ def test_installed_choices_come_from_torch():
     # Defaults on the CPU are a subset of what this torch offers.
     s = build_space(device="cpu", batch_sizes=[1])
     assert set(s.backends) <= set(backends) and set(s.modes) <= set(modes)
+
+
+def test_a_backend_whose_package_is_missing_is_refused_and_not_offered(monkeypatch):
+    from tuner.spec import space as space_module
+
+    # tvm, as dynamo registers it on any machine, with its package certainly missing.
+    monkeypatch.setitem(space_module.BACKEND_PACKAGES, "tvm", ("no_such_module_here", "apache-tvm"))
+    with pytest.raises(UserError) as exc:
+        build_space(device="cpu", batch_sizes=[1], backends=["tvm"],
+                    available_backends=[*BACKENDS, "tvm"], available_modes=MODES)
+    assert "backend 'tvm' needs a package" in str(exc.value)
+    assert "pip install apache-tvm" in str(exc.value) and "inductor" in str(exc.value)
+    assert "tvm" not in installed_backends()
+    if importlib.util.find_spec("torch_tensorrt") is None:  # registered by that package itself
+        assert "pip install torch-tensorrt" in error(backends=["tensorrt"])
+    # Backends that need nothing beyond torch stay offered.
+    assert {"inductor", "aot_eager"} <= set(installed_backends())

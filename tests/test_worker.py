@@ -30,7 +30,10 @@ def test_eager_trial_measures_everything(tmp_path):
     assert r.import_s > 0 and r.build_s >= 0 and r.compile_s_cold > 0
     assert r.latency_ms_p50 > 0 and r.latency_ms_p90 >= r.latency_ms_p50
     assert len(r.latency_samples_ms) == r.measure_calls >= 5
-    assert r.timer == "perf_counter" and r.correct is True
+    assert r.timer == "perf_counter_sync" and r.correct is True
+    # Back to back as well: its own calls, timed between call starts.
+    assert r.stream_ms_p50 > 0 and r.stream_ms_p90 >= r.stream_ms_p50
+    assert r.stream_calls >= 5 and r.stream_timer == "perf_counter"
     assert r.host_rss_bytes_peak > 0 and r.vram_bytes_steady_reserved is None
     assert r.fingerprint["device_kind"] == "cpu" and r.fingerprint["torch"]
     assert (tmp_path / "result.json").exists()

@@ -16,8 +16,9 @@ from optuna.trial import TrialState
 
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
+from tuner.study.record import is_measured
 from tuner.study.spec import StudySpec
-from tuner.study.storage import KEY_ATTR, OWNER_ATTR, RESULT_ATTR, make_storage, open_study
+from tuner.study.storage import KEY_ATTR, OWNER_ATTR, make_storage, open_study
 
 # 2 batch sizes x (eager + inductor 2 modes x 2 dynamic + aot_eager 2 dynamic) = 14 configs.
 SPACE = SearchSpace(backends=("eager", "inductor", "aot_eager"),
@@ -65,7 +66,7 @@ def assert_every_config_measured_once(spec: StudySpec) -> list[optuna.trial.Froz
     trials come back."""
     study = load(spec)
     trials = study.get_trials(deepcopy=False)
-    measured = [t for t in trials if RESULT_ATTR in t.user_attrs]
+    measured = [t for t in trials if is_measured(t)]
     counts = collections.Counter(t.user_attrs[KEY_ATTR] for t in measured)
     assert sorted(counts) == sorted(c.key for c in spec.space.configs())
     assert {k: n for k, n in counts.items() if n > 1} == {}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import click
 
-from tuner.cli.options import CONTEXT
+from tuner.cli.options import CONTEXT, OneLineErrors
 
 
-@click.group(context_settings=CONTEXT)
+@click.group(cls=OneLineErrors, context_settings=CONTEXT)
 @click.version_option(package_name="tuner")
 def main() -> None:
     """Find the torch.compile settings that pay off for your model on your hardware.

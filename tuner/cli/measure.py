@@ -13,6 +13,7 @@ from tuner.cli.options import (
     CONFIRM_REPEATS,
     CONTEXT,
     Duration,
+    Number,
     dynamic_values,
     json_option,
     positive_ints,
@@ -27,12 +28,15 @@ from tuner.cli.options import (
 )
 from tuner.errors import UserError
 
+SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accepts
+
 
 @click.command(context_settings=CONTEXT, short_help="Search torch.compile settings for a model.")
 @click.option("--model", required=True,
               help="torchvision classification model name (random weights), or "
                    "package.module:factory for your own (see README: factory contract).")
-@click.option("--name", help="Study name (a folder name); default MODEL-DEVICE. Same name = resume.")
+@click.option("--name", help="Study name (a folder name); default MODEL-DEVICE, or "
+                            "MODULE-FACTORY-DEVICE for package.module:factory. Same name = resume.")
 @click.option("--device", default=None, help="cpu, cuda or cuda:N; default cuda if available.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32",
               show_default=True, help="Precision of model and inputs.")
@@ -62,22 +66,23 @@ from tuner.errors import UserError
 @prestart_option
 @click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
               help="Steady-state calls timed per trial, at least ...")
-@click.option("--min-seconds", type=click.FloatRange(min=0, max=3600), default=2.0,
+@click.option("--min-seconds", type=Number(min=0, max=3600), default=2.0,
               show_default=True, help="... and at least this many seconds.")
 @click.option("--warm-cache", is_flag=True,
               help="Share one inductor cache across trials (compile times are then warm, not cold).")
-@click.option("--confirm", "confirm_repeats", type=click.IntRange(min=0), default=CONFIRM_REPEATS,
-              show_default=True,
+@click.option("--confirm", "confirm_repeats", default=CONFIRM_REPEATS, show_default=True,
+              metavar="auto|N",
               help="After the search, measure each finalist (the Pareto set of each batch size) "
-                   "this many more times, each in a fresh process: a warm compile, a start from "
-                   "saved compile artifacts, and a latency interval that ranks configs within "
-                   "noise. 0: skip (`tuner confirm` can do it later).")
+                   "again, each time in a fresh process: a warm compile, a start from saved "
+                   "compile artifacts, and a latency interval that ranks configs within noise. "
+                   "auto: 2 to 6 times, until the 95% interval is within 5% of the p50; N: N "
+                   "times; 0: skip (`tuner confirm` can do it later).")
 @studies_dir_option
 @storage_option("Optuna storage URL (e.g. postgresql://...), or set TUNER_STORAGE to keep a "
                 "password out of `ps`; default: SQLite in the study folder.")
 @click.option("--gpus", help="One worker per GPU on this study: GPU indices (0,1) or all. Each "
                              "worker's trials see only its GPU.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Sampler seed.")
 @json_option
 @quiet_option
 @user_errors
@@ -104,9 +109,12 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
     from tuner.spec.records import TrialProtocol
     from tuner.spec.space import build_space
     from tuner.spec.workload import Workload, parse_shapes, validate
+    from tuner.study.finalists import Repeats
     from tuner.study.fleet import Fleet
     from tuner.study.search import Search
     from tuner.study.spec import StudySpec
+
+    repeats = Repeats.parse(confirm_repeats)
 
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # --model mymodule:factory from the current folder
@@ -120,6 +128,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
     workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
                         channels_last=channels_last, shape_schedule=parse_shapes(shape_schedule))
     validate(workload)
+    gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
     space = build_space(device=device,
                         batch_sizes=positive_ints(batch_sizes, "batch size", "--batch-sizes"),
                         backends=split(backends), modes=split(modes),
@@ -129,7 +138,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
                      protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
                                             warm_cache=warm_cache),
                      root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
-                     seed=seed, confirm_repeats=confirm_repeats)
+                     seed=seed, confirm_repeats=confirm_repeats.strip().lower())
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
     say = teller(quiet)
     if chosen is not None:
@@ -137,10 +146,10 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
             on_first = runners.LaunchSettings(timeout_s, prestart, gpu=chosen[0])
             return run.run_confirm(
                 Search(spec, runners.make_runner(on_first, spec.layout.cache_root),
-                       on_message=say), say, confirm_repeats)
+                       on_message=say), say, repeats)
 
         run.run_fleet(Fleet(spec, chosen, launch, quiet=quiet), say, as_json,
-                      then=confirm_after if confirm_repeats else None)
+                      then=confirm_after if repeats.any else None)
         return
     search_ = Search(spec, runners.make_runner(launch, spec.layout.cache_root), **run.progress(say))
     run.run_search(search_, say, as_json)
@@ -163,7 +172,7 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
               help="Wall-clock budget of this worker, e.g. 8h or 45m.")
 @timeout_option
 @prestart_option
-@click.option("--seed", type=int,
+@click.option("--seed", type=SEED,
               help="Sampler seed; default: a random one, so that workers propose different configs.")
 @click.option("--export-only", is_flag=True,
               help="Write the study's Parquet files under --studies-dir and exit, measuring nothing.")
@@ -202,7 +211,7 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
 def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False) -> None:
     """One worker on an existing study: ``tuner worker``, and each worker of a fleet."""
     from tuner.launch import runner as runners
-    from tuner.launch.gpus import choose_gpus, visible_gpus
+    from tuner.launch.gpus import check_device, choose_gpus, visible_gpus
     from tuner.study.export import export_study
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
@@ -213,9 +222,10 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
         export_study(Search(spec).study, spec)
         run.print_study(spec.layout, as_json)
         return
+    device = spec.workload.device
+    check_device(device, visible_gpus(), f"study {plan.study!r} runs on {device}")
     gpu = plan.launch.gpu
     if gpu is not None:
-        device = spec.workload.device
         if device != "cuda":
             raise UserError(f"study {plan.study!r} runs on {device}; --gpu shows a worker's trials "
                             "one GPU, as cuda: drop --gpu" + (
@@ -231,9 +241,10 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
 @click.command(context_settings=CONTEXT,
                short_help="Measure a study's finalists again and rank them within noise.")
 @click.argument("study")
-@click.option("--repeats", type=click.IntRange(min=1), default=CONFIRM_REPEATS, show_default=True,
-              help="Re-measurements each finalist should have in all. Those made before count, "
-                   "so a second call only adds what is missing.")
+@click.option("--repeats", default=CONFIRM_REPEATS, show_default=True, metavar="auto|N",
+              help="Re-measurements each finalist should have in all: N, or auto (2 to 6, until "
+                   "the 95% interval is within 5% of the p50). Those made before count, so a "
+                   "second call only adds what is missing.")
 @click.option("--redo", is_flag=True,
               help="Forget the finalists' earlier re-measurements and make --repeats new ones.")
 @timeout_option
@@ -260,21 +271,28 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     \b
     Examples:
       tuner confirm studies/resnet18-cuda
-      tuner confirm resnet18-cuda --repeats 4      # two more each, after the default two
+      tuner confirm resnet18-cuda --repeats 8      # 8 each in all, those made before included
       tuner confirm studies/resnet18-cuda --redo   # all of them again, from scratch
     """
     from tuner.launch import runner as runners
+    from tuner.launch.gpus import check_device, visible_gpus
+    from tuner.study.finalists import Repeats
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
 
+    plan = Repeats.parse(repeats)
+    if not plan.any:
+        raise UserError("--repeats 0 measures nothing: give auto or a number from 1")
     path = Path(study)
     name, root = (path.name, path.parent) if path.is_dir() else (study, studies_dir)
     spec = join_spec(name, storage, root)
+    device = spec.workload.device
+    check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}")
     say = teller(quiet)
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
     stopped = run.run_confirm(
         Search(spec, runners.make_runner(launch, spec.layout.cache_root), on_message=say),
-        say, repeats, redo=redo)
+        say, plan, redo=redo)
     run.print_study(spec.layout, as_json)
     if stopped:
         sys.exit(130)
@@ -287,5 +305,8 @@ def _default_device() -> str:
 
 
 def _study_name(model: str, device: str) -> str:
-    base = model.split(":")[0].split(".")[-1] if ":" in model else model
+    """MODEL-DEVICE, or MODULE-FACTORY-DEVICE for a factory: two factories of one module are
+    two workloads, and one name for both would refuse the second as "another workload"."""
+    module, _, factory = model.partition(":")
+    base = f"{module.split('.')[-1]}-{factory}" if factory else model
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{base}-{device.split(':')[0]}")

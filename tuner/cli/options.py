@@ -4,6 +4,7 @@ one place where library errors become one-line CLI errors."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 import warnings
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import click
 from tuner.errors import UserError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-CONFIRM_REPEATS = 2  # tuner.study.finalists.DEFAULT_REPEATS, without importing pandas for --help
+CONFIRM_REPEATS = "auto"  # tuner.study.finalists.DEFAULT_REPEATS, without importing pandas for --help
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,6 +28,49 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except UserError as exc:
             raise click.ClickException(str(exc)) from exc
     return wrapper
+
+
+class OneLineErrors(click.Group):
+    """Click's usage errors (a bad option value, an unknown option) as one ``Error:`` line, like
+    every other bad input, instead of the usage text, a hint and then the error."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise one_line(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise one_line(exc) from None
+
+
+def one_line(exc: click.UsageError) -> click.ClickException:
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc  # no arguments at all: the help, as click shows it
+    where = exc.ctx.command_path if exc.ctx is not None else "tuner"
+    message = " ".join(exc.format_message().split())
+    error = click.ClickException(f"{message} (see {where} --help)")
+    error.exit_code = exc.exit_code  # 2, as click exits on usage errors
+    return error
+
+
+class Number(click.FloatRange):
+    """A float in a range that is also finite: nan passes every comparison of a plain
+    FloatRange, and inf means nothing as a limit, a window or a size."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def positive_number() -> Number:
+    """A finite number above zero (a limit of zero GiB or seconds admits nothing)."""
+    return Number(min=0, min_open=True)
 
 
 class Duration(click.ParamType):

@@ -12,6 +12,7 @@ from tuner.cli.options import (
     CONTEXT,
     echo_warnings,
     json_option,
+    positive_number,
     studies_dir_option,
     study_path,
     user_errors,
@@ -58,10 +59,10 @@ def show(study, studies_dir, show_all, as_json) -> None:
               default="latency", show_default=True,
               help="What to optimise. traffic: the least time on the study's --shape-schedule, "
                    "recompiles included (dynamic shapes compared on your traffic).")
-@click.option("--max-vram-gb", type=float,
+@click.option("--max-vram-gb", type=positive_number(),
               help="Most memory (GiB) the config may need, compile and warm-up included.")
-@click.option("--max-compile-s", type=float, help="Longest first (compiling) call, in seconds.")
-@click.option("--max-latency-ms", type=float, help="Slowest median latency per call allowed.")
+@click.option("--max-compile-s", type=positive_number(), help="Longest first (compiling) call, in seconds.")
+@click.option("--max-latency-ms", type=positive_number(), help="Slowest median latency per call allowed.")
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",

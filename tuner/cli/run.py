@@ -58,7 +58,7 @@ def run_fleet(fleet: Any, say: Callable[[str], None], as_json: bool,
         sys.exit(130)
 
 
-def run_confirm(search: Any, say: Callable[[str], None], repeats: int, redo: bool = False) -> bool:
+def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: bool = False) -> bool:
     """Re-measure the finalists in the foreground (tuner.study.finalists): Ctrl-C stops after
     the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped."""
     with signals.installed(signals.stop_handlers(search, say, "re-measurement")):

@@ -55,6 +55,7 @@ class Transfer:
     target_best_label: str | None
     target_best_latency_ms: float | None
     slowdown_vs_target_best: float | None  # target_latency / target best; 1.0 = it is the best
+    target_measured_batch_size: bool = True  # False: the target ran no trial at this batch size
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,10 +54,11 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     stored = df.copy()
     df = df.copy()
     number = {c: pd.to_numeric(df[c], errors="coerce") for c in (
-        "latency_ms_p50", "batch_size", "compile_s_cold", "warmup_s", "flops_per_call",
-        "peak_tflops_measured")}
+        "latency_ms_p50", "stream_ms_p50", "batch_size", "compile_s_cold", "warmup_s",
+        "flops_per_call", "peak_tflops_measured")}
     p50 = number["latency_ms_p50"]
-    df["throughput_per_s"] = number["batch_size"] * 1e3 / p50
+    # Items per second of a busy server: from the back-to-back time per call.
+    df["throughput_per_s"] = number["batch_size"] * 1e3 / number["stream_ms_p50"]
     # Warm-up cost: the cold first call plus the calls until latency settled.
     df["time_to_steady_s"] = number["compile_s_cold"] + number["warmup_s"].fillna(0.0)
     memory = [serving_memory(s, h) for s, h in zip(df["vram_bytes_steady_reserved"],
@@ -66,7 +67,7 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
                                         for m, _ in memory], dtype="Int64")
     df["memory_kind"] = [kind for _, kind in memory]
     df["peak_vram_bytes"] = df["vram_bytes_steady_reserved"]
-    df["achieved_tflops"] = number["flops_per_call"] / (p50 * 1e-3) / 1e12
+    df["achieved_tflops"] = number["flops_per_call"] / (number["stream_ms_p50"] * 1e-3) / 1e12
 
     ok = df[(df["status"] == Status.OK.value) & (df["backend"] == EAGER)]
     eager = pd.to_numeric(ok["latency_ms_p50"], errors="coerce").groupby(ok["batch_size"]).min()

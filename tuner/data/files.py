@@ -95,6 +95,9 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
         if column not in df:
             df[column] = None
     df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]  # this version's order
+    if version < 3:  # latency was timed back to back then: that is the stream figure
+        for stat in ("p50", "p90", "p99", "iqr"):
+            df[f"stream_ms_{stat}"] = df[f"latency_ms_{stat}"]
     missing = [c for c in ("status", "batch_size") if len(df) and df[c].isna().all()]
     if missing:
         raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")

@@ -12,7 +12,8 @@ from tuner.data.select import memory_needed_bytes
 
 @dataclasses.dataclass(frozen=True)
 class Measured:
-    """What the study measured for the recommended config. Units in the names."""
+    """What the study measured for the recommended config. Units in the names: ``latency_ms_*``
+    per request (each call then synchronize), ``stream_ms_p50`` per call back to back."""
 
     latency_ms_p50: float
     latency_ms_p90: float | None
@@ -36,6 +37,7 @@ class Measured:
     latency_ms_p50_ci_high: float | None = None
     latency_spread_pct: float | None = None
     rank_within_noise: int | None = None
+    stream_ms_p50: float | None = None
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:

@@ -29,6 +29,9 @@ from tuner.spec.records import Status, TrialResult
 # What each re-measurement is: a first call on the trial's warm cache, one that filled an empty
 # cache (the cache was gone), one that loaded the saved artifacts first, or an eager config.
 WARM, COLD, ARTIFACTS, EAGER_REPEAT = "warm", "cold", "artifacts", "eager"
+# CPU cores other processes kept busy while a trial measured, from which its figures are flagged
+# as measured under interference: a launch-bound config needs a core of its own.
+INTERFERENCE_CORES = 0.5
 
 # t(0.975, df): the two-sided 95 % quantile of Student's t; between entries the smaller df's
 # (larger, more cautious) value is used.

@@ -3,9 +3,11 @@ the column names, the fingerprint of the machine on every row.
 
 Versions: 1 the first files; 2 added compile-health reasons, ``ran_compiled``, FLOPs and the
 device's peak, the finalist columns, the shape-schedule replay, pre-started processes and NVML
-during compile; 3 is this layout's version (no column dropped). A file of any earlier version
-loads: its missing columns come back empty, and the derived ones are computed
-(:mod:`tuner.data.derive`).
+during compile; 3 measures latency per request (``latency_ms_*``: each call followed by a
+synchronize) and back to back (``stream_ms_*``) and takes throughput from the stream. Versions 1
+and 2 timed calls back to back only, under the ``latency_ms_*`` names: reading them, those values
+are also the ``stream_ms_*`` columns. A file of any earlier version loads: its missing columns
+come back empty, and the derived ones are computed (:mod:`tuner.data.derive`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ SCHEMA = pa.schema([
     ("latency_ms_p50", _f64), ("latency_ms_p90", _f64), ("latency_ms_p99", _f64),
     ("latency_ms_mean", _f64), ("latency_ms_min", _f64), ("latency_ms_iqr", _f64),
     ("latency_samples_ms", pa.list_(_f64)), ("measure_calls", _i64), ("measure_s", _f64),
-    ("timer", _str), ("noisy", _bool), ("throughput_per_s", _f64),
+    ("timer", _str), ("noisy", _bool),
+    # steady state, back to back
+    ("stream_ms_p50", _f64), ("stream_ms_p90", _f64), ("stream_ms_p99", _f64),
+    ("stream_ms_iqr", _f64), ("stream_calls", _i64), ("stream_s", _f64), ("stream_timer", _str),
+    ("host_other_cpu_cores", _f64), ("host_load_1m", _f64),
+    ("throughput_per_s", _f64),
     ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
     # memory
     ("peak_memory_bytes", _i64), ("memory_kind", _str), ("peak_vram_bytes", _i64),
@@ -69,7 +76,8 @@ SCHEMA = pa.schema([
     # the workload's shape schedule replayed (empty without one)
     ("schedule_recompiles", _i64), ("schedule_recompile_s", _f64), ("schedule_total_s", _f64),
     ("schedule_batch_sizes", pa.list_(_i64)), ("schedule_shapes", pa.list_(_str)),
-    ("schedule_latency_ms", pa.list_(_f64)),
+    ("schedule_latency_ms", pa.list_(_f64)), ("schedule_first_call_s", pa.list_(_f64)),
+    ("schedule_warmup_s", pa.list_(_f64)), ("schedule_shape_recompiles", pa.list_(_i64)),
     *FINALIST_FIELDS,
     *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
 ])

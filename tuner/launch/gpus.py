@@ -16,6 +16,22 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
+def check_device(device: str, available: int, where: str) -> None:
+    """A one-line error, before any trial, for a CUDA device this process cannot see: without
+    it every trial would start, crash on the missing driver, and the search would exit 0.
+    ``where`` names what asked for the device (``--device cuda``, ``study 'x' runs on cuda``)."""
+    if not device.startswith("cuda"):
+        return
+    if available == 0:
+        raise UserError(f"{where}, but torch sees no CUDA GPU on this machine "
+                        "(torch.cuda.is_available() is False): use --device cpu, or run on a "
+                        "machine with an NVIDIA driver and a CUDA build of torch")
+    index = int(device.partition(":")[2] or 0)
+    if index >= available:
+        raise UserError(f"{where}, but there is no GPU {index}: torch sees {available} "
+                        f"(cuda:0-cuda:{available - 1})")
+
+
 def choose_gpus(text: str, available: int) -> list[int]:
     """``--gpus`` as GPU indices: ``all``, or a comma-separated list such as ``0,1``."""
     if available == 0:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tuner.data.comparison import Comparison, Point, StudyRef, Transfer
+from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.select import GIB
 from tuner.errors import UserError
 from tuner.render.text import cell, describe_fingerprint
+from tuner.spec.config import EAGER
 
 
 def render(c: Comparison) -> str:
@@ -42,7 +43,7 @@ def _table(c: Comparison, bs: int) -> str:
                      _with_ratio(b.latency_ms_p50, "{:.3f}", b.latency_vs_a),
                      _with_ratio(b.throughput_per_s, "{:,.0f}", b.throughput_vs_a),
                      _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
-                     _with_ratio(b.compile_s_cold, "{:.1f}", b.compile_vs_a),
+                     _compile_cell(b),
                      cell(b.speedup_vs_eager, "{:.2f}x")])
     if not body:
         return "  (no study has a verified config at this batch size)"
@@ -82,13 +83,15 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
             ax.step([p.latency_ms_p50 for p in stair], [p.peak_memory_bytes / GIB for p in stair],
                     where="post", color=c, alpha=0.6, zorder=2)
             first = stair[0]
+            dx, ha = place.side(first)
             ax.annotate(f"{s.tag}: {s.name}", (first.latency_ms_p50, first.peak_memory_bytes / GIB),
-                        fontsize=9, fontweight="bold", color=c, xytext=(4, -13),
-                        textcoords="offset points")
+                        fontsize=9, fontweight="bold", color=c, xytext=(dx, -13),
+                        textcoords="offset points", ha=ha)
             for p in points:
                 lift = place(p)
+                dx, ha = place.side(p)
                 ax.annotate(p.label, (p.latency_ms_p50, p.peak_memory_bytes / GIB), fontsize=7,
-                            color=c, xytext=(4, lift), textcoords="offset points",
+                            color=c, xytext=(dx, lift), textcoords="offset points", ha=ha,
                             arrowprops=dict(arrowstyle="-", color=c, lw=0.5, alpha=0.5)
                             if lift > 3 else None)
         if log_x:
@@ -110,12 +113,15 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
 
 def _transfer_sentence(t: Transfer) -> str:
     head = f"{t.source}'s {t.label} on {t.target}:"
-    if t.target_best_latency_ms is None:
+    if not t.target_measured_batch_size:
+        theirs = f"{t.target} did not measure batch size {t.batch_size}"
+    elif t.target_best_latency_ms is None:
         theirs = f"{t.target} has no verified config"
     else:
         theirs = f"{t.target}'s best is {t.target_best_label} ({t.target_best_latency_ms:.3f} ms)"
     if t.outcome == "not_measured":
-        return f"{head} not measured there; {theirs}"
+        return f"{head} {theirs}" if not t.target_measured_batch_size else (
+            f"{head} not measured there; {theirs}")
     if t.outcome == "failed":
         return f"{head} did not pass there ({t.detail}); {theirs}"
     where = f"{'on' if t.outcome == 'on_front' else 'NOT on'} {t.target}'s Pareto front"
@@ -133,9 +139,16 @@ class _Labeller:
         self.log_x = log_x
         xs = [self._x(p) for p in points]
         ys = [p.peak_memory_bytes or 0.0 for p in points]
+        self.x_min = min(xs)
         self.x_span = (max(xs) - min(xs)) or 1.0
         self.y_span = (max(ys) - min(ys)) or 1.0
         self.placed: list[tuple[float, float]] = []
+
+    def side(self, p: Point) -> tuple[float, str]:
+        """Offset and alignment of a label: to the right of its point, or to the left in the
+        right part of the panel, where a label written rightwards runs past the panel's edge."""
+        right = (self._x(p) - self.x_min) / self.x_span > 0.6
+        return (-4.0, "right") if right else (4.0, "left")
 
     def _x(self, p: Point) -> float:
         return math.log10(p.latency_ms_p50) if self.log_x else p.latency_ms_p50
@@ -154,6 +167,13 @@ def _front_2d(points: list[Point]) -> list[Point]:
         if not out or p.peak_memory_bytes < out[-1].peak_memory_bytes:
             out.append(p)
     return out
+
+
+def _compile_cell(b: Best) -> str:
+    # Eager compiles nothing: its first call is only a slow call, not a compile time.
+    if b.label == EAGER:
+        return "-"
+    return _with_ratio(b.compile_s_cold, "{:.1f}", b.compile_vs_a)
 
 
 def _with_ratio(value: float | None, fmt: str, ratio: float | None) -> str:

@@ -97,10 +97,11 @@ def describe(rec: Recommended) -> str:
                    f"(trial {rec.trial_number})"),
         ("apply", f"torch.compile(model, {call})" if rec.config.compiled
          else "no torch.compile: eager was best"),
-        ("latency", _fmt(m.latency_ms_p50, "{:.3f} ms p50") + ", "
+        ("latency", _fmt(m.latency_ms_p50, "{:.3f} ms p50 per request") + ", "
          + _fmt(m.latency_ms_p90, "{:.3f} ms p90") + ", "
          + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
-        ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s")),
+        ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s") + " back to back ("
+         + _fmt(m.stream_ms_p50, "{:.3f} ms a call") + ")"),
         ("compile", _fmt(m.compile_s_cold, "{:.1f} s first call") + ", "
          + ("" if m.compile_s_warm is None else f"{m.compile_s_warm:.1f} s warm, ")
          + ("" if m.compile_s_artifacts is None

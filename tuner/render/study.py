@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.derive import ran_eager, ran_eager_only
+from tuner.data.noise import INTERFERENCE_CORES
 from tuner.data.select import best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.records import SCHEDULE_REPEATS, Status
@@ -18,6 +19,7 @@ _TABLE = [
     ("label", "config", "{}"),
     ("latency_ms_p50", "p50 ms", "{:.3f}"),
     ("latency_ms_p90", "p90 ms", "{:.3f}"),
+    ("stream_ms_p50", "stream ms", "{:.3f}"),
     ("speedup_vs_eager", "vs eager", "{:.2f}x"),
     ("throughput_per_s", "items/s", "{:,.0f}"),
     ("achieved_tflops", "TFLOP/s", "{:.3g}"),
@@ -44,6 +46,9 @@ def notes(row: pd.Series) -> str:
         out.append("RAN EAGER: no compiled graph, not a compiled result")
     if row.get("noisy") is True:
         out.append("noisy")
+    busy = row.get("host_other_cpu_cores")
+    if busy is not None and not pd.isna(busy) and busy >= INTERFERENCE_CORES:
+        out.append(f"host busy: other processes used {busy:.1f} CPU cores while it measured")
     for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
                          ("recompile_limit_hits", "recompile-limit hits"),
                          ("cudagraph_skips", "cudagraph skips"),
@@ -178,6 +183,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         lines.append("")
         lines.append(f"batch size {bs}: every trial" if every_trial else
                      f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
+        lines.append("(p50, p90: what one request waits, each call then synchronize; stream: "
+                     "per call back to back, what a busy server pays)")
         lines.append(table(group))
         if _noise_note(group):
             lines.append(_noise_note(group))
@@ -189,8 +196,9 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         shapes = ",".join(shape_label(s) for s in schedule)
         lines.append("")
         lines.append(f"shape schedule {shapes} replayed after each trial's steady state "
-                     f"(every call timed, synchronised; replay s: all {SCHEDULE_REPEATS} "
-                     "replays):")
+                     f"(replay s: all {SCHEDULE_REPEATS} replays, every "
+                     "step synchronised; ms: each shape once warm, its compiles and CUDA-graph "
+                     "recordings counted apart):")
         lines.append(schedule_table(replay))
     failed = failures(trials)
     if failed:
@@ -218,8 +226,14 @@ def schedule_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
             "recompile_s": None if pd.isna(r["schedule_recompile_s"]) else float(r["schedule_recompile_s"]),
             "replay_s": float(r["schedule_total_s"]),
             "latency_ms": {str(k): float(v) for k, v in zip(labels, r["schedule_latency_ms"])},
+            "warmup_s": {str(k): float(v) for k, v in zip(labels, _listed(r, "schedule_warmup_s"))},
         })
     return rows
+
+
+def _listed(row: pd.Series, column: str) -> list[Any]:
+    value = row.get(column)
+    return list(value) if is_list(value) else []
 
 
 def schedule_table(rows: list[dict[str, Any]]) -> str:

@@ -101,7 +101,8 @@ class TrialResult:
     warmup_s: float | None = None  # further calls until latency is steady
     warmup_calls: int | None = None
     wall_s: float | None = None  # the whole trial process, seen by the parent
-    # steady-state latency of one call
+    # Steady state, per request: each call followed by a synchronize, timed on the host from
+    # the call to its result: what one request waits.
     latency_ms_p50: float | None = None
     latency_ms_p90: float | None = None
     latency_ms_p99: float | None = None
@@ -111,8 +112,21 @@ class TrialResult:
     latency_samples_ms: list[float] = dataclasses.field(default_factory=list)
     measure_calls: int | None = None
     measure_s: float | None = None
-    timer: str | None = None  # cuda_event | perf_counter
-    noisy: bool | None = None
+    timer: str | None = None  # perf_counter_sync
+    noisy: bool | None = None  # per-request IQR / median above the protocol's ratio
+    # Steady state, back to back: calls launched without waiting for results; a call's time is
+    # from its start to the next call's start: what a busy server pays per call.
+    stream_ms_p50: float | None = None
+    stream_ms_p90: float | None = None
+    stream_ms_p99: float | None = None
+    stream_ms_iqr: float | None = None
+    stream_calls: int | None = None
+    stream_s: float | None = None
+    stream_timer: str | None = None  # cuda_event | perf_counter
+    # CPU other processes used while the steady state was timed, in cores (tuner.trial.host),
+    # and the host's 1-minute load average after it
+    host_other_cpu_cores: float | None = None
+    host_load_1m: float | None = None
     eager_reference_ms: float | None = None  # one eager call, for the break-even estimate
     # memory
     vram_bytes_baseline: int | None = None  # allocated after build: weights + inputs
@@ -159,7 +173,13 @@ class TrialResult:
     schedule_total_s: float | None = None  # the whole replay, every step synchronised
     schedule_batch_sizes: list[int] = dataclasses.field(default_factory=list)  # distinct, in order
     schedule_shapes: list[str] = dataclasses.field(default_factory=list)  # "8" or "8x128"
-    schedule_latency_ms: list[float] = dataclasses.field(default_factory=list)  # median per shape
+    # per shape, aligned with schedule_shapes: the median latency once warm (the warm pass), its
+    # first call in the replay, the replay time beyond its warm latency (compiles, CUDA-graph
+    # recordings, settling), and the compiles its replay steps caused
+    schedule_latency_ms: list[float] = dataclasses.field(default_factory=list)
+    schedule_first_call_s: list[float] = dataclasses.field(default_factory=list)
+    schedule_warmup_s: list[float] = dataclasses.field(default_factory=list)
+    schedule_shape_recompiles: list[int] = dataclasses.field(default_factory=list)
     fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property

@@ -22,13 +22,39 @@ _NOT_OFFERED = {"eager", "eager_debug", "eager_noexcept", "pre_dispatch_eager", 
                 "dynamo_minifier_backend", "dynamo_accuracy_minifier_backend"}
 
 
+# Backends dynamo registers whatever is installed, but that import a package of their own when
+# they compile: without it every trial would end compile_error. backend -> (module, what to
+# install). Backends that need nothing beyond torch (inductor, cudagraphs, aot_eager, ts) are not
+# here; those that packages register through entry points come with their package.
+BACKEND_PACKAGES = {
+    "tvm": ("tvm", "apache-tvm"),
+    "openxla": ("torch_xla", "torch_xla"),
+    "openxla_eval": ("torch_xla", "torch_xla"),
+    "onnxrt": ("onnxruntime", "onnxruntime onnx onnxscript"),
+    "tensorrt": ("torch_tensorrt", "torch-tensorrt"),
+    "torch_tensorrt": ("torch_tensorrt", "torch-tensorrt"),
+    "ipex": ("intel_extension_for_pytorch", "intel-extension-for-pytorch"),
+}
+
+
 def installed_backends() -> list[str]:
-    """Backends the installed torch offers, ``eager`` (no compile) first."""
+    """Backends the installed torch offers and can run here, ``eager`` (no compile) first."""
     import torch._dynamo
 
     registered = torch._dynamo.list_backends(exclude_tags=())
     return [EAGER] + sorted(b for b in registered
-                            if b not in _NOT_OFFERED and not b.endswith("_TESTING_ONLY"))
+                            if b not in _NOT_OFFERED and not b.endswith("_TESTING_ONLY")
+                            and missing_package(b) is None)
+
+
+def missing_package(backend: str) -> str | None:
+    """What to install for ``backend`` where its package is missing; None if nothing is."""
+    import importlib.util
+
+    module, install = BACKEND_PACKAGES.get(backend, (None, None))
+    if module is None or importlib.util.find_spec(module) is not None:
+        return None
+    return install
 
 
 def installed_modes() -> list[str]:
@@ -111,6 +137,9 @@ def build_space(
         backends = [b for b in (EAGER, INDUCTOR, "cudagraphs") if b in have_backends
                     and (on_cuda or b not in _CUDA_ONLY_BACKENDS)]
     for b in backends:
+        if (install := missing_package(b)) is not None:
+            raise UserError(f"backend {b!r} needs a package that is not installed: pip install "
+                            f"{install}, or choose from {', '.join(have_backends)}")
         if b not in have_backends:
             raise UserError(f"unknown backend {b!r}: this torch offers {', '.join(have_backends)}")
         if b in _CUDA_ONLY_BACKENDS and not on_cuda:

@@ -119,7 +119,7 @@ def validate(workload: Workload) -> None:
     if with_seq_len and not workload.is_factory:
         raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, which "
                         f"only a factory model takes: use batch sizes alone for {workload.model}")
-    if not (workload.device == "cpu" or workload.device.startswith("cuda")):
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", workload.device):
         raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
     if workload.is_factory:
         factory = load_factory(workload.model, error=UserError)

@@ -24,12 +24,12 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status
 from tuner.spec.space import SearchSpace
 from tuner.study.params import params_of
+from tuner.study.record import is_measured
 from tuner.study.storage import (
     CONFIG_ATTR,
     INTERRUPTED_ATTR,
     KEY_ATTR,
     OWNER_ATTR,
-    RESULT_ATTR,
     RETRY_ATTR,
     STATUS_ATTR,
 )
@@ -73,7 +73,7 @@ class Claims:
             if t.number == exclude:
                 continue
             key = t.user_attrs.get(KEY_ATTR)
-            if RESULT_ATTR in t.user_attrs:
+            if is_measured(t):
                 # A broken model says nothing about the config: once fixed, a rerun measures it.
                 if t.user_attrs.get(STATUS_ATTR) != Status.WORKLOAD_ERROR.value:
                     measured.add(key)
@@ -150,7 +150,7 @@ class Claims:
         or another trial holds it."""
         key = trial.user_attrs.get(KEY_ATTR)
         config = next((c for c in self.space.configs() if c.key == key), None)
-        if config is None or RESULT_ATTR in trial.user_attrs:
+        if config is None or is_measured(trial):
             return
         if not self.state(exclude=trial.number).taken(key):
             self.enqueue(config, **{RETRY_ATTR: trial.number})

@@ -16,9 +16,10 @@ from tuner.spec.layout import StudyLayout
 from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
 from tuner.study.finalists import repeats_of
+from tuner.study.record import stored_result
 from tuner.study.redact import redact
 from tuner.study.spec import StudySpec
-from tuner.study.storage import CONFIG_ATTR, RESULT_ATTR
+from tuner.study.storage import CONFIG_ATTR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +35,11 @@ def study_frame(study: optuna.Study, name: str, workload: Workload,
     repeats = repeats_of(study)
     rows = []
     for t in study.get_trials(deepcopy=False):
-        if RESULT_ATTR not in t.user_attrs:
+        stored = stored_result(t)
+        if stored is None:
             continue
         config = TrialConfig.from_dict(t.user_attrs[CONFIG_ATTR])
-        result = TrialResult.from_dict(t.user_attrs[RESULT_ATTR])
+        result = TrialResult.from_dict(stored)
         row = trial_row(name, t.number, config, workload, result)
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
                                   None if layout is None else layout.directory))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import shutil
+import statistics
 import tempfile
 import threading
 from collections.abc import Callable
@@ -34,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.data.noise import ARTIFACTS, COLD, EAGER_REPEAT, WARM
+from tuner.data.noise import ARTIFACTS, COLD, EAGER_REPEAT, INTERFERENCE_CORES, WARM, interval
 from tuner.data.rows import config_of
+from tuner.errors import UserError
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialRequest, TrialResult
 
@@ -46,7 +48,54 @@ if TYPE_CHECKING:
     from tuner.study.spec import StudySpec
 
 REPEATS_ATTR = "tuner.repeats."  # + trial number: a study user attribute, a list of records
-DEFAULT_REPEATS = 2  # three processes per finalist: enough for a spread and an interval
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeats:
+    """How often each finalist is measured again: ``fixed`` times, or (``fixed`` None, the
+    default ``auto``) at least ``least`` and at most ``most`` times, stopping as soon as its 95 %
+    interval is narrower than ``width`` times its p50."""
+
+    fixed: int | None = None
+    least: int = 2
+    most: int = 6
+    width: float = 0.05
+
+    @classmethod
+    def parse(cls, text: str | int) -> Repeats:
+        """``auto`` or a whole number of repeats."""
+        if isinstance(text, int) or str(text).strip().isdigit():
+            return cls(fixed=int(text))
+        if str(text).strip().lower() == "auto":
+            return cls()
+        raise UserError(f"repeats {text!r}: give auto or a whole number, e.g. --confirm 3")
+
+    @property
+    def any(self) -> bool:
+        return self.fixed != 0
+
+    def describe(self) -> str:
+        return (f"{self.fixed}" if self.fixed is not None else
+                f"{self.least} to {self.most} each, until the 95% interval is within "
+                f"{self.width:.0%} of the p50")
+
+    def more(self, p50s: list[float], records: int) -> bool:
+        """Whether a finalist with these p50s (its trial's and its repeats') and ``records``
+        re-measurements (failed ones included) needs another."""
+        if self.fixed is not None:
+            return records < self.fixed
+        if records < self.least:
+            return True
+        return records < self.most and not narrow(p50s, self.width)
+
+
+def narrow(p50s: list[float], width: float) -> bool:
+    """Whether the 95 % interval of ``p50s`` spans less than ``width`` of their median."""
+    bounds = interval(p50s)
+    return bounds is not None and (bounds[1] - bounds[0]) < width * statistics.median(p50s)
+
+
+DEFAULT_REPEATS = Repeats()  # auto
 
 
 def fresh_trial_cache(spec: StudySpec, config: TrialConfig, number: int) -> Path | None:
@@ -88,6 +137,8 @@ class ConfirmSummary:
     measured: int  # re-measurements run now
     failed: int  # of those, how many did not finish ok
     stopped: bool  # stopped by the user before all were run
+    # finalists whose interval stayed wider than asked (auto), each with a sentence on why
+    noisy: tuple[str, ...] = ()
 
 
 def repeats_of(study: optuna.Study) -> dict[int, list[dict[str, Any]]]:
@@ -97,35 +148,42 @@ def repeats_of(study: optuna.Study) -> dict[int, list[dict[str, Any]]]:
 
 
 def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, front: pd.DataFrame,
-            repeats: int, *, redo: bool = False,
+            repeats: int | Repeats, *, redo: bool = False,
             on_message: Callable[[str], None] | None = None,
             stop: threading.Event | None = None,
             abort: threading.Event | None = None) -> ConfirmSummary:
-    """Re-measure each finalist (each row of ``front``, the study's Pareto set) until it has
-    ``repeats`` re-measurements; those done before count, unless ``redo`` forgets them.
+    """Re-measure each finalist (each row of ``front``, the study's Pareto set) as ``repeats``
+    says (a number, or :class:`Repeats`); re-measurements made before count, unless ``redo``
+    forgets them.
 
     ``stop`` ends it before the next process, ``abort`` kills the one in flight (not recorded).
     """
+    plan_of = repeats if isinstance(repeats, Repeats) else Repeats(fixed=repeats)
     say = on_message or (lambda text: None)
     stored = repeats_of(study)
-    plan = []
+    finalists = []
     for _, row in front.iterrows():
         number = int(row["trial_number"])
         records = [] if redo else stored.get(number, [])
-        if repeats - len(records) > 0:
-            plan.append((number, config_of(row), records, repeats - len(records)))
-    total = sum(missing for *_, missing in plan)
-    if not plan:
+        own = [float(row["latency_ms_p50"])] if row["status"] == Status.OK.value else []
+        if plan_of.more(own + _p50s(records), len(records)):
+            finalists.append((number, config_of(row), records, own))
+    if not finalists:
         return ConfirmSummary(len(front), 0, 0, False)
-    say(f"confirming {len(plan)} finalists: {total} re-measurements, each in a fresh process "
-        "(Ctrl-C stops; `tuner confirm` or the same command resumes)")
-    for number, *_ in plan if redo else []:  # all at once: a stop half-way redoes the rest
+    total = None if plan_of.fixed is None else \
+        sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
+    what = f"{total} re-measurements" if total is not None else \
+        f"{plan_of.describe()}: re-measurements"
+    say(f"confirming {len(finalists)} finalists: {what}, each in a fresh process (Ctrl-C stops; "
+        "`tuner confirm` or the same command resumes)")
+    for number, *_ in finalists if redo else []:  # all at once: a stop half-way redoes the rest
         study.set_user_attr(REPEATS_ATTR + str(number), [])
     measured = failed = 0
-    for number, config, records, missing in plan:
-        for _ in range(missing):
+    noisy = []
+    for number, config, records, own in finalists:
+        while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
-                return ConfirmSummary(len(front), measured, failed, True)
+                return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
             kind, request, cache = _next(spec, number, config, records)
             workdir = spec.layout.repeat_dir(number, len(records) + 1)
             empty = Path(tempfile.mkdtemp(prefix="tuner-cache-")) if cache is None else None
@@ -135,14 +193,45 @@ def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, front: pd.Data
                 if empty is not None:
                     shutil.rmtree(empty, ignore_errors=True)
             if result.status is Status.INTERRUPTED:
-                return ConfirmSummary(len(front), measured, failed, True)
+                return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
             records.append(_record(kind, result))
             study.set_user_attr(REPEATS_ATTR + str(number), records)
             measured += 1
             failed += not result.ok
-            say(f"[confirm {measured}/{total}] {config.label} bs={config.batch_size} "
+            done = f"{measured}/{total}" if total is not None else f"{measured}"
+            say(f"[confirm {done}] {config.label} bs={config.batch_size} "
                 f"(trial {number}, {kind}): {_outcome(kind, result)}")
-    return ConfirmSummary(len(front), measured, failed, False)
+        p50s = own + _p50s(records)
+        if plan_of.fixed is None and not narrow(p50s, plan_of.width):
+            noisy.append(_still_noisy(config, p50s, records, plan_of))
+    for sentence in noisy:
+        say(sentence)
+    return ConfirmSummary(len(front), measured, failed, False, tuple(noisy))
+
+
+def _p50s(records: list[dict[str, Any]]) -> list[float]:
+    return [float(r["latency_ms_p50"]) for r in records
+            if r["status"] == Status.OK.value and r.get("latency_ms_p50") is not None]
+
+
+def _still_noisy(config: TrialConfig, p50s: list[float], records: list[dict[str, Any]],
+                 plan: Repeats) -> str:
+    """Why a finalist's interval stayed wide after the most repeats: the spread of its
+    processes, and whether other processes used the host's CPU while they measured."""
+    bounds = interval(p50s)
+    width = "no interval" if bounds is None else \
+        f"95% interval {bounds[0]:.3f}-{bounds[1]:.3f} ms"
+    busy = [r.get("host_other_cpu_cores") for r in records
+            if r.get("host_other_cpu_cores") is not None]
+    if busy and max(busy) >= INTERFERENCE_CORES:
+        why = (f"other processes used up to {max(busy):.1f} CPU cores while it measured: "
+               "the host interfered")
+    elif busy:
+        why = "no other process used the host's CPU meanwhile: the config itself varies"
+    else:
+        why = "host interference was not measured"
+    return (f"{config.label} bs={config.batch_size} stayed noisy after {len(records)} repeats "
+            f"({width}, wider than {plan.width:.0%} of the p50); {why}")
 
 
 def _next(spec: StudySpec, number: int, config: TrialConfig,
@@ -176,6 +265,7 @@ def _record(kind: str, result: TrialResult) -> dict[str, Any]:
         "artifacts_load_s": result.artifacts_load_s, "artifacts_bytes": result.artifacts_bytes,
         "artifacts_note": result.artifacts_note, "fxgraph_cache_hits": result.fxgraph_cache_hits,
         "fxgraph_cache_misses": result.fxgraph_cache_misses, "wall_s": result.wall_s,
+        "host_other_cpu_cores": getattr(result, "host_other_cpu_cores", None),
         "torch": fp.get("torch"), "host": fp.get("host"),
         "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -27,13 +29,14 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.claims import Claims
-from tuner.study.export import Exported, export_study
+from tuner.study.export import Exported, export_study, study_frame
 from tuner.study.params import suggest
+from tuner.study.record import store_result, summary
 from tuner.study.spec import StudySpec
 from tuner.study.storage import (
     DUPLICATE_ATTR,
     INTERRUPTED_ATTR,
-    RESULT_ATTR,
+    OWNER_ATTR,
     STATUS_ATTR,
     ensure_folder,
     make_storage,
@@ -98,6 +101,7 @@ class Search:
     def _run(self) -> SearchSummary:
         spec, study, claims = self.spec, self.study, self.claims
         self.prepare()
+        self._warn_of_neighbours()
         started = time.monotonic()
         deadline = started + spec.budget_s if spec.budget_s else None
         new, duplicates_in_a_row, stop_reason = 0, 0, ""
@@ -167,7 +171,7 @@ class Search:
                 stop_reason = "stopped by the user (the trial in flight was abandoned)"
                 break
             try:
-                record(study, trial, result)
+                self.record(trial, result)
             except optuna.exceptions.UpdateFinishedTrialError:
                 self.on_message(f"trial {trial.number} ({config.key}) was failed by another worker "
                                 "while it ran here (no heartbeat within the grace period); its "
@@ -183,44 +187,71 @@ class Search:
             if result.status is Status.WORKLOAD_ERROR:
                 raise UserError(f"the model cannot run: {result.message}")
 
-        if spec.confirm_repeats and not (self.stop_after_trial.is_set() or self.abort.is_set()):
-            if self.confirm(spec.confirm_repeats).stopped:
+        repeats = finalists.Repeats.parse(spec.confirm_repeats)
+        if repeats.any and not (self.stop_after_trial.is_set() or self.abort.is_set()):
+            if self.confirm(repeats).stopped:
                 stop_reason += "; confirming the finalists was stopped (the same command resumes it)"
         exported = self.export()
         df = exported.trials
         return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
                              new, stop_reason, df, exported.pareto)
 
-    def confirm(self, repeats: int, redo: bool = False) -> finalists.ConfirmSummary:
+    def confirm(self, repeats: int | str | finalists.Repeats,
+                redo: bool = False) -> finalists.ConfirmSummary:
         """Re-measure the finalists (see :mod:`tuner.study.finalists`); ``stop_after_trial``
         stops it before the next process, ``abort`` kills the one in flight."""
         if self.runner is None:
             raise ValueError("Search.confirm needs a runner")
         try:
+            plan = repeats if isinstance(repeats, finalists.Repeats) else \
+                finalists.Repeats.parse(repeats)
             summary = finalists.confirm(self.study, self.spec, self.runner, self.export().pareto,
-                                        repeats, redo=redo, on_message=self.on_message,
+                                        plan, redo=redo, on_message=self.on_message,
                                         stop=self.stop_after_trial, abort=self.abort)
         finally:
             self.runner.close()
         self.export()
         return summary
 
+    def record(self, trial: optuna.Trial, result: TrialResult) -> None:
+        """Store the record on the trial (:mod:`tuner.study.record`), its summary as user
+        attributes, and tell Optuna the objectives (or the failure)."""
+        store_result(self.claims.storage, self.claims.trial_id(trial.number), result)
+        # The summary comes from the trial's Parquet row, computed with the study's eager
+        # baseline as the export computes it: the dashboard and the files show the same numbers.
+        df = study_frame(self.study, self.spec.name, self.spec.workload)
+        for name, value in summary(df[df["trial_number"] == trial.number].iloc[0]).items():
+            trial.set_user_attr(name, value)
+        trial.set_user_attr(STATUS_ATTR, result.status.value)
+        values = objective_values(result)
+        if result.ok and values is not None:
+            self.study.tell(trial, values)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    def _warn_of_neighbours(self) -> None:
+        """Say so when something else shares this host's CPU as the search starts: timings of
+        launch-bound configs depend on it (every row records it too: host_other_cpu_cores)."""
+        host = socket.gethostname()
+        here = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if (t.user_attrs.get(OWNER_ATTR) or {}).get("host") == host]
+        if here and not self.spec.workload.device.startswith("cuda"):
+            self.on_message(f"{len(here)} trial(s) of this study run in other processes on this "
+                            "host: they share its CPU cores with this search's trials")
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            return
+        if load >= 1.0:
+            self.on_message(f"the host is busy (load average {load:.1f} on {os.cpu_count()} "
+                            "cores): latency of launch-bound configs will be noisy; rows say "
+                            "how much CPU other processes took while they measured")
+
     def export(self) -> Exported:
         """Write the Parquet files, and delete the compile caches of trials off the front."""
         exported = export_study(self.study, self.spec)
         finalists.prune_caches(self.study, self.spec, exported.pareto)
         return exported
-
-
-def record(study: optuna.Study, trial: optuna.Trial, result: TrialResult) -> None:
-    """Store the full record on the trial and tell Optuna the objectives (or the failure)."""
-    trial.set_user_attr(RESULT_ATTR, result.to_dict())
-    trial.set_user_attr(STATUS_ATTR, result.status.value)
-    values = objective_values(result)
-    if result.ok and values is not None:
-        study.tell(trial, values)
-    else:
-        study.tell(trial, state=TrialState.FAIL)
 
 
 def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
@@ -232,11 +263,38 @@ def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
 
 
 def _eta(durations: list[float], measured: int, target: int | None, left_in_space: int,
-         deadline: float | None) -> float | None:
-    if not durations:
+         deadline: float | None, *, history: list[tuple[TrialConfig, float]] | None = None,
+         left: list[TrialConfig] | None = None) -> float | None:
+    """Seconds until the search ends, or None where that cannot be told.
+
+    ``history`` (each trial of this run and its seconds) and ``left`` (every config still to
+    measure, the queued baselines included) give an estimate per config: a compile costs far
+    more than an eager trial, so one mean over both is wrong whichever kind is left. Without
+    them, ``left_in_space`` counts only configs no one has queued: at zero, queued configs may
+    remain, and "ETA 0 s" would be a guess, so there is no ETA.
+    """
+    if left is not None and history:
+        estimates = [_estimate_s(config, history) for config in left]
+    elif durations:
+        estimates = [sum(durations) / len(durations)] * max(0, left_in_space)
+    else:
         return None
-    left = left_in_space if target is None else min(left_in_space, target - measured)
-    eta = max(0, left) * sum(durations) / len(durations)
+    count = len(estimates) if target is None else min(len(estimates), target - measured)
+    if count <= 0:
+        return None
+    # Which configs a --trials target leaves unmeasured is the sampler's choice: the mean of all.
+    eta = count * sum(estimates) / len(estimates)
     if deadline is not None:
         eta = min(eta, max(0.0, deadline - time.monotonic()))
     return eta
+
+
+def _estimate_s(config: TrialConfig, history: list[tuple[TrialConfig, float]]) -> float:
+    """A trial's seconds, from this run's trials of the same label (the same backend and mode
+    compile alike at any batch size), else of the same kind (compiled or eager), else any."""
+    for same in (lambda c: c.label == config.label, lambda c: c.compiled == config.compiled,
+                 lambda c: True):
+        seconds = [s for c, s in history if same(c)]
+        if seconds:
+            return sum(seconds) / len(seconds)
+    raise ValueError("_estimate_s needs a history")

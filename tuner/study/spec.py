@@ -23,8 +23,9 @@ class StudySpec:
     # Any Optuna storage URL; default: SQLite in the study folder. Not in repr: it may hold a password.
     storage: str | None = dataclasses.field(default=None, repr=False)
     n_trials: int | None = None  # total measured trials the study should reach
-    # Re-measurements of each finalist after the search (tuner.study.finalists); 0: none.
-    confirm_repeats: int = 0
+    # Re-measurements of each finalist after the search: a number (0: none) or "auto"
+    # (tuner.study.finalists.Repeats).
+    confirm_repeats: int | str = 0
     budget_s: float | None = None  # wall-clock budget of this run
     seed: int = 0
 

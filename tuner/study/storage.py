@@ -73,8 +73,8 @@ def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = No
         raise _cannot_open(spec.storage_url, exc) from None
     _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
     _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space")
-    if PROTOCOL_ATTR not in study.user_attrs:  # for workers that join (tuner worker)
-        study.set_user_attr(PROTOCOL_ATTR, spec.protocol.to_dict())
+    _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
+                  compared=_protocol_keys)
     study.set_metric_names(list(PARETO_OBJECTIVES))
     return study
 
@@ -127,7 +127,19 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
 
 def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None
                  ) -> optuna.storages.BaseStorage:
-    """An RDB storage with heartbeats; SQLite set up for several processes on one host."""
+    """An RDB storage with heartbeats; SQLite set up for several processes on one host. A URL
+    SQLAlchemy cannot use (an unknown scheme, a server that does not answer) is a one-line
+    error naming it, its password masked."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return _make_storage(url, on_stale)
+    except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
+        raise _cannot_open(url, exc) from None
+
+
+def _make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None
+                  ) -> optuna.storages.BaseStorage:
     heartbeat = {"heartbeat_interval": _env_seconds("TUNER_HEARTBEAT_INTERVAL_S",
                                                     HEARTBEAT_INTERVAL_S),
                  "grace_period": _env_seconds("TUNER_HEARTBEAT_GRACE_S", HEARTBEAT_GRACE_S),
@@ -188,13 +200,31 @@ def _env_seconds(name: str, default: int) -> int:
     return int(text)
 
 
-def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str) -> None:
+# Set per trial, not per study (the first trial of each run measures the device's peak).
+_PER_TRIAL_PROTOCOL_KEYS = {"measure_peak"}
+
+
+def _protocol_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
+    """The protocol fields both sides know: a study stored by an older tuner lacks the newer
+    fields, and resumes as long as the fields it has agree."""
+    return (set(stored) & set(wanted)) - _PER_TRIAL_PROTOCOL_KEYS
+
+
+def _every_key(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
+    return set(stored) | set(wanted)
+
+
+def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str,
+                  compared: Callable[[dict[str, Any], dict[str, Any]], set[str]] = _every_key
+                  ) -> None:
+    """Store what defines the study on first use; after that, refuse a run that asks for
+    another one, since its trials would not be comparable with the stored ones."""
     stored = study.user_attrs.get(attr)
     if stored is None:
         study.set_user_attr(attr, wanted)
         return
-    if stored != wanted:
-        diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}"
-                for k in sorted(set(stored) | set(wanted)) if stored.get(k) != wanted.get(k)]
+    diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}"
+            for k in sorted(compared(stored, wanted)) if stored.get(k) != wanted.get(k)]
+    if diff:
         raise UserError(f"study {study.study_name!r} was made with another {what} "
                         f"({'; '.join(diff)}); rerun with the same options or pick a new --name")

@@ -33,38 +33,58 @@ class Device:
         self.sync()
         return time.perf_counter() - start
 
-    def time_steady_ms(self, fn: Callable[[], Any], min_calls: int, min_seconds: float,
-                       max_seconds: float) -> tuple[list[float], float, str]:
-        """Per-call latency in ms for at least ``min_calls`` calls AND ``min_seconds``.
-
-        On CUDA each call sits between two device events, so the samples are device time
-        including any gap where the GPU waited for the CPU to launch work (launch-bound
-        configs show it); on the CPU, perf_counter around each call.
-        Returns (samples_ms, seconds spent, timer name).
-        """
+    def time_requests_ms(self, fn: Callable[[], Any], min_calls: int, min_seconds: float,
+                         max_seconds: float) -> tuple[list[float], float, str]:
+        """What one request waits, in ms: each call followed by a synchronize, timed on the
+        host from the call to its result (launch overhead and the synchronize included), for
+        at least ``min_calls`` calls AND ``min_seconds``. Returns (samples, seconds, timer)."""
         self.sync()
         start = time.perf_counter()
-        if self.cuda:
-            pairs = []
-            while True:
-                begin = self.torch.cuda.Event(enable_timing=True)
-                end = self.torch.cuda.Event(enable_timing=True)
-                begin.record()
-                fn()
-                end.record()
-                pairs.append((begin, end))
-                elapsed = time.perf_counter() - start
-                if (len(pairs) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
-                    break
-            self.sync()
-            samples = [b.elapsed_time(e) for b, e in pairs]
-            return samples, time.perf_counter() - start, "cuda_event"
         samples = []
         while True:
             t = time.perf_counter()
             fn()
+            self.sync()
             samples.append((time.perf_counter() - t) * 1e3)
             elapsed = time.perf_counter() - start
+            if (len(samples) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
+                break
+        return samples, time.perf_counter() - start, "perf_counter_sync"
+
+    def time_stream_ms(self, fn: Callable[[], Any], min_calls: int, min_seconds: float,
+                       max_seconds: float) -> tuple[list[float], float, str]:
+        """What a busy server pays per call, in ms: calls launched back to back, never waiting
+        for a result. On CUDA one device event is recorded before each call and one after the
+        last; a call's sample is the time from its event to the next one, so the samples add
+        up to the whole stream, gaps where the GPU waited for a launch included. On the CPU,
+        where a call returns when its work is done, perf_counter between call starts.
+        Returns (samples, seconds, timer)."""
+        self.sync()
+        start = time.perf_counter()
+        if self.cuda:
+            events = []
+            while True:
+                event = self.torch.cuda.Event(enable_timing=True)
+                event.record()
+                events.append(event)
+                fn()
+                elapsed = time.perf_counter() - start
+                if (len(events) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
+                    break
+            last = self.torch.cuda.Event(enable_timing=True)
+            last.record()
+            events.append(last)
+            self.sync()
+            samples = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
+            return samples, time.perf_counter() - start, "cuda_event"
+        samples = []
+        t = time.perf_counter()
+        while True:
+            fn()
+            now = time.perf_counter()
+            samples.append((now - t) * 1e3)
+            t = now
+            elapsed = now - start
             if (len(samples) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
                 break
         return samples, time.perf_counter() - start, "perf_counter"

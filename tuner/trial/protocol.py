@@ -15,6 +15,7 @@ from pathlib import Path
 from tuner.spec.config import uses_cudagraphs
 from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.trial.contract import QUIET_FILE_ENV, QUIET_MAX_WAIT_S
+from tuner.trial.host import OtherProcesses
 
 
 def run_trial(request: TrialRequest, started: float) -> TrialResult:
@@ -107,10 +108,14 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
                     setattr(result, field.name, getattr(health_, field.name))
                 result.ran_compiled = health_.ran_compiled
 
-            # Steady state: compile-time transients released, peaks counted afresh.
+            # Steady state: compile-time transients released, peaks counted afresh. First what
+            # one request waits, then what a call costs in a back-to-back stream.
             dev.reset_peaks(empty_cache=True)
-            samples, spent, timer = dev.time_steady_ms(call, proto.min_calls, proto.min_seconds,
-                                                       proto.max_seconds)
+            window = (proto.min_calls, proto.min_seconds, proto.max_seconds)
+            with OtherProcesses() as host:
+                requests = dev.time_requests_ms(call, *window)
+                stream = dev.time_stream_ms(call, *window)
+            result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
         except Exception as exc:  # noqa: BLE001
             status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
             return _fail(result, status, describe_error(exc))
@@ -118,7 +123,8 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     result.vram_bytes_steady_allocated, result.vram_bytes_steady_reserved = dev.peaks()
     result.vram_bytes_process_nvml = dev.process_memory_nvml()
     result.host_rss_bytes_peak = host_rss_peak_bytes()
-    _fill_latency(result, samples, spent, timer, proto)
+    _fill_latency(result, *requests, proto)
+    _fill_stream(result, *stream)
 
     if request.workload.shape_schedule and result.correct is not False:
         try:
@@ -161,6 +167,15 @@ def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer
     result.measure_calls = len(samples)
     result.measure_s = spent
     result.timer = timer
+
+
+def _fill_stream(result: TrialResult, samples: list[float], spent: float, timer: str) -> None:
+    from tuner.trial.stats import LatencyStats
+
+    stats = LatencyStats.of(samples)
+    result.stream_ms_p50, result.stream_ms_p90, result.stream_ms_p99 = stats.p50, stats.p90, stats.p99
+    result.stream_ms_iqr = stats.iqr
+    result.stream_calls, result.stream_s, result.stream_timer = len(samples), spent, timer
 
 
 def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:

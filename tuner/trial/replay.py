@@ -1,60 +1,126 @@
-"""A shape schedule replayed on the compiled callable after the steady state."""
+"""A shape schedule replayed on the compiled callable after the steady state.
+
+Two passes. The replay: the schedule, :data:`SCHEDULE_REPEATS` times over, every step timed
+(synchronised), as traffic would arrive: its total, and per shape the compiles and CUDA-graph
+recordings it caused and what they cost. Then the warm pass: each shape called until its call
+times settle, then timed alone, so its latency is a latency, never a recording or a compile.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import time
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from tuner.spec.records import SCHEDULE_REPEATS, TrialRequest, TrialResult
+from tuner.trial.stats import is_steady
 
-SLOW_STEP_FACTOR = 5.0  # without compile records, a step > 5x its shape's median was compiling
+SLOW_STEP_FACTOR = 5.0  # without compile records, a step > 5x its shape's warm latency compiled
+WARM_WINDOW, WARM_TOLERANCE, WARM_MAX_CALLS = 3, 0.10, 50  # a shape is warm when ...
+TIMED_CALLS, TIMED_MIN_S = 20, 0.2  # ... then timed for at least this many calls and seconds
 
 
-def replay_schedule(result: TrialResult, request: TrialRequest, fn, dev, mark_step: bool) -> None:
+@dataclasses.dataclass(frozen=True)
+class ShapeFigures:
+    """What one distinct shape of the schedule cost and how fast it ran once warm."""
+
+    latency_ms: float  # median of the timed calls, once warm
+    timed_calls: int
+    first_call_s: float  # its first step in the replay (a compile or a recording, if any)
+    warmup_s: float  # replay time beyond its warm latency: compiles, recordings, settling
+    warmup_calls: int  # calls of the warm pass before its times settled
+    recompiles: int | None  # compiles its replay steps caused; None without compile records
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleFigures:
+    total_s: float  # the whole replay
+    shapes: dict[Any, ShapeFigures]  # by shape, in first-seen order
+    recompiles: int | None
+    recompile_s: float | None
+
+
+def measure_schedule(schedule: Sequence[Hashable], step: Callable[[Any], float],
+                     compiles: Callable[[], list[Any]] | None) -> ScheduleFigures:
+    """The replay and the warm pass over ``schedule``. ``step(shape)`` runs one synchronised
+    call and returns its seconds; ``compiles()`` lists dynamo's compilation records so far
+    (None: not compiled, or this torch keeps none)."""
+    distinct = list(dict.fromkeys(schedule))
+    before = len(compiles()) if compiles else 0
+    replay: dict[Any, list[float]] = {s: [] for s in distinct}
+    caused: dict[Any, int] = dict.fromkeys(distinct, 0)
+    start = time.perf_counter()
+    for _ in range(SCHEDULE_REPEATS):
+        for shape in schedule:
+            seen = len(compiles()) if compiles else 0
+            replay[shape].append(step(shape))
+            if compiles:
+                caused[shape] += len(compiles()) - seen
+    total_s = time.perf_counter() - start
+    new = compiles()[before:] if compiles else []
+
+    figures = {}
+    for shape in distinct:
+        settling: list[float] = []
+        while len(settling) < WARM_MAX_CALLS and not (
+                len(settling) >= 2 * WARM_WINDOW
+                and is_steady(settling, WARM_WINDOW, WARM_TOLERANCE)):
+            settling.append(step(shape))
+        timed: list[float] = []
+        t = time.perf_counter()
+        while len(timed) < TIMED_CALLS or time.perf_counter() - t < TIMED_MIN_S:
+            timed.append(step(shape))
+        warm = statistics.median(timed)
+        figures[shape] = ShapeFigures(
+            latency_ms=warm * 1e3, timed_calls=len(timed), first_call_s=replay[shape][0],
+            warmup_s=max(0.0, sum(replay[shape]) - warm * len(replay[shape])),
+            warmup_calls=len(settling), recompiles=caused[shape] if compiles else None)
+    if compiles and (new or before):
+        recompiles = sum(1 for m in new if getattr(m, "recompile_reason", None))
+        recompile_s = sum(_compile_seconds(m) for m in new)
+    elif compiles:  # no records on this torch: the steps far slower than warm were compiling
+        recompiles = None
+        recompile_s = sum(t for s, ts in replay.items() for t in ts
+                          if t > SLOW_STEP_FACTOR * figures[s].latency_ms / 1e3)
+    else:
+        recompiles = recompile_s = None
+    return ScheduleFigures(total_s, figures, recompiles, recompile_s)
+
+
+def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[..., Any], dev: Any,
+                    mark_step: bool) -> None:
     """Replay the workload's shape schedule on the same compiled callable, after the steady
-    state: every step timed (synchronised), recompiles and compile time counted.
-
-    Recompiles and compile time come from dynamo's compilation records made during the replay
-    (one per frame compile; a recompile is one with a recompile reason). On a torch without
-    those records, compile time is the sum of the steps that took more than
-    :data:`SLOW_STEP_FACTOR` times the median step of their shape.
-    """
-    import statistics
-
+    state, and fill the record's ``schedule_*`` fields (see :func:`measure_schedule`)."""
     import torch
 
     from tuner.spec import workload
     from tuner.trial.build import build_inputs
 
-    schedule = request.workload.shape_schedule
-    shapes = {s: build_inputs(request.workload, s) for s in dict.fromkeys(schedule)}
-    compiled = request.config.compiled
-    before = {id(m) for m in _compilation_metrics()}
-    times: dict[workload.Shape, list[float]] = {s: [] for s in shapes}
-    start = time.perf_counter()
-    for _ in range(SCHEDULE_REPEATS):
-        for shape in schedule:
-            inputs = shapes[shape]
+    inputs = {s: build_inputs(request.workload, s)
+              for s in dict.fromkeys(request.workload.shape_schedule)}
 
-            def step(inputs=inputs):
-                if mark_step:
-                    torch.compiler.cudagraph_mark_step_begin()
-                return fn(*inputs)
+    def step(shape: Any) -> float:
+        def call() -> Any:
+            if mark_step:
+                torch.compiler.cudagraph_mark_step_begin()
+            return fn(*inputs[shape])
+        return dev.time_call_s(call)
 
-            times[shape].append(dev.time_call_s(step))
-    result.schedule_total_s = time.perf_counter() - start
-    medians = {s: statistics.median(ts) for s, ts in times.items()}
+    figures = measure_schedule(request.workload.shape_schedule, step,
+                               _compilation_metrics if request.config.compiled else None)
+    shapes = list(figures.shapes)
+    result.schedule_total_s = figures.total_s
+    result.schedule_recompiles = figures.recompiles
+    result.schedule_recompile_s = figures.recompile_s
     result.schedule_batch_sizes = [workload.shape_batch(s) for s in shapes]
     result.schedule_shapes = [workload.shape_label(s) for s in shapes]
-    result.schedule_latency_ms = [round(medians[s] * 1e3, 6) for s in shapes]
-    if not compiled:
-        return
-    new = [m for m in _compilation_metrics() if id(m) not in before]
-    if new or before:  # this torch keeps compilation records
-        result.schedule_recompiles = sum(1 for m in new if getattr(m, "recompile_reason", None))
-        result.schedule_recompile_s = sum(_compile_seconds(m) for m in new)
-    else:
-        result.schedule_recompile_s = sum(t for s, ts in times.items() for t in ts
-                                          if t > SLOW_STEP_FACTOR * medians[s])
+    result.schedule_latency_ms = [round(figures.shapes[s].latency_ms, 6) for s in shapes]
+    result.schedule_first_call_s = [round(figures.shapes[s].first_call_s, 6) for s in shapes]
+    result.schedule_warmup_s = [round(figures.shapes[s].warmup_s, 6) for s in shapes]
+    result.schedule_shape_recompiles = [figures.shapes[s].recompiles for s in shapes] \
+        if figures.recompiles is not None else []
 
 
 def _compilation_metrics() -> list:
@@ -65,7 +131,7 @@ def _compilation_metrics() -> list:
     return list(get_compilation_metrics())
 
 
-def _compile_seconds(record) -> float:
+def _compile_seconds(record: Any) -> float:
     """Wall time of one frame compile from its record (field names vary across torch)."""
     us = getattr(record, "duration_us", None)
     if us is not None:

@@ -65,7 +65,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
             first: pd.Series | None = None
             for ref in refs:
                 rows = at[ref.tag]
-                if rows.empty:
+                if rows.empty or not _measured(rows, objective):
                     continue
                 row = best(rows, objective)
                 if ref.tag == "A":
@@ -75,7 +75,23 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
             for target in refs:
                 if source.tag != target.tag and not at[source.tag].empty:
                     transfers.append(_transfer(bs, source.tag, target.tag, at, tried, front))
-    return Comparison(refs, sizes, bests, transfers, confounders(refs), fronts)
+    notes = duplicates([(ref, df) for ref, df, _ in loaded]) + confounders(refs)
+    return Comparison(refs, sizes, bests, transfers, notes, fronts)
+
+
+def duplicates(studies: list[tuple[StudyRef, pd.DataFrame]]) -> list[str]:
+    """A study given twice, by the same file or as a copy: every ratio between them is 1 and
+    says nothing about the hardware."""
+    out = []
+    for i, (a, df_a) in enumerate(studies):
+        for b, df_b in studies[i + 1:]:
+            if Path(a.path).resolve() == Path(b.path).resolve():
+                out.append(f"{a.tag} and {b.tag} are the same file ({a.path}): the study is "
+                           "compared with itself; give two different studies")
+            elif df_a.equals(df_b):
+                out.append(f"{a.tag} and {b.tag} hold the same trials ({a.path}, {b.path}): one "
+                           "is a copy of the other, so the study is compared with itself")
+    return out
 
 
 def confounders(studies: list[StudyRef]) -> list[str]:
@@ -109,6 +125,13 @@ def confounders(studies: list[StudyRef]) -> list[str]:
 
 
 # -- pieces ------------------------------------------------------------------------------------
+def _measured(rows: pd.DataFrame, objective: str) -> bool:
+    """Whether any row has the objective's value: a study without a shape schedule has no
+    traffic time, and a best row picked from blanks would be a guess."""
+    column = OBJECTIVES[objective].column
+    return column in rows and pd.to_numeric(rows[column], errors="coerce").notna().any()
+
+
 def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | None) -> Best:
     def ratio(column: str) -> float | None:
         if first is None or tag == "A":
@@ -134,6 +157,7 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
     top = best(theirs, "latency") if not theirs.empty else None
     best_label = None if top is None else str(top["label"])
     best_ms = None if top is None else _num(top["latency_ms_p50"])
+    measured = not tried[target].empty
     same = theirs[theirs["config_key"] == key]
     if same.empty:
         # Not verified on the target: did it fail there, or was it never tried?
@@ -144,9 +168,9 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
                 status = ("compiled nothing, ran eager" if ran_eager_only(there).all()
                           else "not verified correct")
             return Transfer(bs, source, target, label, key, "failed", status, None,
-                            best_label, best_ms, None)
+                            best_label, best_ms, None, measured)
         return Transfer(bs, source, target, label, key, "not_measured", "", None,
-                        best_label, best_ms, None)
+                        best_label, best_ms, None, measured)
     latency = float(same["latency_ms_p50"].min())
     on_front = key in set(front[target]["config_key"])
     return Transfer(bs, source, target, label, key, "on_front" if on_front else "off_front",

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU figures of per-request and back-to-back latency, in one command on a machine with two
+# GPUs (or one: set GPUS=0): the fidelity benchmark, half of its cases on each GPU, then the
+# gpu-marked tests. Carry .whl (make gpu-wheels). Writes everything under $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/tuner-gpu-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl >/dev/null || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c 'import torch, optuna; print("torch", torch.__version__, "optuna", optuna.__version__)'
+if [ "${GPUS:-0,1}" = "0,1" ]; then
+  # Each half on its own GPU and its own half of the host's cores: a compile in one half must
+  # not take the CPU that the other half's launch-bound configs are timed on.
+  half=$(( $(nproc) / 2 ))
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-$(( half - 1 )) python3 benchmarks/fidelity.py --cases resnet18:float32:1,resnet18:float32:32 \
+      --json-out "$OUT/fidelity-a.json" > "$OUT/fidelity-a.md" 2> "$OUT/fidelity-a.log" &
+  CUDA_VISIBLE_DEVICES=1 taskset -c $half-$(( 2 * half - 1 )) python3 benchmarks/fidelity.py --cases resnet50:bfloat16:16,resnet50:bfloat16:64 \
+      --json-out "$OUT/fidelity-b.json" > "$OUT/fidelity-b.md" 2> "$OUT/fidelity-b.log" &
+  wait
+  python3 benchmarks/fidelity.py --combine "$OUT/fidelity-a.json" "$OUT/fidelity-b.json" \
+      --out "$OUT/fidelity-h200.md"
+else
+  python3 benchmarks/fidelity.py --json-out "$OUT/fidelity.json" --out "$OUT/fidelity-h200.md" \
+      2> "$OUT/fidelity.log"
+fi
+tail -3 "$OUT"/fidelity-*.log
+if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
+  CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 \
+      | tee "$OUT/gpu-tests.log" | tail -8
+fi

@@ -1,0 +1,117 @@
+"""What optuna-dashboard shows of a study: each trial's key results as flat numbers, and no
+attribute longer than the 1,024 characters the dashboard cuts it at."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from tests.fakes import FakeRunner
+from tuner.data import files
+from tuner.spec.records import Status
+from tuner.study.record import SUMMARY_COLUMNS, is_measured
+from tuner.study.search import Search
+from tuner.study.spec import StudySpec
+from tuner.study.storage import KEY_ATTR, RESULT_ATTR, STATUS_ATTR, join_spec
+
+from .test_study import make_spec
+
+DASHBOARD_LIMIT = 1024  # optuna_dashboard._serializer.MAX_ATTR_LENGTH
+FAILING = "inductor|default|dynamic=True|bs=8"  # the one failure of the 6 configs
+NUMBERS = ("latency_ms_p50", "latency_ms_p99", "stream_ms_p50", "speedup_vs_eager",
+           "peak_memory_bytes")
+COMMITTED = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*/study.db"))
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory) -> tuple[StudySpec, optuna.Study]:
+    """A finished fake search of 6 configs, one failed, and its study loaded from the storage
+    as the dashboard loads it."""
+    spec = make_spec(tmp_path_factory.mktemp("studies"))
+    Search(spec, FakeRunner(fail={FAILING: Status.COMPILE_ERROR})).run()
+    return spec, optuna.load_study(study_name=spec.name, storage=spec.storage_url)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def test_no_attribute_of_a_trial_or_the_study_is_cut_by_the_dashboard(searched):
+    # (Not covered: the study's `tuner.repeats.<n>`, which only `--confirm` writes.)
+    _, study = searched
+    trials = study.get_trials()
+    assert sum(t.user_attrs.get(STATUS_ATTR) is not None for t in trials) == 6
+    attrs = [(t.number, k, v) for t in trials for k, v in t.user_attrs.items()]
+    attrs += [("study", k, v) for k, v in study.user_attrs.items()]
+    sizes = {(n, k): len(json.dumps(v)) for n, k, v in attrs}
+    assert {at: size for at, size in sizes.items() if size > DASHBOARD_LIMIT} == {}
+    assert all(RESULT_ATTR not in t.user_attrs for t in trials)  # the record is kept elsewhere
+
+
+def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
+    spec, study = searched
+    measured = [t for t in study.get_trials() if is_measured(t)]
+    ok = [t for t in measured if t.user_attrs[STATUS_ATTR] == Status.OK.value]
+    assert len(ok) == 5
+    for t in ok:
+        assert all(is_number(t.user_attrs.get(name)) for name in NUMBERS), t.user_attrs
+        assert t.user_attrs["correct"] is True
+        if not t.user_attrs[KEY_ATTR].startswith("eager"):
+            assert is_number(t.user_attrs["compile_s_cold"])
+            assert t.user_attrs["graph_breaks"] == 0 and t.user_attrs["recompiles"] == 0
+    # The same numbers as the Parquet file, speedup against the study's eager baseline included.
+    rows = files.read(spec.directory)[0].set_index("trial_number")
+    for t in ok:
+        for name in SUMMARY_COLUMNS:
+            if name in t.user_attrs:
+                assert t.user_attrs[name] == pytest.approx(rows.loc[t.number, name]), name
+    failed = next(t for t in measured if t.user_attrs[STATUS_ATTR] == Status.COMPILE_ERROR.value)
+    assert not set(NUMBERS) & set(failed.user_attrs)  # nothing made up for a failure
+
+
+def test_the_dashboard_app_shows_sortable_results_and_no_cut_attribute(searched):
+    import optuna_dashboard
+
+    spec, study = searched
+    app = optuna_dashboard.wsgi(spec.storage_url)
+    listed = _get(app, "/api/studies")["study_summaries"]
+    detail = _get(app, f"/api/studies/{listed[0]['study_id']}")
+    shown = [a for t in detail["trials"] for a in t["user_attrs"]] + detail["user_attrs"]
+    assert max(len(a["value"]) for a in shown) < DASHBOARD_LIMIT  # nothing reached the cut
+    sortable = {a["key"] for a in detail["union_user_attrs"] if a["sortable"]}
+    assert set(NUMBERS) <= sortable
+    by_number = {t["number"]: {a["key"]: a["value"] for a in t["user_attrs"]}
+                 for t in detail["trials"]}
+    ok = [t for t in study.get_trials() if t.user_attrs.get(STATUS_ATTR) == Status.OK.value]
+    assert all(float(by_number[t.number]["latency_ms_p50"]) > 0 for t in ok)
+
+
+@pytest.mark.parametrize("db", COMMITTED, ids=[p.parent.name for p in COMMITTED])
+def test_a_study_made_before_the_record_moved_still_exports_and_resumes(db, tmp_path):
+    (tmp_path / db.parent.name).mkdir()
+    shutil.copy(db, tmp_path / db.parent.name / db.name)
+    spec = join_spec(db.parent.name, None, root=tmp_path, confirm_repeats=0)
+    old = optuna.load_study(study_name=spec.name, storage=spec.storage_url)
+    before = {t.user_attrs[KEY_ATTR] for t in old.get_trials() if RESULT_ATTR in t.user_attrs}
+    assert before  # the record is the old user attribute there
+    search = Search(spec, FakeRunner())
+    summary = search.run()
+    assert not before & set(search.runner.calls)  # no config measured again
+    assert before <= set(summary.trials["config_key"])  # every old trial exported
+
+
+def _get(app: Any, path: str) -> dict[str, Any]:
+    """One GET on a WSGI app, as the dashboard's page makes it; the JSON it answers."""
+    from wsgiref.util import setup_testing_defaults
+
+    environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": "GET"}
+    setup_testing_defaults(environ)
+    status: list[str] = []
+    body = b"".join(app(environ, lambda s, headers, exc_info=None: status.append(s)))
+    assert status[0].startswith("200"), (status, body[:300])
+    return json.loads(body)

@@ -1,0 +1,67 @@
+"""Noise the host causes: measured on every trial, flagged in `tuner show`, and said at the start
+of a search."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.fakes import FakeRunner
+from tuner.render import study as report
+from tuner.spec.workload import Workload
+from tuner.study.search import Search
+from tuner.study.storage import OWNER_ATTR
+from tuner.trial.host import OtherProcesses
+
+from .test_study import make_spec
+
+BURN = "import time\nend = time.time() + 5\nwhile time.time() < end: pass\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/stat")
+def test_cpu_another_process_burns_is_counted_and_our_own_is_not():
+    with OtherProcesses() as quiet:
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:  # this process's own work: not interference
+            pass
+    burner = subprocess.Popen([sys.executable, "-c", BURN])
+    try:
+        time.sleep(0.3)
+        with OtherProcesses() as busy:
+            time.sleep(1.0)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert busy.other_cpu_cores >= 0.7  # one core kept busy by the other process
+    assert busy.other_cpu_cores > quiet.other_cpu_cores + 0.4
+    assert busy.load_1m is not None
+
+
+def test_show_flags_a_row_measured_while_the_host_was_busy():
+    row = {"host_other_cpu_cores": 1.4, "noisy": False}
+    assert "host busy: other processes used 1.4 CPU cores" in report.notes(row)
+    assert "host busy" not in report.notes({**row, "host_other_cpu_cores": 0.1})
+
+
+def test_a_search_says_when_the_host_is_busy(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.5, 2.0, 1.0))
+    messages = []
+    Search(make_spec(tmp_path), FakeRunner(), on_message=messages.append).run()
+    assert any(m.startswith("the host is busy (load average 3.5") for m in messages)
+
+
+def test_a_search_says_when_other_processes_run_trials_of_its_study_here(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    spec = make_spec(tmp_path, workload=Workload(model="resnet18", device="cpu"))
+    other = Search(spec)
+    trial = other.study.ask()  # another live search process on this host holds a trial
+    trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
+    messages = []
+    Search(spec, FakeRunner(), on_message=messages.append).run()
+    assert any("1 trial(s) of this study run in other processes on this host" in m
+               for m in messages)
