@@ -48,3 +48,20 @@ def test_the_mean_of_this_runs_trials_without_a_history():
     assert _eta([10.0, 20.0], 2, None, 3, None) == pytest.approx(45.0)
     assert _eta([10.0, 20.0], 2, 3, 3, None) == pytest.approx(15.0)
     assert _eta([], 0, None, 3, None) is None
+
+
+def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):
+    from tests.fakes import FakeRunner
+    from tuner.study.search import Search
+
+    from .test_study import make_space, make_spec
+
+    events = []
+    # Only the baselines: all queued at the start, so no config is left unqueued.
+    spec = make_spec(tmp_path, space=make_space(backends=("eager", "inductor"), modes=("default",),
+                                                 dynamic=(False,)))
+    Search(spec, FakeRunner(delay_s=0.01), on_trial=events.append).run()
+    assert len(events) == len(spec.space.configs())
+    # The baselines are queued first: an ETA from the unqueued configs alone said 0 s here.
+    assert all(e.eta_s is not None and e.eta_s > 0 for e in events[:-1])
+    assert events[-1].eta_s is None

@@ -65,3 +65,4 @@ def test_a_search_says_when_other_processes_run_trials_of_its_study_here(tmp_pat
     Search(spec, FakeRunner(), on_message=messages.append).run()
     assert any("1 trial(s) of this study run in other processes on this host" in m
                for m in messages)
+

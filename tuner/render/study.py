@@ -68,7 +68,8 @@ def table(rows: pd.DataFrame) -> str:
     """Fixed-width text table of some rows (one batch size, typically)."""
     rows, columns = _with_confirmed(rows)
     headers = [h for _, h, _ in columns] + ["notes"]
-    body = [[cell(r.get(c), f) for c, _, f in columns] + [notes(r)] for _, r in rows.iterrows()]
+    body = [[_table_cell(r, c, f) for c, _, f in columns] + [notes(r)]
+            for _, r in rows.iterrows()]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
@@ -77,6 +78,13 @@ def table(rows: pd.DataFrame) -> str:
         lines.append("  ".join(c.ljust(w) if i in (0, len(b) - 1) else c.rjust(w)
                                for i, (c, w) in enumerate(zip(b, widths))).rstrip())
     return "\n".join(lines)
+
+
+def _table_cell(row: pd.Series, column: str, fmt: str) -> str:
+    # Eager compiles nothing: its first call is no compile time.
+    if column == "compile_s_cold" and row.get("backend") == "eager":
+        return "-"
+    return cell(row.get(column), fmt)
 
 
 def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:

@@ -106,6 +106,7 @@ class Search:
         deadline = started + spec.budget_s if spec.budget_s else None
         new, duplicates_in_a_row, stop_reason = 0, 0, ""
         durations: list[float] = []
+        history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
         rng = random.Random(spec.seed)
         said_waiting = False
         while True:
@@ -164,6 +165,7 @@ class Search:
                                      cache_dir=finalists.fresh_trial_cache(spec, config,
                                                                            trial.number))
             durations.append(time.monotonic() - t0)
+            history.append((config, durations[-1]))
             if result.status is Status.INTERRUPTED:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     trial.set_user_attr(INTERRUPTED_ATTR, True)
@@ -183,7 +185,10 @@ class Search:
             self.on_trial(TrialEvent(
                 number=measured, target=spec.n_trials, config=config, result=result,
                 best=_best_by_batch(exported.trials),
-                eta_s=_eta(durations, measured, spec.n_trials, len(remaining) - 1, deadline)))
+                eta_s=_eta(durations, measured, spec.n_trials, len(remaining) - 1, deadline,
+                           history=history, left=[
+                               c for c in spec.space.configs() if c.key != config.key
+                               and c.key not in state.measured and c.key not in state.running])))
             if result.status is Status.WORKLOAD_ERROR:
                 raise UserError(f"the model cannot run: {result.message}")
 
