@@ -70,7 +70,7 @@ class FakeRunner:
                        "gpu_compute_capability": "9.0", "driver": "580.0", "cuda": "13.0",
                        "torch": self.torch_version, "python": "3.12.0", "tuner": "fake",
                        "host": "fakehost"}
-        base_label = cfg.label.split(" dynamic=")[0]
+        base_label = cfg.label.split(" ")[0]  # without dynamic=, precision, options, ...
         status = self.fail.get(cfg.key) or self.fail.get(cfg.label) or self.fail.get(base_label)
         if status is not None and status is not Status.OK:
             return TrialResult.failure(status, f"fake {status.value}", fingerprint=fingerprint,

@@ -30,10 +30,11 @@ COMMITTED = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*/stu
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory) -> tuple[StudySpec, optuna.Study]:
-    """A finished fake search of 6 configs, one failed, and its study loaded from the storage
-    as the dashboard loads it."""
-    spec = make_spec(tmp_path_factory.mktemp("studies"))
-    Search(spec, FakeRunner(fail={FAILING: Status.COMPILE_ERROR})).run()
+    """A finished fake search of 6 configs, one failed, its finalists measured again as often as
+    --confirm auto allows (noisy processes), and its study loaded from the storage as the
+    dashboard loads it."""
+    spec = make_spec(tmp_path_factory.mktemp("studies"), confirm_repeats="auto")
+    Search(spec, FakeRunner(fail={FAILING: Status.COMPILE_ERROR}, jitter=0.3)).run()
     return spec, optuna.load_study(study_name=spec.name, storage=spec.storage_url)
 
 
@@ -42,8 +43,9 @@ def is_number(value: Any) -> bool:
 
 
 def test_no_attribute_of_a_trial_or_the_study_is_cut_by_the_dashboard(searched):
-    # (Not covered: the study's `tuner.repeats.<n>`, which only `--confirm` writes.)
-    _, study = searched
+    spec, study = searched
+    df, _ = files.read(spec.directory)
+    assert df["latency_ms_p50_repeats"].dropna().map(len).max() == 7  # six repeats kept
     trials = study.get_trials()
     assert sum(t.user_attrs.get(STATUS_ATTR) is not None for t in trials) == 6
     attrs = [(t.number, k, v) for t in trials for k, v in t.user_attrs.items()]
@@ -98,6 +100,8 @@ def test_a_study_made_before_the_record_moved_still_exports_and_resumes(db, tmp_
     spec = join_spec(db.parent.name, None, root=tmp_path, confirm_repeats=0)
     old = optuna.load_study(study_name=spec.name, storage=spec.storage_url)
     before = {t.user_attrs[KEY_ATTR] for t in old.get_trials() if RESULT_ATTR in t.user_attrs}
+    if not before and any(RESULT_ATTR in t.system_attrs for t in old.get_trials()):
+        pytest.skip(f"{db.parent.name} keeps its records where this tuner writes them")
     assert before  # the record is the old user attribute there
     search = Search(spec, FakeRunner())
     summary = search.run()

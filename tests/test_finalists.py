@@ -22,6 +22,7 @@ from tuner.spec.space import TrialConfig
 from tuner.study import finalists
 from tuner.study.record import is_measured
 from tuner.study.search import Search
+from tuner.study.storage import make_storage
 
 from .test_study import make_space, make_spec
 
@@ -49,7 +50,7 @@ def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp
     # Measured trials: one per config, as without confirmation; repeats are not trials.
     assert sum(is_measured(t) for t in s.study.trials) == CONFIGS == summary.measured
     assert len(s.runner.calls) == CONFIGS + 2 * len(front)
-    stored = finalists.repeats_of(s.study)
+    stored = finalists.repeats_of(s.study, s.claims.storage)
     assert set(stored) == front_numbers(summary.trials)
     for _, row in front.iterrows():
         kinds = [r["kind"] for r in stored[int(row["trial_number"])]]
@@ -64,7 +65,7 @@ def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
     front, off = df[df["trial_number"].isin(front_numbers(df))], df[
         ~df["trial_number"].isin(front_numbers(df))]
     assert len(off) >= 1
-    stored = finalists.repeats_of(s.study)
+    stored = finalists.repeats_of(s.study, s.claims.storage)
     for _, row in front.iterrows():
         p50s = list(row["latency_ms_p50_repeats"])
         records = stored[int(row["trial_number"])]
@@ -111,36 +112,36 @@ def test_the_search_keeps_the_compile_caches_of_the_front_only(tmp_path):
 
 def test_a_resumed_search_does_not_measure_confirmed_finalists_again(tmp_path):
     s, _ = search(tmp_path)
-    before = finalists.repeats_of(s.study)
+    before = finalists.repeats_of(s.study, s.claims.storage)
     again, _ = search(tmp_path)
-    assert again.runner.calls == [] and finalists.repeats_of(again.study) == before
+    assert again.runner.calls == [] and finalists.repeats_of(again.study, again.claims.storage) == before
     more, _ = search(tmp_path, repeats=3)  # a third each, on the warm cache again
     assert len(more.runner.calls) == len(before)
-    after = finalists.repeats_of(more.study)
+    after = finalists.repeats_of(more.study, more.claims.storage)
     assert all(after[n][:2] == before[n] and len(after[n]) == 3 for n in before)
     assert {after[n][2]["kind"] for n in after} == {"warm", "eager"}
 
 
 def test_redo_forgets_earlier_measurements(tmp_path):
     s, _ = search(tmp_path)
-    before = finalists.repeats_of(s.study)
+    before = finalists.repeats_of(s.study, s.claims.storage)
     redo = Search(s.spec, FakeRunner(jitter=0.02))
     summary = redo.confirm(2, redo=True)
     assert summary.measured == 2 * len(before) and not summary.stopped
-    after = finalists.repeats_of(redo.study)
+    after = finalists.repeats_of(redo.study, redo.claims.storage)
     assert set(after) == set(before) and all(len(v) == 2 for v in after.values())
     assert after != before
 
 
 def test_without_the_trials_cache_the_first_repeat_compiles_cold_then_warm(tmp_path):
     s, _ = search(tmp_path, repeats=0)
-    assert finalists.repeats_of(s.study) == {}
+    assert finalists.repeats_of(s.study, s.claims.storage) == {}
     for path in s.spec.layout.cache_root.iterdir():
         for item in path.iterdir():
             item.unlink()
     runner = FakeRunner()
     Search(s.spec, runner).confirm(3)
-    stored = finalists.repeats_of(s.study)
+    stored = finalists.repeats_of(s.study, s.claims.storage)
     compiled = [v for v in stored.values() if v[0]["kind"] != "eager"]
     assert compiled and all([r["kind"] for r in v] == ["cold", "warm", "artifacts"]
                             for v in compiled)
@@ -192,7 +193,7 @@ def test_stopping_during_confirmation_keeps_what_was_measured_and_resume_finishe
     s.on_message = lambda text: text.startswith("[confirm 3/") and s.stop_after_trial.set()
     summary = s.run()
     assert "confirming the finalists was stopped" in summary.stop_reason
-    assert sum(len(v) for v in finalists.repeats_of(s.study).values()) == 3
+    assert sum(len(v) for v in finalists.repeats_of(s.study, s.claims.storage).values()) == 3
     rest, _ = search(tmp_path)
     front = len(select.pareto(rest.export().trials))
     assert len(rest.runner.calls) == 2 * front - 3
@@ -206,7 +207,7 @@ def test_an_abandoned_repeat_is_not_recorded(tmp_path):
     s, _ = search(tmp_path, repeats=0)
     summary = Search(s.spec, Interrupted()).confirm(2)
     assert summary.stopped and summary.measured == 0
-    assert finalists.repeats_of(s.study) == {}
+    assert finalists.repeats_of(s.study, s.claims.storage) == {}
 
 
 # -- ranks within noise ----------------------------------------------------------------------------
@@ -314,8 +315,9 @@ def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
     assert "4 re-measurements now" in more.stderr
     redo = invoke("confirm", study, "--redo", "--repeats", "2", "-q")
     assert redo.exit_code == 0 and redo.stderr == ""
-    storage = optuna.load_study(study_name="st", storage=f"sqlite:///{tmp_path / 'st' / 'study.db'}")
-    assert all(len(v) == 2 for v in finalists.repeats_of(storage).values())
+    storage = make_storage(f"sqlite:///{tmp_path / 'st' / 'study.db'}")
+    stored = optuna.load_study(study_name="st", storage=storage)
+    assert all(len(v) == 2 for v in finalists.repeats_of(stored, storage).values())
 
 
 def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path, fake_cli):
@@ -331,7 +333,7 @@ def test_auto_stops_at_two_repeats_when_the_processes_agree(tmp_path):
     s = Search(make_spec(tmp_path, space=SPACE, confirm_repeats="auto"), FakeRunner(jitter=0.001),
                on_message=messages.append)
     s.run()
-    assert all(len(v) == 2 for v in finalists.repeats_of(s.study).values())
+    assert all(len(v) == 2 for v in finalists.repeats_of(s.study, s.claims.storage).values())
     assert not any("stayed noisy" in m for m in messages)
 
 
@@ -340,7 +342,7 @@ def test_auto_measures_a_noisy_finalist_up_to_six_times_and_says_it_stayed_noisy
     s = Search(make_spec(tmp_path, space=SPACE, confirm_repeats="auto"), FakeRunner(jitter=0.3),
                on_message=messages.append)
     s.run()
-    counts = [len(v) for v in finalists.repeats_of(s.study).values()]
+    counts = [len(v) for v in finalists.repeats_of(s.study, s.claims.storage).values()]
     assert max(counts) == 6 and min(counts) >= 2
     noisy = [m for m in messages if "stayed noisy after 6 repeats" in m]
     assert noisy and all("host interference was not measured" in m for m in noisy)

@@ -49,7 +49,8 @@ def cpu_study(tmp_path_factory):
                      protocol=QUICK, root=tmp_path_factory.mktemp("studies"))
     search = Search(spec, ProcessRunner(timeout_s=240))
     df = search.run().trials
-    finalists.confirm(search.study, spec, search.runner, df[df["backend"] != "eager"], 2)
+    finalists.confirm(search.study, search.claims.storage, spec, search.runner,
+                      df[df["backend"] != "eager"], 2)
     return spec, search, SimpleNamespace(trials=search.export().trials)
 
 
@@ -58,7 +59,7 @@ def test_a_compiled_finalist_is_measured_warm_and_from_artifacts(cpu_study):
     spec, search, summary = cpu_study
     row = summary.trials.set_index("label").loc["inductor:default"]
     assert row["status"] == "ok", row["message"]
-    records = finalists.repeats_of(search.study)[int(row["trial_number"])]
+    records = finalists.repeats_of(search.study, search.claims.storage)[int(row["trial_number"])]
     assert [r["kind"] for r in records] == (["warm", "artifacts"] if HAS_ARTIFACTS
                                             else ["warm", "warm"])
     assert all(r["status"] == "ok" for r in records), records

@@ -14,8 +14,10 @@ from tuner.cli.options import (
     CONTEXT,
     Duration,
     Number,
+    bool_values,
     dynamic_values,
     json_option,
+    option_values,
     positive_ints,
     prestart_option,
     quiet_option,
@@ -38,11 +40,23 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 @click.option("--name", help="Study name (a folder name); default MODEL-DEVICE, or "
                             "MODULE-FACTORY-DEVICE for package.module:factory. Same name = resume.")
 @click.option("--device", default=None, help="cpu, cuda or cuda:N; default cuda if available.")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32",
-              show_default=True, help="Precision of model and inputs.")
+@click.option("--dtype", default="float32", show_default=True,
+              help="Precision of model and inputs: float32, tf32 (float32 with TF32 matmuls, "
+                   "CUDA only), bfloat16, float16; several (float32,bfloat16) are searched, and "
+                   "each row's error against float32 eager is recorded.")
 @click.option("--image-size", type=click.IntRange(min=1), default=224, show_default=True,
               help="Input height and width for torchvision models.")
-@click.option("--channels-last", is_flag=True, help="Use the channels_last memory format.")
+@click.option("--channels-last", is_flag=False, flag_value="true", default="false",
+              show_default=True, metavar="[BOOL,...]",
+              help="The channels_last memory format (the model and its 4-D inputs); "
+                   "--channels-last alone means true; false,true searches both.")
+@click.option("--cudnn-benchmark", default="true", show_default=True, metavar="BOOL,...",
+              help="torch.backends.cudnn.benchmark (CUDA only); true,false searches both.")
+@click.option("--inductor-option", "inductor_options", multiple=True, metavar="NAME=V1,V2",
+              help="Search an option of torch._inductor.config (repeatable; inductor only), "
+                   "e.g. epilogue_fusion=true,false or triton.cudagraphs=false,true; modes "
+                   "combine with them. Each gets a Parquet column opt_NAME (dots as "
+                   "underscores). List the default value first: the baseline uses it.")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
 @click.option("--shape-schedule", default="",
               help="Shapes replayed in order after each trial's steady state: batch sizes "
@@ -86,8 +100,8 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 @json_option
 @quiet_option
 @user_errors
-def search(model, name, device, dtype, image_size, channels_last, batch_sizes, shape_schedule,
-           backends, modes, dynamic, n_trials, budget_s, timeout_s, prestart, min_calls,
+def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmark,
+           inductor_options, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials, budget_s, timeout_s, prestart, min_calls,
            min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, seed, as_json,
            quiet) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
@@ -125,14 +139,25 @@ def search(model, name, device, dtype, image_size, channels_last, batch_sizes, s
             raise UserError(f"--gpus shows each worker only its GPU, as cuda: drop --device {device}")
         device = "cuda"
     device = device or _default_device()
-    workload = Workload(model=model, device=device, dtype=dtype, image_size=image_size,
-                        channels_last=channels_last, shape_schedule=parse_shapes(shape_schedule))
+    # A dimension given one value is the workload's; several are searched (tuner.spec.space).
+    dtypes = split((dtype,)) or ["float32"]
+    formats = bool_values(channels_last, "--channels-last")
+    cudnn = bool_values(cudnn_benchmark, "--cudnn-benchmark")
+    workload = Workload(model=model, device=device, image_size=image_size,
+                        dtype=dtypes[0] if len(dtypes) == 1 else "float32",
+                        channels_last=formats[0] if len(formats) == 1 else False,
+                        cudnn_benchmark=cudnn[0] if len(cudnn) == 1 else True,
+                        shape_schedule=parse_shapes(shape_schedule))
     validate(workload)
     gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
     space = build_space(device=device,
                         batch_sizes=positive_ints(batch_sizes, "batch size", "--batch-sizes"),
                         backends=split(backends), modes=split(modes),
-                        dynamic=dynamic_values(split(dynamic)))
+                        dynamic=dynamic_values(split(dynamic)),
+                        dtypes=dtypes if len(dtypes) > 1 else None,
+                        channels_last=formats if len(formats) > 1 else None,
+                        cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
+                        options=option_values(inductor_options))
     spec = StudySpec(name=_study_name(model, device) if name is None else name,
                      workload=workload, space=space,
                      protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
@@ -219,7 +244,8 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
     spec = join_spec(plan.study, storage, Path(plan.root), n_trials=plan.n_trials,
                      budget_s=plan.budget_s, seed=plan.seed)
     if export_only:
-        export_study(Search(spec).study, spec)
+        joined = Search(spec)
+        export_study(joined.study, spec, joined.claims.storage)
         run.print_study(spec.layout, as_json)
         return
     device = spec.workload.device

@@ -131,6 +131,35 @@ def dynamic_values(values: list[str] | None) -> list[bool | None] | None:
     return [table[v.lower()] for v in values]
 
 
+def bool_values(text: str, option: str) -> list[bool]:
+    """``false,true`` -> [False, True]; anything else is a one-line error naming the option."""
+    table = {"true": True, "false": False}
+    items = [v.strip().lower() for v in text.split(",") if v.strip()]
+    for v in items:
+        if v not in table:
+            raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)")
+    if not items:
+        raise UserError(f"{option} needs a value: true, false or false,true")
+    return list(dict.fromkeys(table[v] for v in items))
+
+
+def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
+    """``("epilogue_fusion=true,false", ...)`` -> {"epilogue_fusion": ["true", "false"]}; the
+    names and values are checked against torch by :func:`tuner.spec.space.build_space`."""
+    out: dict[str, list[str]] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        items = [v.strip() for v in rest.split(",") if v.strip()]
+        if not sep or not name.strip() or not items:
+            raise UserError(f"--inductor-option {value!r}: expected NAME=V1,V2, e.g. "
+                            "--inductor-option epilogue_fusion=true,false")
+        if name.strip() in out:
+            raise UserError(f"--inductor-option {name.strip()} given twice: list its values "
+                            "once, comma-separated")
+        out[name.strip()] = items
+    return out or None
+
+
 def study_path(study: str, studies_dir: Path) -> Path:
     """A study folder, a Parquet file, or a study name under --studies-dir."""
     path = Path(study)

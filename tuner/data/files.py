@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuner.data.derive import derive
-from tuner.data.schema import COLUMNS, SCHEMA, SCHEMA_VERSION
+from tuner.data.schema import COLUMNS, SCHEMA, SCHEMA_VERSION, is_option_column
 from tuner.data.select import pareto
 from tuner.errors import UserError
 from tuner.files import readable_mode
@@ -28,13 +28,34 @@ from tuner.spec.records import FINGERPRINT_FIELDS
 
 
 def to_table(df: pd.DataFrame) -> pa.Table:
-    df = df[COLUMNS].copy()
-    for field in SCHEMA:
-        if pa.types.is_list(field.type) or pa.types.is_string(field.type):
+    """The schema's columns, then the inductor options' columns the frame holds (typed as
+    their values are; see :mod:`tuner.data.schema`)."""
+    options = sorted(c for c in df.columns if is_option_column(c))
+    df = df[COLUMNS + options].copy()
+    schema = SCHEMA
+    for name in options:
+        schema = schema.append(pa.field(name, _option_type(df[name])))
+    for field in schema:
+        if (pa.types.is_list(field.type) or pa.types.is_string(field.type)
+                or field.name in options):
             # A column no row filled comes back as NaN floats; Arrow wants None there.
             column = df[field.name].astype(object)
             df[field.name] = column.where(column.map(_filled), None)
-    return pa.Table.from_pandas(df, schema=SCHEMA, preserve_index=False)
+            if field.name in options and pa.types.is_string(field.type):
+                df[field.name] = df[field.name].map(lambda v: v if v is None else str(v))
+    return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+
+
+def _option_type(column: pd.Series) -> pa.DataType:
+    """An option column's Arrow type, from its values (bool, int, float or str); text where
+    they mix kinds or none is filled."""
+    values = [v for v in column.astype(object) if _filled(v)]
+    try:
+        inferred = pa.array(values).type if values else pa.string()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.string()
+    return inferred if (pa.types.is_boolean(inferred) or pa.types.is_integer(inferred)
+                        or pa.types.is_floating(inferred)) else pa.string()
 
 
 def _filled(value: Any) -> bool:
@@ -94,7 +115,8 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     for column in COLUMNS:
         if column not in df:
             df[column] = None
-    df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]  # this version's order
+    # This version's order; the inductor options' columns (and any other extra) kept after.
+    df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]
     if version < 3:  # latency was timed back to back then: that is the stream figure
         for stat in ("p50", "p90", "p99", "iqr"):
             df[f"stream_ms_{stat}"] = df[f"latency_ms_{stat}"]

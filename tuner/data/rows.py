@@ -2,44 +2,56 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
 from tuner.data.derive import derive
-from tuner.data.schema import COLUMNS, SCHEMA_VERSION
-from tuner.spec.config import TrialConfig
+from tuner.data.schema import COLUMNS, SCHEMA_VERSION, is_option_column
+from tuner.spec.config import TrialConfig, option_column
 from tuner.spec.records import FINGERPRINT_FIELDS, TrialResult
 from tuner.spec.workload import Workload
 
 
 def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
               result: TrialResult) -> dict[str, Any]:
-    """One Parquet row: the record's fields, its config, workload and fingerprint. The derived
-    columns (speedup, throughput, ...) are :func:`tuner.data.derive.derive`'s to fill."""
+    """One Parquet row: the record's fields, its config, workload and fingerprint, and a column
+    per inductor option the config sets. The derived columns (speedup, throughput, ...) are
+    :func:`tuner.data.derive.derive`'s to fill."""
     data = result.to_dict()
     fingerprint = data.pop("fingerprint") or {}
     row: dict[str, Any] = {k: v for k, v in data.items() if k in COLUMNS}
+    ran = config.applied_to(workload)  # dtype, memory format, cudnn.benchmark as the trial ran
     row.update(
         schema_version=SCHEMA_VERSION, study=study, trial_number=number, config_key=config.key,
         label=config.label, backend=config.backend, mode=config.mode, dynamic=config.dynamic,
-        batch_size=config.batch_size, model=workload.model, device=workload.device,
-        dtype=workload.dtype, image_size=workload.image_size,
-        channels_last=workload.channels_last, cudnn_benchmark=workload.cudnn_benchmark)
+        batch_size=config.batch_size, config_json=json.dumps(config.to_dict(), sort_keys=True),
+        model=workload.model, device=workload.device, dtype=ran.dtype,
+        image_size=workload.image_size, channels_last=ran.channels_last,
+        cudnn_benchmark=ran.cudnn_benchmark)
+    row.update({option_column(name): value for name, value in config.options})
     row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_FIELDS})
     return row
 
 
 def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a DataFrame with every column of the schema, the derived ones filled, sorted by
-    batch size and trial number."""
-    df = derive(pd.DataFrame(list(rows), columns=COLUMNS))
+    """Rows as a DataFrame with every column of the schema, then the inductor options' columns
+    (sorted; empty where a row's config does not set the option), the derived ones filled,
+    sorted by batch size and trial number."""
+    rows = list(rows)
+    options = sorted({k for row in rows for k in row if is_option_column(k)})
+    df = derive(pd.DataFrame(rows, columns=COLUMNS + options))
     return df.sort_values(["batch_size", "trial_number"], kind="stable").reset_index(drop=True)
 
 
 def config_of(row: pd.Series | dict[str, Any]) -> TrialConfig:
-    """The config a Parquet row measured."""
+    """The config a Parquet row measured: exactly, from ``config_json``; from the config
+    columns for rows written before it."""
+    stored = plain(row.get("config_json"))
+    if stored:
+        return TrialConfig.from_dict(json.loads(stored))
     mode, dynamic = plain(row.get("mode")), plain(row.get("dynamic"))
     return TrialConfig(backend=str(row["backend"]), batch_size=int(row["batch_size"]),
                        mode=None if mode is None else str(mode),

@@ -8,6 +8,17 @@ synchronize) and back to back (``stream_ms_*``) and takes throughput from the st
 and 2 timed calls back to back only, under the ``latency_ms_*`` names: reading them, those values
 are also the ``stream_ms_*`` columns. A file of any earlier version loads: its missing columns
 come back empty, and the derived ones are computed (:mod:`tuner.data.derive`).
+
+Version 3 also holds the searched dimensions: ``dtype``, ``channels_last`` and
+``cudnn_benchmark`` are what each row ran with (the config's where the study searches them,
+else the workload's; ``dtype`` may be ``tf32``), ``max_abs_error_vs_fp32`` is each row's error
+against the float32 eager output (what its precision costs), ``config_json`` is the row's config
+exactly (:meth:`tuner.spec.config.TrialConfig.to_dict`, for :func:`tuner.data.rows.config_of`),
+and each inductor option a study searched has a column of its own beyond :data:`SCHEMA`:
+``opt_`` plus its name with dots as underscores (``opt_epilogue_fusion``,
+``opt_triton_cudagraphs``), typed as the option is, empty where it does not apply (eager, other
+backends). Those columns exist only in files of studies that searched the option
+(:func:`is_option_column`).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ SCHEMA = pa.schema([
     # the trial and its config
     ("study", _str), ("trial_number", _i64), ("config_key", _str), ("label", _str),
     ("backend", _str), ("mode", _str), ("dynamic", _bool), ("batch_size", _i64),
+    ("config_json", _str),
     # the workload
     ("model", _str), ("device", _str), ("dtype", _str), ("image_size", _i64),
     ("channels_last", _bool), ("cudnn_benchmark", _bool),
@@ -64,6 +76,7 @@ SCHEMA = pa.schema([
     ("vram_bytes_compile_process_nvml", _i64), ("host_rss_bytes_peak", _i64),
     # correctness against eager
     ("correct", _bool), ("max_abs_error", _f64), ("tolerance", _f64), ("correctness_note", _str),
+    ("max_abs_error_vs_fp32", _f64),
     # compile health
     ("graph_breaks", _i64), ("graph_break_reasons", pa.list_(_str)), ("unique_graphs", _i64),
     ("recompiles", _i64), ("recompile_reasons", pa.list_(_str)), ("cudagraph_skips", _i64),
@@ -82,3 +95,9 @@ SCHEMA = pa.schema([
     *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
 ])
 COLUMNS = SCHEMA.names
+OPTION_PREFIX = "opt_"  # tuner.spec.config.option_column
+
+
+def is_option_column(name: str) -> bool:
+    """An inductor option's column (added to the schema for the options a study searched)."""
+    return name.startswith(OPTION_PREFIX) and name not in COLUMNS

@@ -42,7 +42,7 @@ def snippet(rec: Recommended) -> str:
         f"batch size {rec.config.batch_size}, trial {rec.trial_number}.",
         f"# Measured on {describe_fingerprint(rec.fingerprint)}:",
         f"#   {_summary(m)}.",
-        f"# The study ran the model in eval mode on {w.device} in torch.{w.dtype} under "
+        f"# The study ran the model in eval mode on {w.device} in {_precision(w.dtype)} under "
         "torch.no_grad(),",
         f"# inputs of batch size {rec.config.batch_size}"
         + (", 4-D inputs channels_last" if w.channels_last else "")
@@ -68,6 +68,11 @@ def snippet(rec: Recommended) -> str:
     ]
     if w.device.startswith("cuda"):
         lines.append(f"    torch.backends.cudnn.benchmark = {w.cudnn_benchmark}")
+    if w.dtype == "tf32":
+        lines.append('    torch.set_float32_matmul_precision("high")  # TF32 matmuls')
+        if w.device.startswith("cuda"):
+            lines += ["    torch.backends.cuda.matmul.allow_tf32 = True",
+                      "    torch.backends.cudnn.allow_tf32 = True"]
     if w.channels_last:
         lines.append("    model = model.to(memory_format=torch.channels_last)")
     if rec.config.compiled:
@@ -113,6 +118,10 @@ def describe(rec: Recommended) -> str:
          + _fmt(m.memory_needed_bytes, "bytes") + " at most"),
         ("measured on", describe_fingerprint(rec.fingerprint)),
     ]
+    if w.dtype != "float32":  # what the precision costs in accuracy
+        rows.insert(-1, ("precision", _precision(w.dtype) + _fmt(
+            rec.row.get("max_abs_error_vs_fp32"), ", max abs error {:.3g} against float32 eager")
+            if rec.row.get("max_abs_error_vs_fp32") is not None else _precision(w.dtype)))
     if m.latency_ms_p50_ci_low is not None:
         rows.insert(6, ("noise", f"p50 {m.latency_ms_p50_ci_low:.3f}-"
                         f"{m.latency_ms_p50_ci_high:.3f} ms (95% interval over fresh "
@@ -139,6 +148,11 @@ def describe(rec: Recommended) -> str:
 
 
 
+
+
+def _precision(dtype: str) -> str:
+    """``torch.bfloat16``, or for tf32 the float32 it holds tensors in."""
+    return "torch.float32 with TF32 matmuls" if dtype == "tf32" else f"torch.{dtype}"
 
 
 def _fmt(value: Any, fmt: str) -> str:

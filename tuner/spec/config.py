@@ -1,14 +1,22 @@
 """One point of the search space (:class:`TrialConfig`): how the model is compiled, at which
-batch size.
+batch size, in which precision and memory format, with which inductor options.
 
 Backend ``"eager"`` means plain PyTorch with no ``torch.compile`` at all: the baseline every other
 row is compared with. (Dynamo's own debugging backend of that name is not offered.)
+
+The dimensions added later (``dtype``, ``channels_last``, ``cudnn_benchmark``, ``options``) are
+``None``/empty unless the study searches them: then the workload's value holds, and the config's
+key is the one it had before those dimensions existed, so older studies resume unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tuner.spec.workload import Workload
 
 EAGER = "eager"
 
@@ -21,6 +29,17 @@ DYNAMIC_CHOICES: tuple[bool | None, ...] = (None, False, True)
 # Inductor modes that record CUDA graphs; on the CPU they are the same as their graph-less twin.
 CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
 
+# Short names for labels.
+_SHORT_DTYPE = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
+
+# An inductor option's value, as Optuna, JSON and Parquet can hold it.
+OptionValue = bool | int | float | str | None
+
+
+def option_column(name: str) -> str:
+    """The Parquet column of an inductor option: ``triton.cudagraphs`` -> ``opt_triton_cudagraphs``."""
+    return "opt_" + name.replace(".", "_")
+
 
 @dataclasses.dataclass(frozen=True)
 class TrialConfig:
@@ -30,6 +49,22 @@ class TrialConfig:
     batch_size: int
     mode: str | None = None  # inductor only
     dynamic: bool | None = None  # compiled backends only; None lets dynamo decide
+    # None: the workload's (not searched). A precision of tuner.spec.workload.PRECISIONS.
+    dtype: str | None = None
+    channels_last: bool | None = None  # None: the workload's
+    cudnn_benchmark: bool | None = None  # None: the workload's
+    # inductor only: options of torch._inductor.config given to torch.compile(options=...),
+    # sorted by name (a mapping is accepted and sorted, so equal choices give equal configs)
+    options: tuple[tuple[str, OptionValue], ...] = ()
+
+    def __post_init__(self) -> None:
+        items: Iterable[Any] = (self.options.items() if isinstance(self.options, Mapping)
+                                else self.options)
+        object.__setattr__(self, "options", tuple(sorted((str(k), v) for k, v in items)))
+        if self.options and self.backend != INDUCTOR:
+            # Only inductor reads torch._inductor.config: elsewhere an option would be a
+            # second key for the same measurement.
+            raise ValueError(f"inductor options given for backend {self.backend!r}")
 
     @property
     def compiled(self) -> bool:
@@ -37,40 +72,98 @@ class TrialConfig:
 
     @property
     def key(self) -> str:
-        """A stable text key: two trials with the same key measure the same thing."""
+        """A stable text key: two trials with the same key measure the same thing. The newer
+        dimensions are appended only where set, so older keys stay what they were."""
         if not self.compiled:
-            return f"eager|bs={self.batch_size}"
-        return f"{self.backend}|{self.mode or '-'}|dynamic={self.dynamic}|bs={self.batch_size}"
+            key = f"eager|bs={self.batch_size}"
+        else:
+            key = f"{self.backend}|{self.mode or '-'}|dynamic={self.dynamic}|bs={self.batch_size}"
+        if self.dtype is not None:
+            key += f"|dtype={self.dtype}"
+        if self.channels_last is not None:
+            key += f"|channels_last={self.channels_last}"
+        if self.cudnn_benchmark is not None:
+            key += f"|cudnn_benchmark={self.cudnn_benchmark}"
+        return key + "".join(f"|opt.{name}={value!r}" for name, value in self.options)
 
     @property
     def label(self) -> str:
-        """Short label without the batch size, e.g. ``inductor:reduce-overhead`` (dynamic=False)
-        or ``inductor:default dynamic=None``."""
+        """Short label without the batch size, e.g. ``inductor:reduce-overhead`` (dynamic=False),
+        ``inductor:default dynamic=None`` or ``inductor:default bf16 epilogue_fusion=False``."""
         if not self.compiled:
-            return "eager"
-        label = self.backend if self.mode is None else f"{self.backend}:{self.mode}"
-        # Static shapes (dynamic=False) are the common case and the default: no suffix.
-        return label if self.dynamic is False else f"{label} dynamic={self.dynamic}"
+            label = EAGER
+        else:
+            label = self.backend if self.mode is None else f"{self.backend}:{self.mode}"
+            # Static shapes (dynamic=False) are the common case and the default: no suffix.
+            label = label if self.dynamic is False else f"{label} dynamic={self.dynamic}"
+        parts = [label]
+        if self.dtype is not None:
+            parts.append(_SHORT_DTYPE.get(self.dtype, self.dtype))
+        if self.channels_last is not None:
+            parts.append("channels_last" if self.channels_last else "contiguous")
+        if self.cudnn_benchmark is not None:
+            parts.append(f"cudnn.benchmark={self.cudnn_benchmark}")
+        parts += [f"{name}={value!r}" for name, value in self.options]
+        return " ".join(parts)
+
+    @property
+    def option_dict(self) -> dict[str, OptionValue]:
+        return dict(self.options)
 
     def compile_kwargs(self) -> dict[str, Any]:
-        """Exactly the keyword arguments given to ``torch.compile`` (empty for eager)."""
+        """Exactly the keyword arguments given to ``torch.compile`` (empty for eager).
+
+        With inductor options, the mode is given as the options it stands for
+        (``torch._inductor.list_mode_options``) under the chosen ones: torch.compile refuses a
+        mode and options together, and this way they combine.
+        """
         if not self.compiled:
             return {}
         kwargs: dict[str, Any] = {"backend": self.backend, "dynamic": self.dynamic}
-        if self.mode is not None:
+        if self.options:
+            from torch._inductor import list_mode_options
+
+            kwargs["options"] = {**list_mode_options(self.mode, self.dynamic),
+                                 **self.option_dict}
+        elif self.mode is not None:
             kwargs["mode"] = self.mode
         return kwargs
 
+    def applied_to(self, workload: Workload) -> Workload:
+        """The workload as this config runs it: its dtype, memory format and cudnn.benchmark
+        where the config sets them."""
+        changes = {name: getattr(self, name) for name in ("dtype", "channels_last", "cudnn_benchmark")
+                   if getattr(self, name) is not None}
+        return dataclasses.replace(workload, **changes) if changes else workload
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain JSON data; the newer dimensions only where set (older records stay as they were)."""
+        data: dict[str, Any] = {"backend": self.backend, "batch_size": self.batch_size,
+                                "mode": self.mode, "dynamic": self.dynamic}
+        for name in ("dtype", "channels_last", "cudnn_benchmark"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        if self.options:
+            data["options"] = self.option_dict
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
         return cls(backend=data["backend"], batch_size=int(data["batch_size"]),
-                   mode=data.get("mode"), dynamic=data.get("dynamic"))
+                   mode=data.get("mode"), dynamic=data.get("dynamic"), dtype=data.get("dtype"),
+                   channels_last=data.get("channels_last"),
+                   cudnn_benchmark=data.get("cudnn_benchmark"),
+                   options=tuple((data.get("options") or {}).items()))
 
 
 def uses_cudagraphs(config: TrialConfig) -> bool:
-    """Whether the config records CUDA graphs (then each call marks an inference step)."""
-    return config.backend == "cudagraphs" or (config.backend == INDUCTOR
-                                              and config.mode in CUDAGRAPH_MODES)
+    """Whether the config records CUDA graphs (then each call marks an inference step): an
+    explicit ``triton.cudagraphs`` option decides over the mode."""
+    if config.backend == "cudagraphs":
+        return True
+    if config.backend != INDUCTOR:
+        return False
+    options = config.option_dict
+    if "triton.cudagraphs" in options:
+        return bool(options["triton.cudagraphs"])
+    return config.mode in CUDAGRAPH_MODES

@@ -142,6 +142,8 @@ class TrialResult:
     correct: bool | None = None
     max_abs_error: float | None = None
     tolerance: float | None = None
+    # against the float32 eager output on the same inputs and weights: what the precision costs
+    max_abs_error_vs_fp32: float | None = None
     correctness_note: str = ""
     # compile health, from dynamo's own counters
     graph_breaks: int | None = None

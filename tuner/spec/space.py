@@ -1,18 +1,36 @@
 """Which trials a study may run (:class:`SearchSpace`), validated against the installed torch.
 
 The choices are never taken from a hard-coded list: a backend must be registered with dynamo, a
-mode must be one inductor lists.
+mode must be one inductor lists, an inductor option must be a name of ``torch._inductor.config``
+whose type is a boolean, a number, a string or a list of literals.
+
+A dimension given one value is not searched: that value is the workload's (the CLI puts it
+there), and the study's configs, keys and stored space stay what they were before the dimension
+could be searched.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
-from collections.abc import Iterable, Sequence
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.spec.config import CUDAGRAPH_MODES, DEFAULT_MODE, EAGER, INDUCTOR, TrialConfig
+from tuner.spec.config import (
+    CUDAGRAPH_MODES,
+    DEFAULT_MODE,
+    EAGER,
+    INDUCTOR,
+    OptionValue,
+    TrialConfig,
+    option_column,
+)
+from tuner.spec.workload import check_precision
 
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}
@@ -67,43 +85,189 @@ def installed_modes() -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class SearchSpace:
-    """The choices of each dimension. Every combination :meth:`configs` yields can run."""
+    """The choices of each dimension. Every combination :meth:`configs` yields can run.
+
+    ``dtypes``, ``channels_last``, ``cudnn_benchmark`` and ``options`` are empty when not
+    searched (the workload's value holds); ``options`` holds (inductor option, its values),
+    sorted by name, and applies to inductor configs only.
+    """
 
     backends: tuple[str, ...]
     modes: tuple[str, ...]
     dynamic: tuple[bool | None, ...]
     batch_sizes: tuple[int, ...]
+    dtypes: tuple[str, ...] = ()
+    channels_last: tuple[bool, ...] = ()
+    cudnn_benchmark: tuple[bool, ...] = ()
+    options: tuple[tuple[str, tuple[OptionValue, ...]], ...] = ()
+
+    def __post_init__(self) -> None:
+        items: Iterable[Any] = (self.options.items() if isinstance(self.options, Mapping)
+                                else self.options)
+        object.__setattr__(self, "options", tuple(sorted((str(k), tuple(v)) for k, v in items)))
+
+    def _global_choices(self) -> list[tuple[str | None, bool | None, bool | None]]:
+        """(dtype, channels_last, cudnn_benchmark) of every config; None: not searched."""
+        return list(itertools.product(self.dtypes or (None,), self.channels_last or (None,),
+                                      self.cudnn_benchmark or (None,)))
+
+    def _option_choices(self) -> list[tuple[tuple[str, OptionValue], ...]]:
+        names = [name for name, _ in self.options]
+        return [tuple(zip(names, values))
+                for values in itertools.product(*(values for _, values in self.options))]
 
     def configs(self) -> list[TrialConfig]:
-        """Every runnable config, impossible combinations left out (mode only with inductor)."""
+        """Every runnable config, impossible combinations left out (mode and options only with
+        inductor)."""
         out: list[TrialConfig] = []
         for bs in self.batch_sizes:
             for backend in self.backends:
                 if backend == EAGER:
-                    out.append(TrialConfig(EAGER, bs))
+                    out += [TrialConfig(EAGER, bs, dtype=dt, channels_last=cl, cudnn_benchmark=cb)
+                            for dt, cl, cb in self._global_choices()]
                     continue
                 modes: Iterable[str | None] = self.modes if backend == INDUCTOR else (None,)
-                for mode, dyn in itertools.product(modes, self.dynamic):
-                    out.append(TrialConfig(backend, bs, mode, dyn))
+                options = self._option_choices() if backend == INDUCTOR else [()]
+                for mode, dyn, (dt, cl, cb), opts in itertools.product(
+                        modes, self.dynamic, self._global_choices(), options):
+                    out.append(TrialConfig(backend, bs, mode, dyn, dtype=dt, channels_last=cl,
+                                           cudnn_benchmark=cb, options=opts))
         return out
 
     def baselines(self) -> list[TrialConfig]:
-        """Eager, and inductor's default where inductor is in the space, at every batch size."""
-        out = [TrialConfig(EAGER, bs) for bs in self.batch_sizes]
+        """Eager at every batch size (in every precision searched: each row's accuracy and
+        speed against it), and inductor's default where inductor is in the space, with the
+        first value of each other dimension (list the default first)."""
+        first = {"channels_last": self.channels_last[0] if self.channels_last else None,
+                 "cudnn_benchmark": self.cudnn_benchmark[0] if self.cudnn_benchmark else None}
+        out = [TrialConfig(EAGER, bs, dtype=dt, **first)
+               for bs in self.batch_sizes for dt in self.dtypes or (None,)]
         if INDUCTOR in self.backends:
             mode = DEFAULT_MODE if DEFAULT_MODE in self.modes else self.modes[0]
             dyn = False if False in self.dynamic else self.dynamic[0]
-            out += [TrialConfig(INDUCTOR, bs, mode, dyn) for bs in self.batch_sizes]
+            dtype = self.dtypes[0] if self.dtypes else None
+            options = tuple((name, values[0]) for name, values in self.options)
+            out += [TrialConfig(INDUCTOR, bs, mode, dyn, dtype=dtype, options=options, **first)
+                    for bs in self.batch_sizes]
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backends": list(self.backends), "modes": list(self.modes),
-                "dynamic": list(self.dynamic), "batch_sizes": list(self.batch_sizes)}
+        """Plain JSON data; the dimensions added later only where searched, so the space of an
+        older study compares equal when resumed with the same options."""
+        data: dict[str, Any] = {"backends": list(self.backends), "modes": list(self.modes),
+                                "dynamic": list(self.dynamic),
+                                "batch_sizes": list(self.batch_sizes)}
+        for name in ("dtypes", "channels_last", "cudnn_benchmark"):
+            if getattr(self, name):
+                data[name] = list(getattr(self, name))
+        if self.options:
+            data["options"] = {name: list(values) for name, values in self.options}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchSpace:
         return cls(tuple(data["backends"]), tuple(data["modes"]), tuple(data["dynamic"]),
-                   tuple(int(b) for b in data["batch_sizes"]))
+                   tuple(int(b) for b in data["batch_sizes"]),
+                   dtypes=tuple(data.get("dtypes") or ()),
+                   channels_last=tuple(data.get("channels_last") or ()),
+                   cudnn_benchmark=tuple(data.get("cudnn_benchmark") or ()),
+                   options=tuple((data.get("options") or {}).items()))
+
+
+def inductor_option_types() -> dict[str, Any]:
+    """Every option of the installed ``torch._inductor.config`` and its declared type."""
+    from torch._inductor import config
+
+    return {name: config.get_type(name) for name in config.get_config_copy()}
+
+
+def _atoms(declared: Any) -> list[Any] | None:
+    """The kinds of value an option type admits (bool, int, float, str, None, or a literal's
+    values), or None if it holds anything else (lists, dicts, callables)."""
+    if isinstance(declared, types.UnionType) or typing.get_origin(declared) is typing.Union:
+        parts = [_atoms(arg) for arg in typing.get_args(declared)]
+        return None if any(p is None for p in parts) else [a for p in parts for a in p or ()]
+    if typing.get_origin(declared) is typing.Literal:
+        return [("literal", v) for v in typing.get_args(declared)]
+    if declared in (bool, int, float, str, type(None)):
+        return [declared]
+    return None
+
+
+def _option_value(name: str, value: Any, atoms: list[Any]) -> OptionValue:
+    """``value`` (text from the command line, or already typed) as the option's type."""
+    literals = [v for a in atoms if isinstance(a, tuple) for v in (a[1],)]
+    text = value.strip() if isinstance(value, str) else None
+    if type(None) in atoms and (value is None or (text is not None and text.lower() == "none")):
+        return None
+    if bool in atoms:
+        if isinstance(value, bool):
+            return value
+        if text is not None and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    for literal in literals:
+        if value == literal or (text is not None and text == str(literal)):
+            return literal
+    if int in atoms:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if text is not None and re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+    if float in atoms and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    if str in atoms and text is not None:
+        return text
+    kinds = ", ".join(sorted({repr(a[1]) if isinstance(a, tuple) else
+                              ("none" if a is type(None) else a.__name__) for a in atoms}))
+    raise UserError(f"--inductor-option {name}: cannot read {value!r} as {kinds}: pass e.g. "
+                    f"--inductor-option {name}=V1,V2 with values of that type")
+
+
+def check_options(options: Mapping[str, Sequence[Any]],
+                  available: Mapping[str, Any] | None = None
+                  ) -> tuple[tuple[str, tuple[OptionValue, ...]], ...]:
+    """Inductor options and their values, checked against the installed torch and typed.
+
+    ``available`` maps option names to their declared types (default: this torch's
+    ``torch._inductor.config``). An unknown name is a one-line error naming the closest; so is
+    an option whose type cannot be listed on a command line, or a value of the wrong type.
+    """
+    known = dict(available) if available is not None else inductor_option_types()
+    out: dict[str, tuple[OptionValue, ...]] = {}
+    columns: dict[str, str] = {}
+    for raw, values in options.items():
+        name = raw.strip().replace("-", "_")  # as torch.compile reads option names
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UserError(f"unknown inductor option {raw!r}{hint}: give a name of "
+                            "torch._inductor.config, dots for nested ones (triton.cudagraphs)")
+        atoms = _atoms(known[name])
+        if not atoms:
+            raise UserError(f"--inductor-option {name}: its type ({known[name]}) is not a "
+                            "boolean, number, string or list of literals; only those are searched")
+        if not values:
+            raise UserError(f"--inductor-option {name}: no values: pass e.g. {name}=true,false")
+        typed = tuple(dict.fromkeys(_option_value(name, v, atoms) for v in values))
+        other = columns.setdefault(option_column(name), name)
+        if other != name:
+            raise UserError(f"inductor options {other} and {name} share the column "
+                            f"{option_column(name)}: search one of them")
+        out[name] = typed
+    return tuple(sorted(out.items()))
+
+
+def _bools(values: Sequence[Any], option: str) -> tuple[bool, ...]:
+    table = {"true": True, "false": False, "on": True, "off": False}
+    out = []
+    for v in values:
+        if not isinstance(v, bool) and str(v).strip().lower() not in table:
+            raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)")
+        out.append(v if isinstance(v, bool) else table[str(v).strip().lower()])
+    return tuple(dict.fromkeys(out))
 
 
 def build_space(
@@ -115,6 +279,11 @@ def build_space(
     dynamic: Sequence[bool | None] | None = None,
     available_backends: Sequence[str] | None = None,
     available_modes: Sequence[str] | None = None,
+    dtypes: Sequence[str] | None = None,
+    channels_last: Sequence[bool | str] | None = None,
+    cudnn_benchmark: Sequence[bool | str] | None = None,
+    options: Mapping[str, Sequence[Any]] | None = None,
+    available_options: Mapping[str, Any] | None = None,
 ) -> SearchSpace:
     """Validate the user's restrictions against the installed torch and the device.
 
@@ -122,6 +291,12 @@ def build_space(
     on CUDA); every inductor mode the device can use; ``dynamic=False`` only (static shapes are
     what a fixed batch size serves; ask for ``None``/``True`` to compare). Eager is always in
     the space: every row's speedup is measured against it.
+
+    ``dtypes``, ``channels_last``, ``cudnn_benchmark`` and ``options`` (inductor option name ->
+    values, text or typed) are searched dimensions; None or empty: not searched. tf32 needs a
+    CUDA device, and so does searching cudnn.benchmark; options need inductor in the space.
+    ``channels_last`` changes the model and the 4-D inputs only (a factory model's other
+    inputs stay as they are).
     """
     have_backends = list(available_backends or installed_backends())
     have_modes = list(available_modes or installed_modes())
@@ -165,9 +340,22 @@ def build_space(
     if dynamic is None:
         dynamic = [False]
 
+    for precision in dtypes or ():
+        check_precision(precision, device)
+    if cudnn_benchmark and not on_cuda:
+        raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
+                        "drop it")
+    if options and INDUCTOR not in backends:
+        raise UserError("--inductor-option applies to the inductor backend only: add inductor "
+                        "to --backend or drop --inductor-option")
+
     return SearchSpace(
         backends=tuple(dict.fromkeys(backends)),
         modes=tuple(dict.fromkeys(modes)) or (DEFAULT_MODE,),
         dynamic=tuple(dict.fromkeys(dynamic)),
         batch_sizes=tuple(dict.fromkeys(batch_sizes)),
+        dtypes=tuple(dict.fromkeys(dtypes or ())),
+        channels_last=_bools(channels_last or (), "--channels-last"),
+        cudnn_benchmark=_bools(cudnn_benchmark or (), "--cudnn-benchmark"),
+        options=check_options(options, available_options) if options else (),
     )

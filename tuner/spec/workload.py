@@ -29,6 +29,28 @@ from typing import Any
 from tuner.errors import UserError
 
 DTYPES = ("float32", "bfloat16", "float16")
+# What --dtype accepts: the tensor dtypes, and tf32 (float32 tensors, matmuls and convolutions
+# in TF32 on CUDA: torch.set_float32_matmul_precision("high") and the allow_tf32 flags).
+PRECISIONS = ("float32", "tf32", "bfloat16", "float16")
+
+
+def tensor_dtype(precision: str) -> str:
+    """The torch dtype a precision holds its tensors in: ``tf32`` -> ``float32``."""
+    return "float32" if precision == "tf32" else precision
+
+
+def check_precision(precision: str, device: str) -> None:
+    """A one-line error for a precision this device cannot run.
+
+    tf32 is refused on the CPU rather than quietly measured as float32 there: it would be a
+    second row of the same measurement under another name.
+    """
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown dtype {precision!r} in --dtype: choose from "
+                        f"{', '.join(PRECISIONS)}")
+    if precision == "tf32" and not device.startswith("cuda"):
+        raise UserError(f"--dtype tf32 needs a CUDA device (on {device} it is float32): "
+                        "drop tf32 or use --device cuda")
 
 # One shape of a schedule: a batch size, or (batch size, sequence length) for a factory model.
 Shape = int | tuple[int, int]
@@ -72,7 +94,7 @@ class Workload:
 
     model: str
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "float32"  # one of PRECISIONS; a config that searches it sets its own
     image_size: int = 224
     channels_last: bool = False
     cudnn_benchmark: bool = True
@@ -107,8 +129,7 @@ class Workload:
 
 def validate(workload: Workload) -> None:
     """Catch bad input in the parent, cheaply, before any trial is spent on it."""
-    if workload.dtype not in DTYPES:
-        raise UserError(f"unknown dtype {workload.dtype!r}: choose one of {', '.join(DTYPES)}")
+    check_precision(workload.dtype, workload.device)
     if workload.image_size <= 0:
         raise UserError(f"image size {workload.image_size} is not a positive integer")
     for shape in workload.shape_schedule:

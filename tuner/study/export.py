@@ -28,11 +28,11 @@ class Exported:
     pareto: pd.DataFrame  # the Pareto set of each batch size
 
 
-def study_frame(study: optuna.Study, name: str, workload: Workload,
+def study_frame(study: optuna.Study, storage: optuna.storages.BaseStorage, name: str, workload: Workload,
                 layout: StudyLayout | None = None) -> pd.DataFrame:
     """Every measured trial as a Parquet row; ``layout`` (the study folder on this host) is
     where finalists' artifacts files are looked for."""
-    repeats = repeats_of(study)
+    repeats = repeats_of(study, storage)
     rows = []
     for t in study.get_trials(deepcopy=False):
         stored = stored_result(t)
@@ -47,9 +47,10 @@ def study_frame(study: optuna.Study, name: str, workload: Workload,
     return with_ranks(frame(rows))
 
 
-def export_study(study: optuna.Study, spec: StudySpec) -> Exported:
+def export_study(study: optuna.Study, spec: StudySpec,
+                 storage: optuna.storages.BaseStorage) -> Exported:
     """Write the study's Parquet files under this host's study folder, from the storage."""
-    df = study_frame(study, spec.name, spec.workload, spec.layout)
+    df = study_frame(study, storage, spec.name, spec.workload, spec.layout)
     front = files.export(spec.layout, df, {
         "study": spec.name, "workload": spec.workload.to_dict(),
         "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),

@@ -47,7 +47,10 @@ if TYPE_CHECKING:
     from tuner.launch.runner import Runner
     from tuner.study.spec import StudySpec
 
-REPEATS_ATTR = "tuner.repeats."  # + trial number: a study user attribute, a list of records
+# + trial number: a study system attribute, the list of that finalist's records. Studies made
+# before kept them as study user attributes, which optuna-dashboard shows cut at 1,024
+# characters; both are read.
+REPEATS_ATTR = "tuner.repeats."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +144,23 @@ class ConfirmSummary:
     noisy: tuple[str, ...] = ()
 
 
-def repeats_of(study: optuna.Study) -> dict[int, list[dict[str, Any]]]:
+def repeats_of(study: optuna.Study, storage: optuna.storages.BaseStorage
+               ) -> dict[int, list[dict[str, Any]]]:
     """Every trial's re-measurements, by trial number."""
-    return {int(k[len(REPEATS_ATTR):]): list(v) for k, v in study.user_attrs.items()
+    system = storage.get_study_system_attrs(storage.get_study_id_from_name(study.study_name))
+    return {int(k[len(REPEATS_ATTR):]): list(v) for attrs in (study.user_attrs, system)
+            for k, v in attrs.items()
             if k.startswith(REPEATS_ATTR) and k[len(REPEATS_ATTR):].isdigit()}
 
 
-def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, front: pd.DataFrame,
-            repeats: int | Repeats, *, redo: bool = False,
+def _keep(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
+          records: list[dict[str, Any]]) -> None:
+    storage.set_study_system_attr(storage.get_study_id_from_name(study.study_name),
+                                  REPEATS_ATTR + str(number), records)
+
+
+def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: StudySpec,
+            runner: Runner, front: pd.DataFrame, repeats: int | Repeats, *, redo: bool = False,
             on_message: Callable[[str], None] | None = None,
             stop: threading.Event | None = None,
             abort: threading.Event | None = None) -> ConfirmSummary:
@@ -160,7 +172,7 @@ def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, front: pd.Data
     """
     plan_of = repeats if isinstance(repeats, Repeats) else Repeats(fixed=repeats)
     say = on_message or (lambda text: None)
-    stored = repeats_of(study)
+    stored = repeats_of(study, storage)
     finalists = []
     for _, row in front.iterrows():
         number = int(row["trial_number"])
@@ -177,7 +189,7 @@ def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, front: pd.Data
     say(f"confirming {len(finalists)} finalists: {what}, each in a fresh process (Ctrl-C stops; "
         "`tuner confirm` or the same command resumes)")
     for number, *_ in finalists if redo else []:  # all at once: a stop half-way redoes the rest
-        study.set_user_attr(REPEATS_ATTR + str(number), [])
+        _keep(study, storage, number, [])
     measured = failed = 0
     noisy = []
     for number, config, records, own in finalists:
@@ -195,7 +207,7 @@ def confirm(study: optuna.Study, spec: StudySpec, runner: Runner, front: pd.Data
             if result.status is Status.INTERRUPTED:
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
             records.append(_record(kind, result))
-            study.set_user_attr(REPEATS_ATTR + str(number), records)
+            _keep(study, storage, number, records)
             measured += 1
             failed += not result.ok
             done = f"{measured}/{total}" if total is not None else f"{measured}"

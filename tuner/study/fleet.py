@@ -107,8 +107,9 @@ class Fleet:
         """Create (or check) the study and queue its baselines, once, then start the workers."""
         search = Search(self.spec)
         search.prepare()
-        self._study = search.study
-        self._measured_before = _measured(export_study(self._study, self.spec).trials)
+        self._study, self._storage = search.study, search.claims.storage
+        self._measured_before = _measured(
+            export_study(self._study, self.spec, self._storage).trials)
         env = self.environment()
         for index, gpu in enumerate(self.gpus):
             # Own session: a Ctrl-C in the terminal reaches this process only, which passes
@@ -130,7 +131,7 @@ class Fleet:
     def finish(self) -> SearchSummary:
         """Write the Parquet files from the storage; a worker that failed is a user error
         (after the files are written, so nothing measured is lost)."""
-        exported = export_study(self._study, self.spec)
+        exported = export_study(self._study, self.spec, self._storage)
         failed = [e for e in self.exits if e.returncode not in (0, EXIT_STOPPED)]
         if failed:
             raise UserError("; ".join(f"the worker on GPU {e.gpu} stopped with exit code "

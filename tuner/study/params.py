@@ -1,5 +1,7 @@
-"""A config as Optuna's parameters, and back: the space's conditional structure (a mode only
-for inductor, ``dynamic`` only when compiled) keeps impossible combinations out."""
+"""A config as Optuna's parameters, and back: the space's conditional structure (a mode and
+inductor options only for inductor, ``dynamic`` only when compiled) keeps impossible
+combinations out. Dimensions the space does not search are not asked, so the parameters of an
+older study stay what they were."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ import optuna
 from tuner.spec.config import EAGER, INDUCTOR, TrialConfig
 from tuner.spec.space import SearchSpace
 
+# Optuna's name for an inductor option's parameter: the prefix keeps option names apart from
+# the tuner's own dimensions.
+OPTION_PARAM = "inductor."
+
 
 def suggest(trial: optuna.Trial, space: SearchSpace) -> TrialConfig:
     """Ask Optuna for one config; the conditional structure keeps impossible combos out."""
@@ -18,13 +24,27 @@ def suggest(trial: optuna.Trial, space: SearchSpace) -> TrialConfig:
     mode = trial.suggest_categorical("mode", list(space.modes)) if backend == INDUCTOR else None
     dynamic = (trial.suggest_categorical("dynamic", list(space.dynamic))
                if backend != EAGER else None)
-    return TrialConfig(backend=backend, batch_size=batch_size, mode=mode, dynamic=dynamic)
+    dtype = trial.suggest_categorical("dtype", list(space.dtypes)) if space.dtypes else None
+    channels_last = (trial.suggest_categorical("channels_last", list(space.channels_last))
+                     if space.channels_last else None)
+    cudnn_benchmark = (trial.suggest_categorical("cudnn_benchmark", list(space.cudnn_benchmark))
+                       if space.cudnn_benchmark else None)
+    options = ({name: trial.suggest_categorical(OPTION_PARAM + name, list(values))
+                for name, values in space.options} if backend == INDUCTOR else {})
+    return TrialConfig(backend=backend, batch_size=batch_size, mode=mode, dynamic=dynamic,
+                       dtype=dtype, channels_last=channels_last,
+                       cudnn_benchmark=cudnn_benchmark, options=tuple(options.items()))
 
 
 def params_of(config: TrialConfig) -> dict[str, Any]:
+    """The parameters :func:`suggest` gives ``config`` (to enqueue it)."""
     params: dict[str, Any] = {"batch_size": config.batch_size, "backend": config.backend}
     if config.backend == INDUCTOR:
         params["mode"] = config.mode
     if config.compiled:
         params["dynamic"] = config.dynamic
+    for name in ("dtype", "channels_last", "cudnn_benchmark"):
+        if getattr(config, name) is not None:
+            params[name] = getattr(config, name)
+    params.update({OPTION_PARAM + name: value for name, value in config.options})
     return params

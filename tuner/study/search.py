@@ -210,8 +210,8 @@ class Search:
         try:
             plan = repeats if isinstance(repeats, finalists.Repeats) else \
                 finalists.Repeats.parse(repeats)
-            summary = finalists.confirm(self.study, self.spec, self.runner, self.export().pareto,
-                                        plan, redo=redo, on_message=self.on_message,
+            summary = finalists.confirm(self.study, self.claims.storage, self.spec, self.runner,
+                                        self.export().pareto, plan, redo=redo, on_message=self.on_message,
                                         stop=self.stop_after_trial, abort=self.abort)
         finally:
             self.runner.close()
@@ -224,7 +224,7 @@ class Search:
         store_result(self.claims.storage, self.claims.trial_id(trial.number), result)
         # The summary comes from the trial's Parquet row, computed with the study's eager
         # baseline as the export computes it: the dashboard and the files show the same numbers.
-        df = study_frame(self.study, self.spec.name, self.spec.workload)
+        df = study_frame(self.study, self.claims.storage, self.spec.name, self.spec.workload)
         for name, value in summary(df[df["trial_number"] == trial.number].iloc[0]).items():
             trial.set_user_attr(name, value)
         trial.set_user_attr(STATUS_ATTR, result.status.value)
@@ -254,7 +254,7 @@ class Search:
 
     def export(self) -> Exported:
         """Write the Parquet files, and delete the compile caches of trials off the front."""
-        exported = export_study(self.study, self.spec)
+        exported = export_study(self.study, self.spec, self.claims.storage)
         finalists.prune_caches(self.study, self.spec, exported.pareto)
         return exported
 

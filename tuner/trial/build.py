@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tuner.spec.workload import Shape, Workload, load_factory, shape_batch
+from tuner.spec.workload import Shape, Workload, load_factory, shape_batch, tensor_dtype
 
 if TYPE_CHECKING:
     import torch
@@ -14,14 +14,21 @@ class WorkloadError(Exception):
 
 
 def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """Build the model and inputs on the device, seeded, in eval mode, knobs applied.
+    """Build the model and inputs on the device, seeded, in eval mode, in the workload's dtype
+    and memory format.
 
     Raises :class:`WorkloadError` when the model or factory is broken.
     """
+    return finish(workload, *build_float32(workload, batch_size))
+
+
+def build_float32(workload: Workload,
+                  batch_size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The model and inputs on the device in float32, contiguous: the reference precision
+    (what another precision's error is measured against); :func:`finish` casts them."""
     import torch
 
     torch.manual_seed(workload.seed)
-    dtype = getattr(torch, workload.dtype)
     if workload.is_factory:
         model, inputs = _call_factory(workload, batch_size)
     else:
@@ -34,7 +41,17 @@ def build(workload: Workload, batch_size: int) -> tuple[torch.nn.Module, tuple[t
         inputs = _torchvision_inputs(workload, batch_size)
 
     device = torch.device(workload.device)
-    model = model.eval().to(device=device, dtype=dtype)
+    model = model.eval().to(device=device, dtype=torch.float32)
+    return model, _place(workload, inputs, "float32", channels_last=False)
+
+
+def finish(workload: Workload, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
+           ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The float32 model and inputs of :func:`build_float32` cast to the workload's dtype and
+    memory format; the model in place (no second copy of its weights)."""
+    import torch
+
+    model = model.to(dtype=getattr(torch, tensor_dtype(workload.dtype)))
     if workload.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model, _place(workload, inputs)
@@ -69,15 +86,19 @@ def _torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tens
     return (torch.randn(batch_size, 3, size, size),)
 
 
-def _place(workload: Workload, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """Move inputs to the device; cast floating-point ones to the dtype; channels_last if asked."""
+def _place(workload: Workload, inputs: tuple[torch.Tensor, ...], dtype_name: str | None = None,
+           channels_last: bool | None = None) -> tuple[torch.Tensor, ...]:
+    """Move inputs to the device; cast floating-point ones to the dtype; channels_last if asked
+    (4-D inputs only: the others have no such format)."""
     import torch
 
-    device, dtype = torch.device(workload.device), getattr(torch, workload.dtype)
+    device = torch.device(workload.device)
+    dtype = getattr(torch, tensor_dtype(dtype_name or workload.dtype))
+    channels_last = workload.channels_last if channels_last is None else channels_last
 
     def place(t: torch.Tensor) -> torch.Tensor:
         t = t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
-        if workload.channels_last and t.dim() == 4:
+        if channels_last and t.dim() == 4:
             t = t.contiguous(memory_format=torch.channels_last)
         return t
 
@@ -85,11 +106,18 @@ def _place(workload: Workload, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.
 
 
 def apply_global_knobs(workload: Workload) -> None:
-    """Process-wide settings that must be in place before compiling (and in production)."""
+    """Process-wide settings that must be in place before compiling (and in production):
+    cudnn.benchmark on CUDA; for tf32, TF32 matmuls (and convolutions on CUDA). Other
+    precisions leave the matmul precision as it is (a fresh trial process: "highest")."""
     import torch
 
     if workload.device.startswith("cuda"):
         torch.backends.cudnn.benchmark = workload.cudnn_benchmark
+    if workload.dtype == "tf32":
+        torch.set_float32_matmul_precision("high")
+        if workload.device.startswith("cuda"):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
 
 
 def _check_factory_result(spec: str, made: Any) -> tuple[Any, tuple[Any, ...]]:

@@ -36,14 +36,26 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     config, proto = request.config, request.protocol
     dev = Device(request.workload.device)
 
-    build.apply_global_knobs(request.workload)
+    # The workload as this config runs it (its precision, memory format, cudnn.benchmark).
+    work = config.applied_to(request.workload)
     t = time.perf_counter()
     try:
-        model, inputs = build.build(request.workload, config.batch_size)
+        model, inputs = build.build_float32(work, config.batch_size)
         dev.sync()
     except build.WorkloadError as exc:
         return _fail(result, Status.WORKLOAD_ERROR, str(exc))
-    result.build_s = time.perf_counter() - t
+    build_s = time.perf_counter() - t
+    # The float32 eager output, before the knobs (tf32) and the cast: what this precision's
+    # error is measured against. One eager call, only for a precision other than float32.
+    float32_reference = None
+    if work.dtype != "float32":
+        float32_reference = _float32_reference(model, inputs)
+
+    build.apply_global_knobs(work)
+    t = time.perf_counter()
+    model, inputs = build.finish(work, model, inputs)
+    dev.sync()
+    result.build_s = build_s + time.perf_counter() - t
 
     with torch.no_grad():
         # Eager reference on the same inputs, before anything is compiled.
@@ -95,12 +107,15 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
                     result.artifacts_bytes, note = artifacts.save(Path(request.save_artifacts))
                     result.artifacts_note = result.artifacts_note or note
 
-            comparison = checks.compare_outputs(_clone(call()), reference, request.workload.dtype)
+            output = _clone(call())
+            comparison = checks.compare_outputs(output, reference, work.dtype)
             result.correct = comparison.correct
             result.max_abs_error = comparison.max_abs_error
             result.tolerance = comparison.tolerance
             result.correctness_note = comparison.note
-            del reference
+            result.max_abs_error_vs_fp32 = checks.max_abs_difference(
+                output, reference if work.dtype == "float32" else float32_reference)
+            del reference, output, float32_reference
 
             if config.compiled:
                 health_ = health.compile_health()
@@ -129,7 +144,8 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     if request.workload.shape_schedule and result.correct is not False:
         try:
             with torch.no_grad():
-                replay.replay_schedule(result, request, fn, dev, mark_step)
+                replay.replay_schedule(result, dataclasses.replace(request, workload=work), fn,
+                                      dev, mark_step)
         except build.WorkloadError as exc:
             return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
         except Exception as exc:  # noqa: BLE001
@@ -178,17 +194,32 @@ def _fill_stream(result: TrialResult, samples: list[float], spent: float, timer:
     result.stream_calls, result.stream_s, result.stream_timer = len(samples), spent, timer
 
 
+def _float32_reference(model, inputs):
+    """The eager float32 output on the CPU; None where it cannot be had (say, float32 does not
+    fit where the trial's precision does): a blank cell, never a failed trial."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return _clone(model(*inputs), to_cpu=True)
+    except Exception:  # noqa: BLE001 - the trial itself reports what fails in its precision
+        return None
+
+
 def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
     result.status = status
     result.message = message
     return result
 
 
-def _clone(out):
+def _clone(out, to_cpu: bool = False):
     import torch
     from torch.utils._pytree import tree_map
 
-    return tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, out)
+    def copy(t):
+        return t.detach().to("cpu", copy=True) if to_cpu else t.detach().clone()
+
+    return tree_map(lambda t: copy(t) if isinstance(t, torch.Tensor) else t, out)
 
 
 def _is_oom(exc: BaseException) -> bool:

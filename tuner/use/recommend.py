@@ -33,7 +33,7 @@ from tuner.data.select import OBJECTIVES, Constraints, best, eligible, rank
 from tuner.errors import UserError
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import FINGERPRINT_FIELDS, Status
-from tuner.spec.workload import Workload
+from tuner.spec.workload import Workload, tensor_dtype
 from tuner.use.environment import MismatchWarning, environment_mismatch
 
 if TYPE_CHECKING:
@@ -49,10 +49,11 @@ class Recommendation:
         path: the Parquet file it was read from (the study folder is ``path.parent``).
         objective: what was optimised: latency, throughput, memory, warmup or traffic.
         constraints: the limits it meets.
-        config: backend, mode, dynamic and batch size; ``config.compile_kwargs()`` is exactly
-            what ``torch.compile`` is given.
-        workload: the model and global knobs the study measured with (device, dtype,
-            channels_last, cudnn.benchmark).
+        config: backend, mode, dynamic, batch size, and the precision, memory format,
+            cudnn.benchmark and inductor options where the study searched them;
+            ``config.compile_kwargs()`` is exactly what ``torch.compile`` is given.
+        workload: the model and global knobs the chosen trial ran with (device, dtype,
+            channels_last, cudnn.benchmark): the study's, with the config's where it sets them.
         measured: latency, throughput, memory and compile cost as measured.
         trial_number: the trial it comes from.
         candidates: how many configs met the constraints.
@@ -82,7 +83,8 @@ class Recommendation:
         """Set up ``model`` the way the study measured it and compile it with the recorded args.
 
         What it does, in order: sets the study's process-wide knobs
-        (:func:`tuner.trial.build.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study);
+        (:func:`tuner.trial.build.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study; for
+        ``tf32``, ``torch.set_float32_matmul_precision("high")`` and the allow_tf32 flags);
         converts the model to ``channels_last`` if the study used it; then returns
         ``torch.compile(model, **config.compile_kwargs())``, or, when eager was best, the model
         itself, not compiled. Before compiling, with ``warm_start``, it loads the compile
@@ -154,14 +156,15 @@ class Recommendation:
             return
         w = self.workload
         problems = []
-        if param.dtype != getattr(torch, w.dtype):
-            problems.append(f"its parameters are {param.dtype}, the study used torch.{w.dtype}")
+        dtype = tensor_dtype(w.dtype)  # tf32 holds float32 tensors
+        if param.dtype != getattr(torch, dtype):
+            problems.append(f"its parameters are {param.dtype}, the study used torch.{dtype}")
         if param.device.type != torch.device(w.device).type:
             problems.append(f"it is on {param.device}, the study ran on {w.device}")
         if problems:
             warnings.warn(f"apply: the model is not as study {self.study!r} measured it: "
                           f"{'; '.join(problems)}. Its numbers assume model.to({w.device!r}, "
-                          f"torch.{w.dtype}) and inputs cast alike; apply does not cast or move",
+                          f"torch.{dtype}) and inputs cast alike; apply does not cast or move",
                           MismatchWarning, stacklevel=3)
 
     def snippet(self) -> str:
@@ -257,7 +260,9 @@ def recommend(
     chosen = best(feasible, objective)
 
     fingerprint = _row_fingerprint(chosen) or dict((meta.get("fingerprints") or [{}])[0])
-    workload = _workload(meta, chosen)
+    config = config_of(chosen)
+    # What the chosen trial ran with: apply and the snippet set it up that way.
+    workload = config.applied_to(_workload(meta, chosen))
     mismatch = tuple(environment_mismatch(fingerprint, workload.device))
     if mismatch:
         text = f"study {name!r}: " + "; ".join(mismatch)
@@ -266,7 +271,7 @@ def recommend(
         warnings.warn(text, MismatchWarning, stacklevel=2)
     return Recommendation(
         study=name, path=path, objective=objective, constraints=constraints,
-        config=config_of(chosen), workload=workload, measured=Measured.from_row(chosen),
+        config=config, workload=workload, measured=Measured.from_row(chosen),
         trial_number=int(chosen["trial_number"]), candidates=len(feasible),
         fingerprint=fingerprint, mismatch=mismatch,
         row={k: plain(v) for k, v in chosen.items()},
