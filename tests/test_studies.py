@@ -3,6 +3,7 @@ every earlier schema version stay readable by this tuner."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,19 @@ def test_show_and_recommend_read_a_committed_study(study):
         except UserError as exc:  # another machine with --strict off never raises; nothing else may
             pytest.fail(f"batch size {batch_size}: {exc}")
         assert rec.measured.latency_ms_p50 > 0
+
+
+@pytest.mark.parametrize("study", COMMITTED, ids=[p.name for p in COMMITTED])
+def test_a_committed_study_names_its_storage_without_the_authors_folders(study):
+    assert files.read(study)[1]["storage"] == "study.db"
+
+
+def test_a_new_study_names_its_embedded_storage_relative_to_its_folder(tmp_path):
+    from tests.fakes import FakeRunner
+    from tuner.study.search import Search
+
+    from .test_study import make_spec
+
+    Search(make_spec(tmp_path), FakeRunner()).run()
+    _, meta = files.read(tmp_path / "s")
+    assert meta["storage"] == "study.db" and str(tmp_path) not in json.dumps(meta)

@@ -29,3 +29,4 @@ def test_stream_samples_add_up_to_the_whole_stream():
     samples, spent, _ = dev.time_stream_ms(lambda: time.sleep(0.002), 20, 0.0, 5.0)
     assert len(samples) >= 20
     assert abs(sum(samples) / 1e3 - (time.perf_counter() - start)) < 0.01
+

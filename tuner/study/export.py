@@ -12,7 +12,7 @@ from tuner.data.noise import repeat_columns
 from tuner.data.rows import frame, trial_row
 from tuner.data.select import with_ranks
 from tuner.spec.config import TrialConfig
-from tuner.spec.layout import StudyLayout
+from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
 from tuner.study.finalists import repeats_of
@@ -47,6 +47,13 @@ def study_frame(study: optuna.Study, storage: optuna.storages.BaseStorage, name:
     return with_ranks(frame(rows))
 
 
+def storage_label(spec: StudySpec) -> str:
+    """Where the study's storage is, as the files say it: the embedded default relative to the
+    study folder (an absolute path would describe only the machine that wrote it), any other
+    storage without its credentials."""
+    return DB_FILE if spec.storage is None else redact(spec.storage)
+
+
 def export_study(study: optuna.Study, spec: StudySpec,
                  storage: optuna.storages.BaseStorage) -> Exported:
     """Write the study's Parquet files under this host's study folder, from the storage."""
@@ -54,5 +61,5 @@ def export_study(study: optuna.Study, spec: StudySpec,
     front = files.export(spec.layout, df, {
         "study": spec.name, "workload": spec.workload.to_dict(),
         "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
-        "storage": redact(spec.storage_url)})
+        "storage": storage_label(spec)})
     return Exported(df, front)

@@ -222,12 +222,19 @@ def _clone(out, to_cpu: bool = False):
     return tree_map(lambda t: copy(t) if isinstance(t, torch.Tensor) else t, out)
 
 
+# How an exhausted host says so through torch: the CPU allocator's RuntimeError, a C++
+# std::bad_alloc, or the OS's ENOMEM from a compile worker or a fork.
+_HOST_OOM = ("out of memory", "can't allocate memory", "cannot allocate memory", "bad_alloc",
+             "errno 12")
+
+
 def _is_oom(exc: BaseException) -> bool:
     import torch
 
     oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
                                   getattr(torch.cuda, "OutOfMemoryError", None), MemoryError) if t)
-    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, oom_types) or any(words in text for words in _HOST_OOM)
 
 
 def describe_error(exc: BaseException) -> str:
