@@ -149,12 +149,32 @@ def test_failed_trials_are_rows_and_do_not_stop_the_study(tmp_path):
 
 def test_a_broken_model_stops_with_a_user_error_but_keeps_the_file(tmp_path):
     runner = FakeRunner(fail={"eager": Status.WORKLOAD_ERROR})
-    with pytest.raises(UserError, match="the model cannot run: fake workload_error"):
+    with pytest.raises(UserError, match="the model cannot run at any batch size: batch size 1: "
+                                        "eager: workload_error: fake workload_error"):
         run(tmp_path, runner)
-    assert len(runner.calls) == 1
+    assert sorted(runner.calls) == ["eager|bs=1", "eager|bs=8"]  # once per batch size
     df, _ = files.read(tmp_path / "s")
-    assert list(df["status"]) == ["workload_error"]
+    assert list(df["status"]) == ["workload_error"] * 2
     assert (tmp_path / "s" / layout.PARETO_FILE).exists()
+
+
+@pytest.mark.parametrize("status", [Status.WORKLOAD_ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM])
+def test_a_model_broken_at_one_batch_size_costs_one_trial_there_and_the_rest_go_on(tmp_path,
+                                                                                 status):
+    messages = []
+    runner = FakeRunner(fail={"eager|bs=8": status})
+    summary = Search(make_spec(tmp_path), runner, on_message=messages.append).run()
+    assert [k for k in runner.calls if k.endswith("bs=8")] == ["eager|bs=8"]
+    assert sorted(k for k in runner.calls if k.endswith("bs=1")) == sorted(
+        c.key for c in SPACE.configs() if c.batch_size == 1)
+    assert "skipped batch sizes where the model fails: 8" in summary.stop_reason
+    assert any(m.startswith("batch size 8 is skipped from here on") for m in messages)
+
+
+def test_a_compiled_config_that_crashes_does_not_skip_its_batch_size(tmp_path):
+    runner = FakeRunner(fail={"inductor:default": Status.CRASH})
+    summary, _ = Search(make_spec(tmp_path), runner).run(), runner
+    assert sorted(runner.calls) == sorted(keys(SPACE)) and "skipped" not in summary.stop_reason
 
 
 def test_after_the_model_is_fixed_a_rerun_measures_what_the_broken_model_could_not(tmp_path):
@@ -203,14 +223,14 @@ def test_pareto_file_is_per_batch_size_with_only_ok_and_correct_rows(tmp_path):
     # The fastest config fails at every batch size: it must not be recommended.
     space = make_space(modes=("default", "reduce-overhead"), dynamic=(False,))
     runner = FakeRunner(fail={"inductor:reduce-overhead": Status.WRONG_RESULT,
-                              "eager|bs=8": Status.CRASH})
+                              "inductor|default|dynamic=False|bs=8": Status.CRASH})
     run(tmp_path, runner, space=space)
     trials, _ = files.read(tmp_path / "s" / layout.TRIALS_FILE)
     front, _ = files.read(tmp_path / "s" / layout.PARETO_FILE)
     assert set(front["batch_size"]) == {1, 8}
     assert (front["status"] == "ok").all() and (front["correct"] == True).all()  # noqa: E712
     assert "inductor:reduce-overhead" not in set(front["label"])
-    assert "eager|bs=8" not in set(front["config_key"])
+    assert "inductor|default|dynamic=False|bs=8" not in set(front["config_key"])
     for bs, group in trials.groupby("batch_size"):
         alone = select.pareto(trials[trials["batch_size"] == bs])
         assert sorted(front[front["batch_size"] == bs]["config_key"]) == sorted(alone["config_key"])
@@ -269,12 +289,12 @@ def test_a_trial_running_in_a_live_search_is_not_measured_twice(tmp_path):
 
 
 def test_optuna_sees_the_objectives_of_ok_trials(tmp_path):
-    runner = FakeRunner(fail={"eager|bs=1": Status.TIMEOUT})
+    runner = FakeRunner(fail={"inductor|default|dynamic=True|bs=1": Status.TIMEOUT})
     run(tmp_path, runner)
     study = optuna.load_study(study_name="s", storage=make_spec(tmp_path).storage_url)
     assert study.metric_names == list(select.PARETO_OBJECTIVES)
     measured = [t for t in study.trials if KEY_ATTR in t.user_attrs
                 and t.state in (TrialState.COMPLETE, TrialState.FAIL)]
     states = {t.user_attrs[KEY_ATTR]: t.state for t in measured}
-    assert states["eager|bs=1"] is TrialState.FAIL
+    assert states["inductor|default|dynamic=True|bs=1"] is TrialState.FAIL
     assert sum(s is TrialState.COMPLETE for s in states.values()) == 5

@@ -107,6 +107,9 @@ class Search:
         new, duplicates_in_a_row, stop_reason = 0, 0, ""
         durations: list[float] = []
         history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
+        # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
+        # their other configs would fail the same way, each up to --timeout, so they are skipped.
+        broken: dict[int, str] = {}
         rng = random.Random(spec.seed)
         said_waiting = False
         while True:
@@ -116,7 +119,8 @@ class Search:
             if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
                 stop_reason = f"reached {spec.n_trials} trials"
                 break
-            remaining = [c for c in spec.space.configs() if not state.taken(c.key)]
+            remaining = [c for c in spec.space.configs()
+                         if not state.taken(c.key) and c.batch_size not in broken]
             # Other workers measure the last configs: wait for them rather than stop, since the
             # trial of one that dies goes stale and its config comes back to the queue.
             nothing_to_start = (not remaining and not state.waiting) or (
@@ -140,7 +144,7 @@ class Search:
 
             trial = claims.ask()
             config = suggest(trial, spec.space)
-            if claims.state(exclude=trial.number).taken(config.key):
+            if claims.state(exclude=trial.number).taken(config.key) or config.batch_size in broken:
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
                 study.tell(trial, state=TrialState.PRUNED)
                 duplicates_in_a_row += 1
@@ -189,8 +193,18 @@ class Search:
                            history=history, left=[
                                c for c in spec.space.configs() if c.key != config.key
                                and c.key not in state.measured and c.key not in state.running])))
-            if result.status is Status.WORKLOAD_ERROR:
-                raise UserError(f"the model cannot run: {result.message}")
+            if _breaks_batch(config, result) and config.batch_size not in broken:
+                broken[config.batch_size] = f"{config.label}: {result.status.value}: " \
+                    f"{result.message.splitlines()[0][:200] if result.message else ''}"
+                self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
+                                f"model fails there without compiling ({broken[config.batch_size]})"
+                                "; the other batch sizes go on")
+        if broken and not _any_ok(self.export().trials):
+            raise UserError("the model cannot run at any batch size: " + "; ".join(
+                f"batch size {bs}: {why}" for bs, why in sorted(broken.items())))
+        if broken:
+            stop_reason += " (skipped batch sizes where the model fails: " + ", ".join(
+                str(bs) for bs in sorted(broken)) + ")"
 
         repeats = finalists.Repeats.parse(spec.confirm_repeats)
         if repeats.any and not (self.stop_after_trial.is_set() or self.abort.is_set()):
@@ -257,6 +271,19 @@ class Search:
         exported = export_study(self.study, self.spec, self.claims.storage)
         finalists.prune_caches(self.study, self.spec, exported.pareto)
         return exported
+
+
+def _breaks_batch(config: TrialConfig, result: TrialResult) -> bool:
+    """Whether a trial shows that the model itself cannot run at its batch size: its factory or
+    eager reference raised (workload_error), or eager itself crashed, hung or ran out of memory.
+    Every config at that batch size runs the eager reference first, so each would fail too."""
+    if result.status is Status.WORKLOAD_ERROR:
+        return True
+    return not config.compiled and result.status in (Status.CRASH, Status.TIMEOUT, Status.OOM)
+
+
+def _any_ok(df: pd.DataFrame) -> bool:
+    return bool((df["status"] == Status.OK.value).any())
 
 
 def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
