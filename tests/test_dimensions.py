@@ -142,7 +142,7 @@ def test_the_space_round_trips_through_its_stored_dict():
 
 def test_every_config_round_trips_through_optuna_and_the_parquet_row(tmp_path):
     s = space(**WIDE)
-    study = optuna.create_study()
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     workload = Workload(model="resnet18", device="cuda")
     for number, config in enumerate(s.configs()):
         study.enqueue_trial(params_of(config))
@@ -277,17 +277,19 @@ def test_apply_and_the_snippet_use_the_configs_precision_and_options(tmp_path, m
         TrialConfig("eager", 1, dtype="tf32", channels_last=True), config]))
     assert rec.config == config
     assert rec.workload.dtype == "tf32" and rec.workload.channels_last
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    before = torch.get_float32_matmul_precision()
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    before = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+              torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         model = nn.Conv2d(3, 4, 3)
         with pytest.warns(MismatchWarning, match="on cpu, the study ran on cuda"):
             compiled = rec.apply(model)
         assert torch.get_float32_matmul_precision() == "high"
         assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-    finally:
-        torch.set_float32_matmul_precision(before)
+    finally:  # process-wide: put back what the other tests run with
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before[1:]
     assert model.weight.is_contiguous(memory_format=torch.channels_last)
     assert compiled._orig_mod is model
     source = rec.snippet()
@@ -331,3 +333,17 @@ def test_a_cpu_search_measures_each_precision_and_option_value(tmp_path):
     assert error["eager fp32"] == 0.0 and error["eager bf16"] > 1e-5
     assert error["inductor:default fp32 epilogue_fusion=False"] < 1e-4
     assert error["inductor:default bf16 epilogue_fusion=False"] > 1e-5
+
+
+def test_tf32_sets_the_matmul_precision_and_other_precisions_leave_it():
+    from tuner.trial.build import apply_global_knobs
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        apply_global_knobs(Workload(model="resnet18", device="cpu", dtype="bfloat16"))
+        assert torch.get_float32_matmul_precision() == "highest"
+        apply_global_knobs(Workload(model="resnet18", device="cpu", dtype="tf32"))
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
