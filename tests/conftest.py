@@ -12,10 +12,20 @@ sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
-@pytest.fixture(scope="module")
-def fake_cli():
+@pytest.fixture
+def fake_cli(monkeypatch):
     """The command line, in this process and the fleet workers it starts, with FakeRunner behind
-    it (tests.fakes.install); TUNER_TEST_FAKE_DELAY_S sets each fake trial's seconds."""
+    it (tests.fakes.install), for one test; TUNER_TEST_FAKE_DELAY_S sets each fake trial's
+    seconds."""
+    from tests import fakes
+
+    fakes.install(setattr=monkeypatch.setattr)
+
+
+@pytest.fixture(scope="module")
+def fake_cli_for_module():
+    """:func:`fake_cli` for a module-scoped fixture. Every test of that module then runs with
+    the fake: use it only in a module whose tests all do."""
     from tests import fakes
 
     with pytest.MonkeyPatch.context() as patch:

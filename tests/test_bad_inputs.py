@@ -20,7 +20,7 @@ OTHER = "other"  # a second study, for compare
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory, fake_cli) -> Path:
+def root(tmp_path_factory, fake_cli_for_module) -> Path:
     """A studies folder with two finished studies (fake runner) and a file that is no study."""
     root = tmp_path_factory.mktemp("studies")
     for options in ({}, {"name": OTHER}):

@@ -50,7 +50,7 @@ def assert_one_line_error(result, *words: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, fake_cli):
+def study(tmp_path_factory, fake_cli_for_module):
     """One finished study, shared by the tests that only read it."""
     root = tmp_path_factory.mktemp("studies")
     result = invoke(*search_args(root))
