@@ -182,7 +182,10 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     ``every_trial``, ``pareto`` holds every trial (``tuner show --all``)."""
     lines = []
     workload = meta.get("workload") or {}
-    lines.append(f"study {meta.get('study')}: {workload.get('model')} {workload.get('dtype')} "
+    # The precision of the rows: the study's, or every one it searched.
+    dtypes = ",".join(str(d) for d in dict.fromkeys(trials["dtype"].dropna())) \
+        if "dtype" in trials and trials["dtype"].notna().any() else workload.get("dtype")
+    lines.append(f"study {meta.get('study')}: {workload.get('model')} {dtypes} "
                  f"on {workload.get('device')}, {len(trials)} trials")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
