@@ -53,6 +53,24 @@ def sleeps(batch_size: int):
     return _Sleeps(), torch.randn(batch_size, 4)
 
 
+class _SpawnsAndHangs(nn.Module):
+    """Starts a child process (as inductor's compile workers are), writes its pid to the file
+    named by TUNER_TEST_CHILD_PID_FILE, then hangs."""
+
+    def forward(self, x):
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "600"])
+        with open(os.environ["TUNER_TEST_CHILD_PID_FILE"], "w") as f:
+            f.write(str(child.pid))
+        time.sleep(600)
+        return x
+
+
+def spawns_and_hangs(batch_size: int):
+    return _SpawnsAndHangs(), torch.randn(batch_size, 4)
+
+
 class _DiffersWhenCompiled(nn.Module):
     """Returns x + 1 when traced by dynamo, x in eager: compiled output is wrong."""
 

@@ -4,6 +4,7 @@ and each failure kind produced for real."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -75,10 +76,28 @@ def test_process_that_aborts_is_a_crash(tmp_path):
     assert "SIGABRT" in r.message
 
 
-def test_trial_past_its_deadline_is_killed_as_timeout(tmp_path):
-    r = run(tmp_path, "tests.models:sleeps", TrialConfig("eager", 1), timeout_s=20)
+def test_trial_past_its_deadline_is_killed_as_timeout_with_its_children(tmp_path, monkeypatch):
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("TUNER_TEST_CHILD_PID_FILE", str(pid_file))
+    r = run(tmp_path / "trial", "tests.models:spawns_and_hangs", TrialConfig("eager", 1),
+            timeout_s=20)
     assert r.status is Status.TIMEOUT
     assert r.wall_s < 60
+    # The whole process group dies: a child the trial started is not left running, orphaned.
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(child)
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status is left (a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 def test_output_that_differs_from_eager_is_wrong_result(tmp_path):
