@@ -150,11 +150,12 @@ def test_failed_trials_are_rows_and_do_not_stop_the_study(tmp_path):
 def test_a_broken_model_stops_with_a_user_error_but_keeps_the_file(tmp_path):
     runner = FakeRunner(fail={"eager": Status.WORKLOAD_ERROR})
     with pytest.raises(UserError, match="the model cannot run at any batch size: batch size 1: "
-                                        "eager: workload_error: fake workload_error"):
+                                        "trial 0, eager: workload_error: fake workload_error"):
         run(tmp_path, runner)
     assert sorted(runner.calls) == ["eager|bs=1", "eager|bs=8"]  # once per batch size
     df, _ = files.read(tmp_path / "s")
-    assert list(df["status"]) == ["workload_error"] * 2
+    assert sorted(df["config_key"]) == sorted(keys(SPACE))  # every config a row, saying why
+    assert (df["status"] == "workload_error").all()
     assert (tmp_path / "s" / layout.PARETO_FILE).exists()
 
 
@@ -169,6 +170,12 @@ def test_a_model_broken_at_one_batch_size_costs_one_trial_there_and_the_rest_go_
         c.key for c in SPACE.configs() if c.batch_size == 1)
     assert "skipped batch sizes where the model fails: 8" in summary.stop_reason
     assert any(m.startswith("batch size 8 is skipped from here on") for m in messages)
+    # Every config at batch size 8 is a row, the ones not run saying why.
+    at8 = summary.trials[summary.trials["batch_size"] == 8].set_index("config_key")
+    assert sorted(at8.index) == sorted(c.key for c in SPACE.configs() if c.batch_size == 8)
+    not_run = at8.drop(index="eager|bs=8")
+    assert (not_run["status"] == "workload_error").all()
+    assert not_run["message"].str.startswith("not run: at batch size 8 the model fails").all()
 
 
 def test_a_compiled_config_that_crashes_does_not_skip_its_batch_size(tmp_path):

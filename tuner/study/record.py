@@ -17,11 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.data.rows import plain
+from tuner.spec.config import TrialConfig
 from tuner.spec.records import TrialResult
-from tuner.study.storage import RESULT_ATTR
+from tuner.spec.space import SearchSpace
+from tuner.study.params import params_of, suggest
+from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, RESULT_ATTR, STATUS_ATTR
 
 # The trial's user attributes besides ``tuner.status``: one scalar each, left out where the
 # trial did not measure it (a failure has no latency), so a numeric column stays sortable.
@@ -52,3 +55,30 @@ def summary(row: Mapping[str, Any]) -> dict[str, float | int | bool]:
     """The :data:`SUMMARY_COLUMNS` of one Parquet row that hold a value, as plain Python."""
     values = {column: plain(row.get(column)) for column in SUMMARY_COLUMNS}
     return {column: value for column, value in values.items() if value is not None}
+
+
+def record_not_run(study: optuna.Study, space: SearchSpace, config: TrialConfig,
+                   result: TrialResult) -> None:
+    """Add a finished, failed trial for ``config`` that was never started, its record
+    ``result`` saying why (its batch size's model fails in eager): a row in the files, like
+    every config the search decided on. Its status is ``workload_error``, so once the model
+    is fixed, the same command measures the config."""
+    recorder = _Distributions(params_of(config))
+    suggest(recorder, space)
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.FAIL, params=params_of(config), distributions=recorder.asked,
+        user_attrs={KEY_ATTR: config.key, CONFIG_ATTR: config.to_dict(),
+                    STATUS_ATTR: result.status.value},
+        system_attrs={RESULT_ATTR: result.to_dict()}))
+
+
+class _Distributions(optuna.trial.FixedTrial):
+    """A fixed trial that notes the distribution of each parameter it is asked for."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        super().__init__(params)
+        self.asked: dict[str, optuna.distributions.BaseDistribution] = {}
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:  # type: ignore[override]
+        self.asked[name] = optuna.distributions.CategoricalDistribution(list(choices))
+        return super().suggest_categorical(name, choices)

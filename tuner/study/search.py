@@ -31,7 +31,7 @@ from tuner.study import finalists
 from tuner.study.claims import Claims
 from tuner.study.export import Exported, export_study, study_frame
 from tuner.study.params import suggest
-from tuner.study.record import store_result, summary
+from tuner.study.record import record_not_run, store_result, summary
 from tuner.study.spec import StudySpec
 from tuner.study.storage import (
     DUPLICATE_ATTR,
@@ -110,6 +110,7 @@ class Search:
         # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
         # their other configs would fail the same way, each up to --timeout, so they are skipped.
         broken: dict[int, str] = {}
+        not_run: set[str] = set()  # keys of those batch sizes that have their failed row
         rng = random.Random(spec.seed)
         said_waiting = False
         while True:
@@ -144,6 +145,11 @@ class Search:
 
             trial = claims.ask()
             config = suggest(trial, spec.space)
+            if config.batch_size in broken and config.key not in not_run and not claims.state(
+                    exclude=trial.number).taken(config.key) and claims.claim(trial, config):
+                self.record(trial, _not_run(config.batch_size, broken))  # a row saying why
+                not_run.add(config.key)
+                continue
             if claims.state(exclude=trial.number).taken(config.key) or config.batch_size in broken:
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
                 study.tell(trial, state=TrialState.PRUNED)
@@ -194,11 +200,20 @@ class Search:
                                c for c in spec.space.configs() if c.key != config.key
                                and c.key not in state.measured and c.key not in state.running])))
             if _breaks_batch(config, result) and config.batch_size not in broken:
-                broken[config.batch_size] = f"{config.label}: {result.status.value}: " \
+                broken[config.batch_size] = f"trial {trial.number}, {config.label}: " \
+                    f"{result.status.value}: " \
                     f"{result.message.splitlines()[0][:200] if result.message else ''}"
                 self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
                                 f"model fails there without compiling ({broken[config.batch_size]})"
                                 "; the other batch sizes go on")
+                not_run.add(config.key)  # its own row says why
+                taken = claims.state()
+                for other in spec.space.configs():
+                    if other.batch_size == config.batch_size and other.key != config.key \
+                            and not taken.taken(other.key):
+                        record_not_run(study, spec.space, other,
+                                       _not_run(config.batch_size, broken))
+                        not_run.add(other.key)
         if broken and not _any_ok(self.export().trials):
             raise UserError("the model cannot run at any batch size: " + "; ".join(
                 f"batch size {bs}: {why}" for bs, why in sorted(broken.items())))
@@ -271,6 +286,11 @@ class Search:
         exported = export_study(self.study, self.spec, self.claims.storage)
         finalists.prune_caches(self.study, self.spec, exported.pareto)
         return exported
+
+
+def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
+    return TrialResult.failure(Status.WORKLOAD_ERROR, f"not run: at batch size {batch_size} the "
+                               f"model fails without compiling ({broken[batch_size]})")
 
 
 def _breaks_batch(config: TrialConfig, result: TrialResult) -> bool:
