@@ -12,14 +12,7 @@
 #   GPU_SCALEOUT=1     benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 (nvidia-h200-x2),
 #                      GPU_SCALEOUT_BUDGET seconds per set (default 240)
 #   GPU_SEARCH=0       skip the example search
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/tuner-gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl >/dev/null || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c 'import torch, optuna; print("torch", torch.__version__, "optuna", optuna.__version__, torch.cuda.get_device_name())'
+source "$(dirname "$0")/gpu_env.sh"
 
 if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
   python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -15

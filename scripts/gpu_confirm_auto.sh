@@ -2,12 +2,8 @@
 # `--confirm auto` on the H200: resnet50 bf16 at batch size 16, eager against inductor's default
 # and reduce-overhead, each finalist measured again in fresh processes until its 95% interval is
 # within 5% of its p50 (or 6 repeats). Carry .whl (make gpu-wheels). Writes under $OUT.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/tuner-gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl >/dev/null || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=${GPU:-0}
+source "$(dirname "$0")/gpu_env.sh"
+export CUDA_VISIBLE_DEVICES=${GPU:-0}
 NAME=${NAME:-h200-resnet50-bf16}
 python3 -m tuner search --model resnet50 --dtype bfloat16 --batch-sizes 16 \
     --backend eager,inductor --mode default,reduce-overhead --dynamic false --name "$NAME" \

@@ -2,14 +2,7 @@
 # The GPU figures of per-request and back-to-back latency, in one command on a machine with two
 # GPUs (or one: set GPUS=0): the fidelity benchmark, half of its cases on each GPU, then the
 # gpu-marked tests. Carry .whl (make gpu-wheels). Writes everything under $OUT.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/tuner-gpu-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl >/dev/null || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c 'import torch, optuna; print("torch", torch.__version__, "optuna", optuna.__version__)'
+source "$(dirname "$0")/gpu_env.sh"
 if [ "${GPUS:-0,1}" = "0,1" ]; then
   # Each half on its own GPU and its own half of the host's cores: a compile in one half must
   # not take the CPU that the other half's launch-bound configs are timed on.

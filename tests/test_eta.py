@@ -14,40 +14,31 @@ DEFAULT_1, DEFAULT_8 = (TrialConfig("inductor", bs, "default", False) for bs in 
 REDUCE_8 = TrialConfig("inductor", 8, "reduce-overhead", False)
 
 
-@pytest.mark.parametrize("left_in_space", [0, -1])
-def test_no_eta_when_only_queued_configs_may_be_left(left_in_space):
-    # The caller counts configs no one has queued: the queued baselines are not in it, so at
-    # zero a 33 s compile may still be to run, and "ETA 0 s" would be wrong.
-    assert _eta([2.0, 33.0], 2, None, left_in_space, None) is None
+def test_no_eta_before_the_first_trial_or_with_nothing_left():
+    assert _eta([], [EAGER_8], 0, None, None) is None
+    assert _eta([(EAGER_1, 2.0)], [], 1, None, None) is None
 
 
 def test_each_config_left_is_estimated_from_its_own_label_then_its_kind():
     history = [(EAGER_1, 2.0), (DEFAULT_1, 30.0)]
     # inductor:default from its own trial, eager from eager, reduce-overhead from the compiles.
-    eta = _eta([2.0, 30.0], 2, None, 0, None, history=history,
-               left=[EAGER_8, DEFAULT_8, REDUCE_8])
+    eta = _eta(history, [EAGER_8, DEFAULT_8, REDUCE_8], 2, None, None)
     assert eta == pytest.approx(2.0 + 30.0 + 30.0)
 
 
 def test_three_compiles_left_after_fast_eager_trials_are_not_underestimated():
     history = [(EAGER_1, 1.0), (EAGER_8, 1.0), (DEFAULT_1, 16.0)]
     left = [DEFAULT_8, REDUCE_8, TrialConfig("inductor", 1, "reduce-overhead", False)]
-    assert _eta([1.0, 1.0, 16.0], 3, None, 0, None, history=history, left=left) == 48.0
+    assert _eta(history, left, 3, None, None) == 48.0
 
 
 def test_a_trials_target_caps_the_count_and_a_deadline_the_time():
     history = [(EAGER_1, 2.0), (DEFAULT_1, 30.0)]
     left = [EAGER_8, DEFAULT_8]
-    assert _eta([], 2, 3, 0, None, history=history, left=left) == pytest.approx(16.0)
-    assert _eta([], 3, 3, 0, None, history=history, left=left) is None
+    assert _eta(history, left, 2, 3, None) == pytest.approx(16.0)
+    assert _eta(history, left, 3, 3, None) is None
     soon = time.monotonic() + 5.0
-    assert _eta([], 2, None, 0, soon, history=history, left=left) <= 5.0
-
-
-def test_the_mean_of_this_runs_trials_without_a_history():
-    assert _eta([10.0, 20.0], 2, None, 3, None) == pytest.approx(45.0)
-    assert _eta([10.0, 20.0], 2, 3, 3, None) == pytest.approx(15.0)
-    assert _eta([], 0, None, 3, None) is None
+    assert _eta(history, left, 2, None, soon) <= 5.0
 
 
 def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):

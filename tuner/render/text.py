@@ -52,7 +52,3 @@ def describe_fingerprint(fp: dict[str, Any]) -> str:
 
 def is_list(value: Any) -> bool:
     return hasattr(value, "__len__") and not isinstance(value, str)
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -24,7 +24,6 @@ INDUCTOR = "inductor"
 
 DEFAULT_MODE = "default"
 
-DYNAMIC_CHOICES: tuple[bool | None, ...] = (None, False, True)
 
 # Inductor modes that record CUDA graphs; on the CPU they are the same as their graph-less twin.
 CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})

@@ -29,7 +29,7 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.claims import Claims
-from tuner.study.export import Exported, export_study, study_frame
+from tuner.study.export import Exported, export_study
 from tuner.study.params import suggest
 from tuner.study.record import record_not_run, store_result, summary
 from tuner.study.spec import StudySpec
@@ -105,7 +105,6 @@ class Search:
         started = time.monotonic()
         deadline = started + spec.budget_s if spec.budget_s else None
         new, duplicates_in_a_row, stop_reason = 0, 0, ""
-        durations: list[float] = []
         history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
         # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
         # their other configs would fail the same way, each up to --timeout, so they are skipped.
@@ -174,8 +173,7 @@ class Search:
             result = self.runner.run(request, spec.layout.trial_dir(trial.number), self.abort,
                                      cache_dir=finalists.fresh_trial_cache(spec, config,
                                                                            trial.number))
-            durations.append(time.monotonic() - t0)
-            history.append((config, durations[-1]))
+            history.append((config, time.monotonic() - t0))
             if result.status is Status.INTERRUPTED:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     trial.set_user_attr(INTERRUPTED_ATTR, True)
@@ -183,22 +181,21 @@ class Search:
                 stop_reason = "stopped by the user (the trial in flight was abandoned)"
                 break
             try:
-                self.record(trial, result)
+                exported = self.record(trial, result)
             except optuna.exceptions.UpdateFinishedTrialError:
                 self.on_message(f"trial {trial.number} ({config.key}) was failed by another worker "
                                 "while it ran here (no heartbeat within the grace period); its "
                                 "result is dropped and the config is measured again")
                 continue
             new += 1
-            exported = self.export()
             measured = len(state.measured) + 1
             self.on_trial(TrialEvent(
                 number=measured, target=spec.n_trials, config=config, result=result,
                 best=_best_by_batch(exported.trials),
-                eta_s=_eta(durations, measured, spec.n_trials, len(remaining) - 1, deadline,
-                           history=history, left=[
-                               c for c in spec.space.configs() if c.key != config.key
-                               and c.key not in state.measured and c.key not in state.running])))
+                eta_s=_eta(history, [c for c in spec.space.configs() if c.key != config.key
+                                     and c.key not in state.measured
+                                     and c.key not in state.running],
+                           measured, spec.n_trials, deadline)))
             if _breaks_batch(config, result) and config.batch_size not in broken:
                 broken[config.batch_size] = f"trial {trial.number}, {config.label}: " \
                     f"{result.status.value}: " \
@@ -247,13 +244,15 @@ class Search:
         self.export()
         return summary
 
-    def record(self, trial: optuna.Trial, result: TrialResult) -> None:
-        """Store the record on the trial (:mod:`tuner.study.record`), its summary as user
-        attributes, and tell Optuna the objectives (or the failure)."""
+    def record(self, trial: optuna.Trial, result: TrialResult) -> Exported:
+        """Store the record on the trial (:mod:`tuner.study.record`), write the Parquet files,
+        set the trial's row's summary as its user attributes, and tell Optuna the objectives
+        (or the failure). Returns what was written."""
         store_result(self.claims.storage, self.claims.trial_id(trial.number), result)
-        # The summary comes from the trial's Parquet row, computed with the study's eager
-        # baseline as the export computes it: the dashboard and the files show the same numbers.
-        df = study_frame(self.study, self.claims.storage, self.spec.name, self.spec.workload)
+        # One frame for both: the summary is the trial's Parquet row, so the dashboard and the
+        # files show the same numbers.
+        exported = self.export()
+        df = exported.trials
         for name, value in summary(df[df["trial_number"] == trial.number].iloc[0]).items():
             trial.set_user_attr(name, value)
         trial.set_user_attr(STATUS_ATTR, result.status.value)
@@ -262,6 +261,7 @@ class Search:
             self.study.tell(trial, values)
         else:
             self.study.tell(trial, state=TrialState.FAIL)
+        return exported
 
     def _warn_of_neighbours(self) -> None:
         """Say so when something else shares this host's CPU as the search starts: timings of
@@ -314,23 +314,15 @@ def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
     return best
 
 
-def _eta(durations: list[float], measured: int, target: int | None, left_in_space: int,
-         deadline: float | None, *, history: list[tuple[TrialConfig, float]] | None = None,
-         left: list[TrialConfig] | None = None) -> float | None:
-    """Seconds until the search ends, or None where that cannot be told.
-
-    ``history`` (each trial of this run and its seconds) and ``left`` (every config still to
-    measure, the queued baselines included) give an estimate per config: a compile costs far
-    more than an eager trial, so one mean over both is wrong whichever kind is left. Without
-    them, ``left_in_space`` counts only configs no one has queued: at zero, queued configs may
-    remain, and "ETA 0 s" would be a guess, so there is no ETA.
-    """
-    if left is not None and history:
-        estimates = [_estimate_s(config, history) for config in left]
-    elif durations:
-        estimates = [sum(durations) / len(durations)] * max(0, left_in_space)
-    else:
+def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], measured: int,
+         target: int | None, deadline: float | None) -> float | None:
+    """Seconds until the search ends, or None where that cannot be told: each config ``left``
+    (the queued baselines included) estimated from this run's trials (``history``) of the same
+    label, else of the same kind; a compile costs far more than an eager trial, so one mean over
+    both would be wrong whichever kind is left."""
+    if not history:
         return None
+    estimates = [_estimate_s(config, history) for config in left]
     count = len(estimates) if target is None else min(len(estimates), target - measured)
     if count <= 0:
         return None
