@@ -67,8 +67,10 @@ def independent(request_path: str) -> None:
         if cuda:
             torch.cuda.synchronize()
 
+    from tuner.trial import affinity
+
     out: dict[str, float | None] = {}
-    with torch.no_grad():
+    with torch.no_grad(), affinity.timing_thread_on(affinity.timing_cpu()):
         for _ in range(30):
             call()
         sync()

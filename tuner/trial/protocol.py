@@ -27,7 +27,7 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
         import torchvision  # noqa: F401 - counted in import time, not build time
     import_s = time.perf_counter() - started
 
-    from tuner.trial import artifacts, build, checks, fingerprint, health, replay
+    from tuner.trial import affinity, artifacts, build, checks, fingerprint, health, replay
     from tuner.trial.device import Device, host_rss_peak_bytes
     from tuner.trial.stats import is_steady
 
@@ -127,7 +127,7 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
             # one request waits, then what a call costs in a back-to-back stream.
             dev.reset_peaks(empty_cache=True)
             window = (proto.min_calls, proto.min_seconds, proto.max_seconds)
-            with OtherProcesses() as host:
+            with affinity.timing_thread_on(affinity.timing_cpu()), OtherProcesses() as host:
                 requests = dev.time_requests_ms(call, *window)
                 stream = dev.time_stream_ms(call, *window)
             result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
