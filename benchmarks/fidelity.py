@@ -4,8 +4,14 @@
                                   [--json-out ROWS.json] [--out FILE.md]
     python benchmarks/fidelity.py --combine A.json B.json --out FILE.md
 
-For each config this runs one tuner trial (a fresh process, the real protocol) and then, in
-another fresh process with the same inputs and the same inductor cache, independent timers:
+For each config this runs one tuner trial (a fresh process, the real protocol: the "fresh"
+columns) and then, in ONE other fresh process, ``--rounds`` pairs of: the trial's protocol
+(``run_trial``, the code a trial process runs) and independent timers of the same compiled model
+inputs. The pairs alternate in time and share a process, a core set and the host's momentary
+load, so their medians compare the timers alone; the fresh-process figure differs from them
+also by what moves between processes (on the shared H200 VM, launch-bound configs moved 61 %
+between fresh processes of the same timer: benchmarks/launch-variance-h200.md). The independent
+timers:
 
 * ``request``: each call followed by a synchronize, timed on the host, median of 200 calls:
   what one request waits. Compared with the tuner's ``latency_ms_p50``.
@@ -14,8 +20,9 @@ another fresh process with the same inputs and the same inductor cache, independ
 * ``do_bench`` (CUDA only): triton.testing.do_bench, median; it flushes the L2 cache before each
   call, so for small models it is expected to be slower than a hot-cache serving loop.
 
-The output ends with ``fidelity: per-request worst X %, stream worst Y %`` (the largest absolute
-difference of the p50s, in percent of the independent figure). Compile times are not compared,
+The output ends with ``fidelity: per-request worst X %, stream worst Y %``: the largest absolute
+difference between the paired medians, in percent of the independent figure. The line before it,
+``across processes: ...``, compares the fresh trial with the paired independent median. Compile times are not compared,
 so every trial of a run shares one warm inductor cache to keep the run short. ``--json-out``
 and ``--combine`` let two GPUs each measure half the cases and one table hold both.
 """
@@ -43,14 +50,42 @@ QUICK = [("resnet18", "float32", 1)]
 MODES = [("eager", None), ("inductor", "default"), ("inductor", "reduce-overhead")]
 
 
-def independent(request_path: str) -> None:
-    """Child process: time the same compiled model with the independent timers; print JSON."""
+def paired(request_path: str, rounds: int) -> None:
+    """Child process: ``rounds`` times, the trial protocol then the independent timers, each on
+    its own build and compile of the same config (warm inductor cache); print JSON."""
+    import torch
+
+    from tuner.trial.protocol import run_trial
+
+    for name in ("recompile_limit", "cache_size_limit"):  # each round compiles a new module
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 64)
+    request = TrialRequest.from_dict(json.loads(Path(request_path).read_text()))
+    tuner_request, tuner_stream, ind = [], [], []
+    for _ in range(rounds):
+        result = run_trial(request, time.perf_counter())
+        if result.status is not Status.OK:
+            raise SystemExit(f"trial in process: {result.status.value} {result.message}")
+        tuner_request.append(result.latency_ms_p50)
+        tuner_stream.append(result.stream_ms_p50)
+        ind.append(independent(request))
+    out = {"paired_tuner_request_ms": statistics.median(tuner_request),
+           "paired_tuner_stream_ms": statistics.median(tuner_stream),
+           "paired_tuner_request_all": tuner_request, "paired_tuner_stream_all": tuner_stream,
+           "request_all": [r["request_ms"] for r in ind], "loop_all": [r["loop_ms"] for r in ind]}
+    for key in ("request_ms", "loop_ms", "do_bench_ms"):
+        values = [r[key] for r in ind if r[key] is not None]
+        out[key] = statistics.median(values) if values else None
+    print(json.dumps(out))
+
+
+def independent(request: TrialRequest) -> dict[str, float | None]:
+    """The same config built and compiled again, timed with the independent timers."""
     import torch
 
     from tuner.spec.config import uses_cudagraphs
     from tuner.trial import build as wl
 
-    request = TrialRequest.from_dict(json.loads(Path(request_path).read_text()))
     cfg, work = request.config, request.workload
     wl.apply_global_knobs(work)
     model, inputs = wl.build(work, cfg.batch_size)
@@ -103,25 +138,39 @@ def independent(request_path: str) -> None:
             from triton.testing import do_bench
 
             out["do_bench_ms"] = do_bench(call, warmup=100, rep=1000, return_mode="median")
-    print(json.dumps(out))
+    return out
 
 
 def table(rows: list[dict], header: str) -> str:
     lines = [header, "",
-             "| model | dtype | batch | config | tuner request p50 ms | independent request ms "
-             "| diff | tuner stream p50 ms | independent loop ms | diff | do_bench ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    worst_request = worst_stream = 0.0
+             "Medians of the paired rounds (tuner protocol and independent timers, alternating in "
+             "one process); \"fresh\": the tuner's trial in its own process.", "",
+             "| model | dtype | batch | config | tuner request ms | independent request ms "
+             "| diff | tuner stream ms | independent loop ms | diff | fresh request ms | diff "
+             "| fresh stream ms | diff | do_bench ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    worst = {"request": 0.0, "stream": 0.0, "fresh request": 0.0, "fresh stream": 0.0}
+
+    def diff(name: str, tuner: float, reference: float) -> str:
+        d = (tuner / reference - 1) * 100
+        worst[name] = max(worst[name], abs(d))
+        return f"{d:+.1f} %"
+
     for r in rows:
-        d_req = (r["tuner_request_ms"] / r["request_ms"] - 1) * 100
-        d_str = (r["tuner_stream_ms"] / r["loop_ms"] - 1) * 100
-        worst_request, worst_stream = max(worst_request, abs(d_req)), max(worst_stream, abs(d_str))
         bench = f"{r['do_bench_ms']:.3f}" if r.get("do_bench_ms") is not None else "-"
-        lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['config']} | "
-                     f"{r['tuner_request_ms']:.3f} | {r['request_ms']:.3f} | {d_req:+.1f} % | "
-                     f"{r['tuner_stream_ms']:.3f} | {r['loop_ms']:.3f} | {d_str:+.1f} % | {bench} |")
-    lines += ["", f"fidelity: per-request worst {worst_request:.1f} %, stream worst "
-              f"{worst_stream:.1f} %"]
+        lines.append(
+            f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['config']} | "
+            f"{r['paired_tuner_request_ms']:.3f} | {r['request_ms']:.3f} | "
+            f"{diff('request', r['paired_tuner_request_ms'], r['request_ms'])} | "
+            f"{r['paired_tuner_stream_ms']:.3f} | {r['loop_ms']:.3f} | "
+            f"{diff('stream', r['paired_tuner_stream_ms'], r['loop_ms'])} | "
+            f"{r['tuner_request_ms']:.3f} | {diff('fresh request', r['tuner_request_ms'], r['request_ms'])} | "
+            f"{r['tuner_stream_ms']:.3f} | {diff('fresh stream', r['tuner_stream_ms'], r['loop_ms'])} | "
+            f"{bench} |")
+    lines += ["", f"across processes: per-request worst {worst['fresh request']:.1f} %, stream worst "
+              f"{worst['fresh stream']:.1f} %",
+              f"fidelity: per-request worst {worst['request']:.1f} %, stream worst "
+              f"{worst['stream']:.1f} %"]
     return "\n".join(lines)
 
 
@@ -135,10 +184,12 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path, help="also write the rows here (JSON)")
     parser.add_argument("--combine", nargs="+", type=Path,
                         help="make one table of the --json-out files of several runs")
-    parser.add_argument("--independent", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="paired rounds per config (default 3)")
+    parser.add_argument("--paired", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.independent:
-        independent(args.independent)
+    if args.paired:
+        paired(args.paired, args.rounds)
         return
     if args.combine:
         runs = [json.loads(p.read_text()) for p in args.combine]
@@ -173,7 +224,8 @@ def main() -> None:
             env_cache = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
                          "TRITON_CACHE_DIR": str(cache / "triton")}
             child = subprocess.run(
-                [sys.executable, __file__, "--independent", str(trial_dir / "request.json")],
+                [sys.executable, __file__, "--paired", str(trial_dir / "request.json"),
+                 "--rounds", str(args.rounds)],
                 capture_output=True, text=True, env={**os.environ, **env_cache})
             if child.returncode != 0:
                 print(child.stderr[-2000:], file=sys.stderr)
@@ -182,9 +234,11 @@ def main() -> None:
             rows.append({"model": model, "dtype": dtype, "batch": bs, "config": config.label,
                          "tuner_request_ms": result.latency_ms_p50,
                          "tuner_stream_ms": result.stream_ms_p50, **ind})
-            print(f"{model} {dtype} bs={bs} {config.label}: request {result.latency_ms_p50:.3f} "
-                  f"vs {ind['request_ms']:.3f} ms, stream {result.stream_ms_p50:.3f} vs loop "
-                  f"{ind['loop_ms']:.3f} ms", file=sys.stderr)
+            print(f"{model} {dtype} bs={bs} {config.label}: paired request "
+                  f"{ind['paired_tuner_request_ms']:.3f} vs {ind['request_ms']:.3f} ms, stream "
+                  f"{ind['paired_tuner_stream_ms']:.3f} vs loop {ind['loop_ms']:.3f} ms; fresh "
+                  f"request {result.latency_ms_p50:.3f}, stream {result.stream_ms_p50:.3f} ms",
+                  file=sys.stderr)
 
     fp = result.fingerprint if result is not None else {}
     header = (f"fidelity, {time.strftime('%Y-%m-%d')}, {fp.get('gpu_name') or fp.get('cpu')}, "

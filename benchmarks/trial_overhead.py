@@ -1,23 +1,30 @@
-"""The tuner's own time per trial: wall time minus the worker's compile + warm-up + measure.
+"""The tuner's own time per trial: wall time minus compile, warm-up and measurement.
 
-    python benchmarks/trial_overhead.py STUDY                  # from a study's Parquet file
-    python benchmarks/trial_overhead.py --measure [--device cuda] [--out FILE.md]
+    python benchmarks/trial_overhead.py STUDY                   # from a study's Parquet file
+    python benchmarks/trial_overhead.py --measure --machine cpu --device cpu --model resnet18 \
+        --image-size 32 --batch-sizes 1,8 --out benchmarks/trial-overhead-cpu.md
 
-STUDY: wall_s is what the search process waited for each trial; the worker records its import,
-build, cold compile, warm-up and steady-state measuring times. What is left is the tuner's own
-overhead per trial (process start, fingerprint, eager reference, correctness, writing the record).
+overhead = wall_s - (compile_s_cold + warmup_s + measure_s + stream_s): what a trial costs beyond
+compiling, warming up and measuring. Each trial's row splits it into the phases the trial records:
+launch (process start-up, or the hand-over to a pre-started process), import, build, eager
+reference, the wait for the next trial's process (quiet), the shape schedule's replay, the rest
+in the trial process (fingerprint, correctness, compile health, memory, record) and the hand-back
+(wall - launch - process: the record reaching the search). "between" is the search process's own
+time before the trial (tuner_overhead_s: files, sampler), not part of wall_s. The mean is over
+the trials after the first of each batch size: a first one has no eager reference kept
+(reference_reused) and no model built ahead for it (prebuilt).
 
---measure runs the same configs twice, one fresh process per trial started when the trial starts
-(--no-prestart) and with the next trial's process pre-started while a trial runs (--prestart),
-and prints both tables: overhead per trial, how long each trial waited for the next process's
-import (quiet_wait_s, part of the overhead) and the cold compile (to see whether that import,
-running beside the compile, slowed it).
+--measure runs the same short search twice, each in a fresh temporary study (`tuner search`,
+eager and inductor at each batch size): with a fresh process per trial (--no-prestart), then
+with the next trial's process pre-started (--prestart). It writes both tables and ends with the
+line `overhead per trial: fresh X s, pre-started Y s`.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,81 +33,105 @@ import pandas as pd
 
 from tuner.data import files
 
-PHASES = ["compile_s_cold", "warmup_s", "measure_s"]
+MEASURED = ["compile_s_cold", "warmup_s", "measure_s", "stream_s"]
+# Named phases inside the trial process, besides those measured: "other" is the rest of process_s.
+IN_PROCESS = ["import_s", "build_s", "eager_reference_s", "quiet_wait_s", "replay_s",
+              *MEASURED]
+COLUMNS = {"trial_number": "trial", "label": "config", "batch_size": "bs", "wall_s": "wall",
+           "launch_s": "launch", "import_s": "import", "build_s": "build",
+           "eager_reference_s": "eager_ref", "compile_s_cold": "compile", "quiet_wait_s": "quiet",
+           "warmup_s": "warmup", "measurement_s": "measure", "replay_s": "replay",
+           "other_s": "other", "return_s": "return", "overhead_s": "overhead",
+           "tuner_overhead_s": "between", "prebuilt": "prebuilt",
+           "reference_reused": "ref_reused"}
 
 
 def overhead_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok trials in the order they ran, with overhead_s and its parts; ``first`` marks
+    the first trial run at each batch size (among all rows, failures too)."""
+    df = df.sort_values("trial_number")
+    first = set(df.groupby("batch_size")["trial_number"].min())
     ok = df[df["status"] == "ok"].copy()
-    ok["overhead_s"] = ok["wall_s"] - ok[PHASES].sum(axis=1)
+    number = ok[sorted({"wall_s", "launch_s", "process_s", *IN_PROCESS})].apply(
+        pd.to_numeric, errors="coerce")
+    ok["measurement_s"] = number[["measure_s", "stream_s"]].sum(axis=1)
+    ok["overhead_s"] = number["wall_s"] - number[MEASURED].sum(axis=1)
+    ok["other_s"] = number["process_s"] - number[IN_PROCESS].sum(axis=1)
+    ok["return_s"] = number["wall_s"] - number["launch_s"] - number["process_s"]
+    ok["first"] = ok["trial_number"].isin(first)
     return ok
+
+
+def mean_after_first(table: pd.DataFrame, column: str = "overhead_s") -> float | None:
+    """The mean of ``column`` over the trials after the first of each batch size."""
+    later = pd.to_numeric(table.loc[~table["first"], column], errors="coerce").dropna()
+    return float(later.mean()) if len(later) else None
+
+
+def report(table: pd.DataFrame) -> list[str]:
+    """The table of one study, then its means, as Markdown lines."""
+    shown = table[list(COLUMNS)].rename(columns=COLUMNS)
+    means = {name: mean_after_first(table, column) for name, column in [
+        ("overhead", "overhead_s"), ("launch", "launch_s"), ("import", "import_s"),
+        ("build", "build_s"), ("eager reference", "eager_reference_s"), ("quiet", "quiet_wait_s"),
+        ("other", "other_s"), ("return", "return_s"), ("between", "tuner_overhead_s")]}
+    later = table[~table["first"]]
+    return ["```", shown.round(2).to_string(index=False), "```", "",
+            f"after the first trial of each batch size ({len(later)} trials), mean s: "
+            + ", ".join(f"{name} {_s(value)}" for name, value in means.items()),
+            f"pre-built models {int((later['prebuilt'] == True).sum())} of {len(later)}, "  # noqa: E712
+            f"eager references reused {int((later['reference_reused'] == True).sum())} of "  # noqa: E712
+            f"{len(later)}", ""]
 
 
 def from_study(path: str) -> None:
     df, meta = files.read(path)
-    ok = overhead_table(df)
-    ok["other_s"] = ok["overhead_s"] - ok[["import_s", "build_s"]].sum(axis=1)
-    cols = ["label", "batch_size", "wall_s", "import_s", "build_s", *PHASES, "other_s"]
-    print(f"study {meta.get('study')}: {', '.join(fp.get('gpu_name') or fp.get('cpu') or '?' for fp in meta.get('fingerprints', []))}")
-    print(ok[cols].round(2).to_string(index=False))
-    useful = ok[PHASES].sum(axis=1)
-    print(f"\nper trial (mean of {len(ok)}): wall {ok['wall_s'].mean():.1f} s, "
-          f"compile+warm-up+measure {useful.mean():.1f} s, "
-          f"import+build {(ok['import_s'] + ok['build_s']).mean():.1f} s, "
-          f"other {ok['other_s'].mean():.1f} s")
-    print(f"tuner overhead per trial (wall minus compile+warm-up+measure): "
-          f"{ok['overhead_s'].mean():.1f} s")
+    machines = ", ".join(fp.get("gpu_name") or fp.get("cpu") or "?"
+                         for fp in meta.get("fingerprints", []))
+    print(f"study {meta.get('study')}: {machines}")
+    print("\n".join(report(overhead_table(df))))
 
 
 def measure(args: argparse.Namespace) -> str:
     import torch
 
-    from tuner.launch.runner import ProcessRunner
-    from tuner.spec.records import TrialProtocol, TrialRequest
-    from tuner.spec.space import TrialConfig
-    from tuner.spec.workload import Workload
-
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    workload = Workload(model=args.model, device=device, image_size=args.image_size)
-    modes = ["default", "reduce-overhead"] if device.startswith("cuda") else ["default"]
-    configs = [TrialConfig("eager", bs) for bs in args.batch_sizes] + [
-        TrialConfig("inductor", bs, mode, False) for bs in args.batch_sizes for mode in modes]
-    protocol = TrialProtocol(min_seconds=args.min_seconds)
-    lines = [f"# trial overhead, {datetime.date.today()}, {_machine(device)}, torch "
-             f"{torch.__version__}", "",
-             f"{args.model} {args.image_size} px fp32, {len(configs)} trials per way, cold "
-             f"caches, --min-seconds {args.min_seconds}; overhead = wall - (compile + warm-up "
-             "+ measure)", ""]
-    summary = []
-    for prestart in (False, True):
-        runner = ProcessRunner(timeout_s=args.timeout, prestart=prestart)
-        rows = []
-        with tempfile.TemporaryDirectory(prefix="tuner-overhead-") as tmp:
-            try:
-                for i, config in enumerate(configs):
-                    r = runner.run(TrialRequest(config, workload, protocol), Path(tmp) / str(i))
-                    row = {"trial": i + 1, "config": f"{config.label} bs={config.batch_size}",
-                           "status": r.status.value, "wall_s": r.wall_s, "import_s": r.import_s,
-                           "quiet_wait_s": r.quiet_wait_s, **{p: getattr(r, p) for p in PHASES}}
-                    rows.append(row)
-                    print(f"{'prestart' if prestart else 'fresh'} {row}", file=sys.stderr)
-            finally:
-                runner.close()
-        table = overhead_table(pd.DataFrame(rows))
-        name = "--prestart" if prestart else "--no-prestart"
-        lines += [f"## {name}", "", "```",
-                  table[["trial", "config", "wall_s", "import_s", "quiet_wait_s", *PHASES,
-                         "overhead_s"]].round(2).to_string(index=False), "```", ""]
-        # The first trial of a run has no process started before it, either way.
-        later = table[table["trial"] > 1]
-        summary.append(f"{name}: overhead per trial {table['overhead_s'].mean():.2f} s (mean of "
-                       f"{len(table)}), {later['overhead_s'].mean():.2f} s after the first; "
-                       f"cold compile of inductor trials "
-                       f"{table[table['config'].str.startswith('inductor')]['compile_s_cold'].mean():.2f} s")
-    lines += ["## summary", "", *summary, ""]
-    text = "\n".join(lines)
+    modes = args.modes or ("default,reduce-overhead" if device.startswith("cuda") else "default")
+    space = ["--model", args.model, "--device", device, "--image-size", str(args.image_size),
+             "--batch-sizes", args.batch_sizes, "--dtype", args.dtype,
+             "--backend", "eager,inductor", "--mode", modes, "--dynamic", args.dynamic]
+    lines = [f"# trial overhead, {datetime.date.today()}, {args.machine}: {_machine(device)}, "
+             f"torch {torch.__version__}", "",
+             f"{'A CPU figure. ' if device == 'cpu' else ''}`tuner search {' '.join(space)} "
+             f"--min-seconds {args.min_seconds} --confirm 0`, cold caches, in a fresh study each "
+             "way; overhead = wall - (compile + warm-up + measurement), measurement = measure_s "
+             "+ stream_s (per request and back to back). Columns in seconds: see "
+             "benchmarks/trial_overhead.py.", ""]
+    overhead = {}
+    with tempfile.TemporaryDirectory(prefix="tuner-overhead-") as tmp:
+        for way in ("fresh", "pre-started"):
+            flag = "--prestart" if way == "pre-started" else "--no-prestart"
+            cmd = [sys.executable, "-m", "tuner", "search", *space, flag, "--name", "overhead",
+                   "--studies-dir", str(Path(tmp) / way), "--min-seconds", str(args.min_seconds),
+                   "--timeout", f"{args.timeout}s", "--confirm", "0", "--quiet"]
+            print(f"{way}: {' '.join(cmd[2:])}", file=sys.stderr)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"{way}: tuner search exited {proc.returncode}: "
+                                 f"{proc.stderr.strip()[-2000:]}")
+            table = overhead_table(files.read(Path(tmp) / way / "overhead")[0])
+            overhead[way] = mean_after_first(table)
+            lines += [f"## {way} ({flag})", "", *report(table)]
+    lines.append(f"overhead per trial: fresh {_s(overhead['fresh'])} s, "
+                 f"pre-started {_s(overhead['pre-started'])} s")
+    text = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).write_text(text)
     return text
+
+
+def _s(value: float | None) -> str:
+    return "?" if value is None or value != value else f"{value:.2f}"
 
 
 def _machine(device: str) -> str:
@@ -113,15 +144,23 @@ def _machine(device: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", nargs="?", default="studies/h200-resnet18")
-    parser.add_argument("--measure", action="store_true", help="run trials both ways")
+    parser.add_argument("--measure", action="store_true",
+                        help="run a short search both ways (fresh and pre-started processes)")
+    parser.add_argument("--machine", default="cpu",
+                        help="what to call this machine in the report (cpu, h200)")
     parser.add_argument("--device")
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")],
-                        default=[1, 32])
+    parser.add_argument("--batch-sizes", default="1,32")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--modes", help="inductor modes (default: default, and reduce-overhead "
+                                        "on CUDA)")
+    parser.add_argument("--dynamic", default="false",
+                        help="dynamic values, e.g. false,true for more trials per batch size")
     parser.add_argument("--min-seconds", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--out", help="also write the tables to this Markdown file")
+    parser.add_argument("--out", help="also write the report to this Markdown file, e.g. "
+                                      "benchmarks/trial-overhead-h200.md")
     args = parser.parse_args(argv)
     if args.measure:
         print(measure(args))

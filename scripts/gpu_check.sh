@@ -8,7 +8,8 @@
 #                      cold / from artifacts / warm. GPU_CONFIRM_REPEATS (default 3),
 #                      GPU_CONFIRM_BUDGET seconds (default 900).
 #   GPU_FIDELITY=1     benchmarks/fidelity.py: the tuner's p50 against independent timers
-#   GPU_OVERHEAD=1     benchmarks/trial_overhead.py --measure: fresh vs pre-started trial processes
+#   GPU_OVERHEAD=1     benchmarks/trial_overhead.py --measure: fresh vs pre-started trial processes,
+#                      resnet50 bf16 and the factory tuner.examples:text_encoder bf16
 #   GPU_SCALEOUT=1     benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 (nvidia-h200-x2),
 #                      GPU_SCALEOUT_BUDGET seconds per set (default 240)
 #   GPU_SEARCH=0       skip the example search
@@ -36,8 +37,13 @@ if [ "${GPU_FIDELITY:-0}" = 1 ]; then
   echo "fidelity exit: $?"
 fi
 if [ "${GPU_OVERHEAD:-0}" = 1 ]; then
-  python3 benchmarks/trial_overhead.py --measure --device cuda --batch-sizes 1,32 \
+  # A torchvision model, then a factory model: each a short search, fresh vs pre-started.
+  python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda --model resnet50 \
+      --dtype bfloat16 --batch-sizes 1,32 --dynamic false,true \
       --out "$OUT/trial-overhead-h200.md" 2> "$OUT/trial-overhead.log" | tail -4
+  python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda \
+      --model tuner.examples:text_encoder --dtype bfloat16 --batch-sizes 1,32 --dynamic false,true \
+      --out "$OUT/trial-overhead-h200-factory.md" 2>> "$OUT/trial-overhead.log" | tail -4
 fi
 if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
   python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --budget "${GPU_SCALEOUT_BUDGET:-240}" \

@@ -26,7 +26,9 @@ class FakeRunner:
     Compile caches and artifacts are faked with files: a ``cache_dir`` that an earlier call
     filled makes the first call warm (:data:`WARM_FACTOR` of the cold time, a cache hit), a
     request's ``save_artifacts`` file is written, and a ``load_artifacts`` file that exists
-    makes the first call :data:`ARTIFACTS_FACTOR` of the cold time.
+    makes the first call :data:`ARTIFACTS_FACTOR` of the cold time. Rows say which
+    (``cache_start``). A compiled config whose first call (:data:`COMPILE_S`, after the cache)
+    would take longer than the protocol's compile budget ends as ``compile_timeout``.
     """
 
     BASE_MS = {"eager": 10.0, "inductor:default": 8.0, "inductor:reduce-overhead": 6.0,
@@ -87,6 +89,14 @@ class FakeRunner:
         compile_s = self.COMPILE_S.get(base_label, 10.0)
         cache = self._fake_cache(request, cache_dir, compile_s) if cfg.compiled else {}
         compile_s = cache.pop("compile_s_cold", compile_s)
+        budget = request.protocol.compile_timeout_s
+        if cfg.compiled and budget is not None and compile_s > budget:
+            # As the real runner does: the record so far, the first call killed at the budget.
+            from tuner.launch.compile_budget import message
+
+            return TrialResult.failure(Status.COMPILE_TIMEOUT, message(budget, budget),
+                                       fingerprint=fingerprint, import_s=8.0, build_s=0.5,
+                                       cache_start=cache.get("cache_start"), wall_s=budget + 9)
         schedule = self._fake_schedule(request, p50) if request.workload.shape_schedule else {}
         return TrialResult(
             status=Status.OK, import_s=8.0, build_s=0.5, compile_s_cold=compile_s, warmup_s=0.2,
@@ -128,13 +138,13 @@ class FakeRunner:
     def _fake_cache(self, request: TrialRequest, cache_dir: Path | None,
                     cold_s: float) -> dict[str, Any]:
         fields: dict[str, Any] = {"compile_s_cold": cold_s, "fxgraph_cache_hits": 0,
-                                  "fxgraph_cache_misses": 1}
+                                  "fxgraph_cache_misses": 1, "cache_start": "cold"}
         if request.load_artifacts and Path(request.load_artifacts).exists():
             fields.update(compile_s_cold=cold_s * self.ARTIFACTS_FACTOR, artifacts_load_s=0.05,
-                          fxgraph_cache_hits=1, fxgraph_cache_misses=0)
+                          fxgraph_cache_hits=1, fxgraph_cache_misses=0, cache_start="artifacts")
         elif cache_dir is not None and (Path(cache_dir) / self.CACHE_MARK).exists():
             fields.update(compile_s_cold=cold_s * self.WARM_FACTOR, fxgraph_cache_hits=1,
-                          fxgraph_cache_misses=0)
+                          fxgraph_cache_misses=0, cache_start="warm")
         if cache_dir is not None:
             Path(cache_dir).mkdir(parents=True, exist_ok=True)
             (Path(cache_dir) / self.CACHE_MARK).write_text("fake compile cache\n")

@@ -130,3 +130,94 @@ class _SlowInEager(TinyCNN):
 
 def slow_in_eager(batch_size: int):
     return _SlowInEager(), torch.randn(batch_size, 3, 16, 16)
+
+
+# What CUDA's sticky errors say (torch appends CUDA's advice as more lines).
+CUDA_ASSERT_TEXT = ("CUDA error: device-side assert triggered\n"
+                    "CUDA kernel errors might be asynchronously reported at some other API call, "
+                    "so the stacktrace below might be incorrect.\n"
+                    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+                    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+
+
+class _CudaErrorAtBatch2(TinyCNN):
+    """tiny_cnn that raises what a device-side assert raises, on any device, at batch size 2."""
+
+    def forward(self, x):
+        if x.shape[0] == 2:
+            raise RuntimeError(CUDA_ASSERT_TEXT)
+        return super().forward(x)
+
+
+def cuda_error_at_batch_2(batch_size: int):
+    return _CudaErrorAtBatch2(), torch.randn(batch_size, 3, 16, 16)
+
+
+def reports_visible_gpus(batch_size: int):
+    """Raises, naming the GPUs the trial process was shown: the record's message carries what
+    this process saw back to the parent."""
+    raise RuntimeError(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
+
+
+# -- real faults, for the GPU tests: each only at batch size 2 -----------------------------------
+
+class _OomAtBatch2(TinyCNN):
+    def forward(self, x):
+        if x.shape[0] == 2:  # 1 PiB: more than any GPU has
+            torch.empty(2**50, dtype=torch.uint8, device=x.device)
+        return super().forward(x)
+
+
+def oom_at_batch_2(batch_size: int):
+    return _OomAtBatch2(), torch.randn(batch_size, 3, 16, 16)
+
+
+class _DeviceAssertAtBatch2(TinyCNN):
+    def forward(self, x):
+        y = super().forward(x)
+        if x.shape[0] == 2:  # index 10**6 of 4 columns: CUDA's gather kernel asserts
+            index = torch.full((2, 1), 10**6, dtype=torch.long, device=x.device)
+            y = torch.gather(y, 1, index)
+        return y
+
+
+def device_assert_at_batch_2(batch_size: int):
+    return _DeviceAssertAtBatch2(), torch.randn(batch_size, 3, 16, 16)
+
+
+class _CudaErrorFromCall10(TinyCNN):
+    """tiny_cnn that raises what a device-side assert raises from its 10th call on: after the
+    eager reference, while the trial warms up or measures."""
+
+    calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls >= 10:
+            raise RuntimeError(CUDA_ASSERT_TEXT)
+        return super().forward(x)
+
+
+def cuda_error_from_call_10(batch_size: int):
+    return _CudaErrorFromCall10(), torch.randn(batch_size, 3, 16, 16)
+
+
+def _compiles_for_ever(graph) -> None:
+    """An inductor post-grad pass that never ends: inductor runs it while it compiles."""
+    time.sleep(600)
+
+
+def slow_to_compile(batch_size: int):
+    """tiny_cnn whose inductor compile hangs (a post-grad pass that sleeps; eager is as fast as
+    ever), with a child process, as inductor's compile workers are, whose pid goes to the file
+    named by TUNER_TEST_CHILD_PID_FILE (a line each). The child is started here, not in the pass, so that it
+    exists whenever the compile budget runs out."""
+    import subprocess
+
+    import torch._inductor.config as inductor_config
+
+    child = subprocess.Popen(["sleep", "600"])
+    with open(os.environ["TUNER_TEST_CHILD_PID_FILE"], "a") as f:  # a line per process
+        f.write(f"{child.pid}\n")
+    inductor_config.post_grad_custom_post_pass = _compiles_for_ever
+    return tiny_cnn(batch_size)

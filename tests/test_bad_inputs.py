@@ -64,6 +64,14 @@ CASES = [
     ("search-seed-negative", search(seed="-1"), ["--seed"]),
     ("search-budget-nan", search(budget="nan"), ["duration 'nan'"]),
     ("search-timeout-inf", search(timeout="inf"), ["duration 'inf'"]),
+    ("search-compile-timeout-0", search(compile_timeout="0"),
+     ["--compile-timeout duration '0' is not more than zero", "or none for no limit"]),
+    ("search-compile-timeout-text", search(compile_timeout="soon"),
+     ["--compile-timeout cannot read duration 'soon'", "or none for no limit"]),
+    ("search-compile-timeout-nan", search(compile_timeout="nan"),
+     ["--compile-timeout cannot read duration 'nan'"]),
+    ("search-compile-timeout-negative", search(compile_timeout="-5m"),
+     ["--compile-timeout cannot read duration '-5m'"]),
     ("search-batch-sizes-empty", search(batch_sizes=""), ["no batch size"]),
     ("search-batch-sizes-0", search(batch_sizes="0"), ["batch size '0'"]),
     ("search-dtype-float8", search(dtype="float8"), ["--dtype"]),
@@ -78,6 +86,8 @@ CASES = [
     ("search-another-min-seconds", search(min_seconds="1"),
      ["another trial protocol", "min_seconds: study has 2.0, asked 1.0"]),
     ("search-another-min-calls", search(min_calls="10"), ["another trial protocol", "min_calls"]),
+    ("search-another-compile-timeout", search(compile_timeout="10m"),
+     ["another trial protocol", "compile_timeout_s: study has 300.0, asked 600.0"]),
     ("search-another-warm-cache", search_args("{root}", "--warm-cache"),
      ["another trial protocol", "warm_cache"]),
     ("search-another-dtype", search(dtype="bfloat16"), ["another workload", "dtype"]),
@@ -198,7 +208,7 @@ def _open(tmp_path: Path, **protocol):
     spec = StudySpec(name="proto", workload=Workload("resnet18"), root=tmp_path,
                      space=SearchSpace(("eager",), ("default",), (False,), (1,)),
                      protocol=TrialProtocol(**protocol))
-    return open_study(spec)
+    return open_study(spec).main
 
 
 def test_an_older_studys_protocol_resumes_on_the_fields_it_has_and_is_not_rewritten(tmp_path):

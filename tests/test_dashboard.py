@@ -12,7 +12,7 @@ import optuna
 import pytest
 
 from tests.fakes import FakeRunner
-from tuner.data import files
+from tuner.data import files, select
 from tuner.spec.records import Status
 from tuner.study.record import SUMMARY_COLUMNS, is_measured
 from tuner.study.search import Search
@@ -29,13 +29,14 @@ COMMITTED = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*/stu
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory) -> tuple[StudySpec, optuna.Study]:
+def searched(tmp_path_factory) -> tuple[StudySpec, list[optuna.Study]]:
     """A finished fake search of 6 configs, one failed, its finalists measured again as often as
-    --confirm auto allows (noisy processes), and its study loaded from the storage as the
-    dashboard loads it."""
+    --confirm auto allows (noisy processes), and its Optuna studies (the study, then one per
+    batch size) loaded from the storage as the dashboard loads them."""
     spec = make_spec(tmp_path_factory.mktemp("studies"), confirm_repeats="auto")
     Search(spec, FakeRunner(fail={FAILING: Status.COMPILE_ERROR}, jitter=0.3)).run()
-    return spec, optuna.load_study(study_name=spec.name, storage=spec.storage_url)
+    names = [spec.name] + [f"{spec.name}:bs{bs}" for bs in spec.space.batch_sizes]
+    return spec, [optuna.load_study(study_name=name, storage=spec.storage_url) for name in names]
 
 
 def is_number(value: Any) -> bool:
@@ -43,21 +44,21 @@ def is_number(value: Any) -> bool:
 
 
 def test_no_attribute_of_a_trial_or_the_study_is_cut_by_the_dashboard(searched):
-    spec, study = searched
+    spec, studies = searched
     df, _ = files.read(spec.directory)
     assert df["latency_ms_p50_repeats"].dropna().map(len).max() == 7  # six repeats kept
-    trials = study.get_trials()
+    trials = [t for study in studies for t in study.get_trials()]
     assert sum(t.user_attrs.get(STATUS_ATTR) is not None for t in trials) == 6
     attrs = [(t.number, k, v) for t in trials for k, v in t.user_attrs.items()]
-    attrs += [("study", k, v) for k, v in study.user_attrs.items()]
+    attrs += [(study.study_name, k, v) for study in studies for k, v in study.user_attrs.items()]
     sizes = {(n, k): len(json.dumps(v)) for n, k, v in attrs}
     assert {at: size for at, size in sizes.items() if size > DASHBOARD_LIMIT} == {}
     assert all(RESULT_ATTR not in t.user_attrs for t in trials)  # the record is kept elsewhere
 
 
 def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
-    spec, study = searched
-    measured = [t for t in study.get_trials() if is_measured(t)]
+    spec, studies = searched
+    measured = [t for study in studies for t in study.get_trials() if is_measured(t)]
     ok = [t for t in measured if t.user_attrs[STATUS_ATTR] == Status.OK.value]
     assert len(ok) == 5
     for t in ok:
@@ -67,11 +68,11 @@ def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
             assert is_number(t.user_attrs["compile_s_cold"])
             assert t.user_attrs["graph_breaks"] == 0 and t.user_attrs["recompiles"] == 0
     # The same numbers as the Parquet file, speedup against the study's eager baseline included.
-    rows = files.read(spec.directory)[0].set_index("trial_number")
+    rows = files.read(spec.directory)[0].set_index("config_key")
     for t in ok:
         for name in SUMMARY_COLUMNS:
             if name in t.user_attrs:
-                assert t.user_attrs[name] == pytest.approx(rows.loc[t.number, name]), name
+                assert t.user_attrs[name] == pytest.approx(rows.loc[t.user_attrs[KEY_ATTR], name])
     failed = next(t for t in measured if t.user_attrs[STATUS_ATTR] == Status.COMPILE_ERROR.value)
     assert not set(NUMBERS) & set(failed.user_attrs)  # nothing made up for a failure
 
@@ -79,18 +80,39 @@ def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
 def test_the_dashboard_app_shows_sortable_results_and_no_cut_attribute(searched):
     import optuna_dashboard
 
-    spec, study = searched
+    spec, studies = searched
     app = optuna_dashboard.wsgi(spec.storage_url)
-    listed = _get(app, "/api/studies")["study_summaries"]
-    detail = _get(app, f"/api/studies/{listed[0]['study_id']}")
-    shown = [a for t in detail["trials"] for a in t["user_attrs"]] + detail["user_attrs"]
-    assert max(len(a["value"]) for a in shown) < DASHBOARD_LIMIT  # nothing reached the cut
-    sortable = {a["key"] for a in detail["union_user_attrs"] if a["sortable"]}
-    assert set(NUMBERS) <= sortable
-    by_number = {t["number"]: {a["key"]: a["value"] for a in t["user_attrs"]}
-                 for t in detail["trials"]}
-    ok = [t for t in study.get_trials() if t.user_attrs.get(STATUS_ATTR) == Status.OK.value]
-    assert all(float(by_number[t.number]["latency_ms_p50"]) > 0 for t in ok)
+    listed = {s["study_name"]: s["study_id"] for s in _get(app, "/api/studies")["study_summaries"]}
+    assert sorted(listed) == sorted(study.study_name for study in studies)
+    for study in studies[1:]:  # the trials live in the studies of the batch sizes
+        detail = _get(app, f"/api/studies/{listed[study.study_name]}")
+        shown = [a for t in detail["trials"] for a in t["user_attrs"]] + detail["user_attrs"]
+        assert max(len(a["value"]) for a in shown) < DASHBOARD_LIMIT  # nothing reached the cut
+        sortable = {a["key"] for a in detail["union_user_attrs"] if a["sortable"]}
+        assert set(NUMBERS) <= sortable
+        by_number = {t["number"]: {a["key"]: a["value"] for a in t["user_attrs"]}
+                     for t in detail["trials"]}
+        ok = [t for t in study.get_trials() if t.user_attrs.get(STATUS_ATTR) == Status.OK.value]
+        assert ok and all(float(by_number[t.number]["latency_ms_p50"]) > 0 for t in ok)
+
+
+def test_the_dashboard_shows_each_batch_sizes_front_as_the_tuner_does(searched):
+    """Each batch size's study, opened in optuna-dashboard, has the tuner's Pareto set of that
+    batch size as its best trials; the failed trial is on no front."""
+    import optuna_dashboard
+
+    spec, studies = searched
+    df, _ = files.read(spec.directory)
+    app = optuna_dashboard.wsgi(spec.storage_url)
+    listed = {s["study_name"]: s["study_id"] for s in _get(app, "/api/studies")["study_summaries"]}
+    for bs in spec.space.batch_sizes:
+        detail = _get(app, f"/api/studies/{listed[f'{spec.name}:bs{bs}']}")
+        best = sorted(t["trial_id"] for t in detail["best_trials"])
+        front = select.pareto(df[df["batch_size"] == bs])
+        assert best == sorted(front["trial_number"]) and best
+        assert {t["trial_id"] for t in detail["trials"]} >= set(df[df["batch_size"] == bs][
+            "trial_number"])  # the trial numbers of the files are the dashboard's trial ids
+    assert FAILING not in set(select.pareto(df)["config_key"])
 
 
 @pytest.mark.parametrize("db", COMMITTED, ids=[p.parent.name for p in COMMITTED])

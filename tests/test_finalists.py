@@ -48,7 +48,7 @@ def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp
     front = select.pareto(summary.trials)
     assert len(front) >= 4  # at each batch size: eager (no compile) and a faster compiled one
     # Measured trials: one per config, as without confirmation; repeats are not trials.
-    assert sum(is_measured(t) for t in s.study.trials) == CONFIGS == summary.measured
+    assert sum(is_measured(t.frozen) for t in s.fronts.trials()) == CONFIGS == summary.measured
     assert len(s.runner.calls) == CONFIGS + 2 * len(front)
     stored = finalists.repeats_of(s.study, s.claims.storage)
     assert set(stored) == front_numbers(summary.trials)

@@ -67,3 +67,68 @@ def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path):
         assert r.prestarted is True and r.stream_timer == "cuda_event" and r.correct is True
         if r.vram_bytes_process_nvml is not None:  # NVML shows this machine's processes
             assert r.vram_bytes_compile_process_nvml > 0
+    # The second process built the model on the CPU before its request, CUDA untouched (a
+    # model built with CUDA started would have been dropped, with a note).
+    assert results[1].prebuilt is True and results[1].reuse_note == ""
+
+
+# -- faults at one batch size: recorded, and the other batch sizes measured ----------------------
+
+@pytest.mark.parametrize("model, status, words", [
+    ("tests.models:oom_at_batch_2", "oom", "out of memory"),
+    ("tests.models:device_assert_at_batch_2", "cuda_error", "device-side assert triggered"),
+], ids=["oom", "device-side-assert"])
+def test_a_fault_at_one_batch_size_is_recorded_and_the_others_are_measured(tmp_path, model,
+                                                                           status, words):
+    """Eager at batch size 2 runs out of GPU memory, or hits a device-side assert (a gather
+    index out of range), in a real CUDA kernel: that row says so in one line, batch size 2's
+    inductor config is recorded as not run, and batch sizes 1 and 4 are measured, eager and
+    inductor. Five trial processes, two cold compiles of a tiny model."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+    from tuner.data import files
+
+    result = CliRunner().invoke(main, [
+        "search", "--model", model, "--device", "cuda", "--backend", "eager,inductor",
+        "--mode", "default", "--dynamic", "false", "--batch-sizes", "1,2,4", "--confirm", "0",
+        "--min-seconds", "0.1", "--min-calls", "20", "--timeout", "5m", "--prestart",
+        "--studies-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "batch size 2 is skipped from here on" in result.stderr
+    df, _ = files.read(tmp_path / f"models-{model.split(':')[1]}-cuda")
+    rows = {(r["backend"], int(r["batch_size"])): r for _, r in df.iterrows()}
+    assert sorted(rows) == sorted((b, bs) for b in ("eager", "inductor") for bs in (1, 2, 4))
+    failed = rows[("eager", 2)]
+    assert failed["status"] == status, (failed["message"], failed["stderr_tail"])
+    assert failed["message"].startswith("eager call: ") and words in failed["message"]
+    assert "\n" not in failed["message"]
+    if status == "cuda_error":  # CUDA's advice is kept, beside the message
+        assert "CUDA_LAUNCH_BLOCKING" in failed["stderr_tail"]
+    skipped = rows[("inductor", 2)]
+    assert skipped["status"] == "workload_error"
+    assert skipped["message"].startswith("not run: at batch size 2 the model fails")
+    for key in [(b, bs) for b in ("eager", "inductor") for bs in (1, 4)]:
+        row = rows[key]
+        assert row["status"] == "ok" and row["correct"], (key, row["message"], row["stderr_tail"])
+        assert row["latency_ms_p50"] > 0
+    assert (df[df["backend"] == "inductor"]["status"] == "ok").sum() == 2
+
+
+def test_a_cuda_graph_config_on_a_shape_schedule_is_not_charged_its_recording(tmp_path):
+    """reduce-overhead on a schedule of batch sizes: each new shape recompiles and records a
+    CUDA graph on its first calls; its latency is taken once warm, so it stays in the order of
+    the trial's own steady state, while its first call (the recompile) is counted apart."""
+    from tuner.spec.workload import parse_shapes
+
+    r = run(tmp_path, TrialConfig("inductor", 8, "reduce-overhead", False),
+            shape_schedule=parse_shapes("8,32,4,32"))
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.schedule_shapes == ["8", "32", "4"]
+    figures = zip(r.schedule_shapes, r.schedule_latency_ms, r.schedule_first_call_s,
+                  r.schedule_shape_recompiles)
+    for shape, latency_ms, first_call_s, recompiles in figures:
+        assert 0 < latency_ms < 20 * r.latency_ms_p50, (shape, latency_ms, r.latency_ms_p50)
+        if shape != "8":  # a new shape: its recompile and recording are not its latency
+            assert recompiles >= 1
+            assert first_call_s * 1e3 > 10 * latency_ms, (shape, first_call_s, latency_ms)

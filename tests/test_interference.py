@@ -42,6 +42,24 @@ def test_cpu_another_process_burns_is_counted_and_our_own_is_not():
     assert busy.load_1m is not None
 
 
+def test_steal_is_counted_apart_from_other_processes(monkeypatch):
+    """A VM's cores that the hypervisor gave away (/proc/stat's steal) are steal_cores, not
+    other processes' CPU: two seconds of /proc/stat, 1 s busy elsewhere and 3 s stolen."""
+    from tuner.trial import host
+
+    stat = iter([(100.0, 10.0), (101.0, 13.0)])
+    clock = iter([50.0, 52.0])
+    monkeypatch.setattr(host, "_cpu_s", lambda: next(stat))
+    monkeypatch.setattr(host, "_own_cpu_s", lambda: 0.0)
+    monkeypatch.setattr(host.time, "perf_counter", lambda: next(clock))
+    with OtherProcesses() as measured:
+        pass
+    assert measured.other_cpu_cores == 0.5 and measured.steal_cores == 1.5
+    row = {"host_other_cpu_cores": 0.1, "host_steal_cores": 1.5}
+    assert "VM starved: the hypervisor took 1.5 CPU cores (steal)" in report.notes(row)
+    assert "VM starved" not in report.notes({**row, "host_steal_cores": 0.0})
+
+
 def test_show_flags_a_row_measured_while_the_host_was_busy():
     row = {"host_other_cpu_cores": 1.4, "noisy": False}
     assert "host busy: other processes used 1.4 CPU cores" in report.notes(row)
@@ -59,7 +77,8 @@ def test_a_search_says_when_other_processes_run_trials_of_its_study_here(tmp_pat
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     spec = make_spec(tmp_path, workload=Workload(model="resnet18", device="cpu"))
     other = Search(spec)
-    trial = other.study.ask()  # another live search process on this host holds a trial
+    # another live search process on this host holds a trial (in its batch size's study)
+    trial = other.fronts.of(spec.space.batch_sizes[0]).ask()
     trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
     messages = []
     Search(spec, FakeRunner(), on_message=messages.append).run()

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import optuna
 import pytest
@@ -15,7 +14,7 @@ from optuna.trial import TrialState
 from tuner.data import files
 from tuner.errors import UserError
 from tuner.spec import layout
-from tuner.study.storage import OWNER_ATTR
+from tuner.study.storage import INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR, RETRY_ATTR
 
 STUDY = "resnet18-cpu"
 # 2 batch sizes x (eager + inductor default x dynamic false/true) = 6 configs.
@@ -42,34 +41,50 @@ def finished_trials(root):
     return df
 
 
-def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
-    with open(tmp_path / "first.log", "wb") as log:
-        proc = subprocess.Popen(command(tmp_path, 0.3), stdout=log, stderr=log, env=env(),
-                                cwd=tmp_path)
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and proc.poll() is None:
-                df = finished_trials(tmp_path)
-                if df is not None and len(df) >= 2:
-                    break
-                time.sleep(0.05)
-        finally:
-            proc.kill()  # SIGKILL: no handler, no cleanup, like a power cut or the OOM killer
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()
-    before = finished_trials(tmp_path)
-    assert 2 <= len(before) < CONFIGS
+def stored_trials(url: str) -> list[tuple[str, optuna.trial.FrozenTrial]]:
+    """Every trial in the storage, with the name of the Optuna study that holds it."""
+    return [(name, t) for name in optuna.get_all_study_names(storage=url)
+            for t in optuna.load_study(study_name=name, storage=url).get_trials()]
 
-    study = optuna.load_study(study_name=STUDY,
-                              storage=f"sqlite:///{(tmp_path / STUDY / 'study.db').resolve()}")
-    left_running = study.get_trials(states=(TrialState.RUNNING,))
+
+def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
+    # Each fake trial takes 1 s; the search is killed as its third trial starts (claimed, then
+    # announced), so that trial is left running.
+    proc = subprocess.Popen(command(tmp_path, 1.0), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    started, seen = 0, []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            started += line.startswith("  running ")
+            if started == 3:
+                break
+    finally:
+        proc.kill()  # SIGKILL: no handler, no cleanup, like a power cut or the OOM killer
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL and started == 3, "".join(seen)
+    before = finished_trials(tmp_path)
+    assert len(before) == 2
+
+    url = f"sqlite:///{(tmp_path / STUDY / 'study.db').resolve()}"
+    left_running = [(name, t) for name, t in stored_trials(url) if t.state == TrialState.RUNNING]
+    # The trial in flight, claimed by the killed process: nobody will finish it.
+    assert [OWNER_ATTR in t.user_attrs for _, t in left_running] == [True]
+    where, dead = left_running[0]
+    key = dead.user_attrs[KEY_ATTR]
 
     again = subprocess.run(command(tmp_path, 0.0), capture_output=True, text=True, env=env(),
                            cwd=tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
-    for trial in left_running:  # killed mid-trial: that trial is noticed and measured again
-        if OWNER_ATTR in trial.user_attrs:  # (not yet claimed: nothing to say, still measured)
-            assert f"trial {trial.number} " in again.stderr and "measured again" in again.stderr
+    # The new search notices it, fails it and queues its config again, which it then measures.
+    assert (f"({key}) was left running by a search that died; it will be measured again"
+            in again.stderr)
+    trials = stored_trials(url)
+    [now] = [t for name, t in trials if name == where and t.number == dead.number]
+    assert now.state == TrialState.FAIL and now.user_attrs.get(INTERRUPTED_ATTR) is True
+    retries = [t for _, t in trials if t.user_attrs.get(RETRY_ATTR) is not None]
+    assert [(t.state, t.user_attrs[KEY_ATTR]) for t in retries] == [(TrialState.COMPLETE, key)]
 
     after, _ = files.read(tmp_path / STUDY)
     assert len(after) == CONFIGS and after["config_key"].is_unique

@@ -13,6 +13,7 @@ import pytest
 from optuna.trial import TrialState
 
 import tuner
+from tuner.study.sampler import CONSTRAINTS_ATTR
 from tuner.study.storage import HEARTBEAT_INTERVAL_S, make_storage
 
 # `study._storage`, `trial._trial_id`, ... on anything but the tuner's own objects, and any
@@ -70,3 +71,18 @@ def test_the_storage_beats_at_the_interval_the_tuner_sets(study):
     storage, s = study
     assert storage.get_heartbeat_interval() == HEARTBEAT_INTERVAL_S
     storage.record_heartbeat(trial_id(storage, s, ask(s).number))
+
+
+def test_best_trials_skip_a_trial_whose_constraints_attribute_is_above_zero(study):
+    """tuner.study.sampler stores each trial's constraints in the system attribute that Optuna's
+    samplers, Study.best_trials and optuna-dashboard read; a constrained study's best trials are
+    its feasible front."""
+    storage, _ = study
+    s = optuna.create_study(study_name="fronts", storage=storage,
+                            directions=["minimize", "minimize"])
+    for values, constraints in (([1.0, 1.0], [1.0, 0.0]), ([2.0, 2.0], [0.0, -0.5])):
+        trial = ask(s)
+        storage.set_trial_system_attr(trial_id(storage, s, trial.number), CONSTRAINTS_ATTR,
+                                      constraints)
+        s.tell(trial, values)
+    assert [t.values for t in s.best_trials] == [[2.0, 2.0]]  # [1, 1] dominates it, infeasible

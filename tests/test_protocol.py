@@ -27,3 +27,116 @@ def test_the_noisy_flag_says_when_the_spread_is_wide():
     _fill_latency(steady, [10.0, 10.1, 10.2, 9.9, 10.0, 10.1], 1.0, "t", proto)
     _fill_latency(wide, [10.0, 14.0, 7.0, 13.0, 8.0, 12.0], 1.0, "t", proto)
     assert steady.noisy is False and wide.noisy is True
+
+
+def test_a_sticky_cuda_error_is_told_apart_from_an_oom_and_other_errors():
+    import torch
+
+    from tests.models import CUDA_ASSERT_TEXT
+    from tuner.trial.protocol import _is_cuda_error, _is_oom
+
+    for text in (CUDA_ASSERT_TEXT, "CUDA error: an illegal memory access was encountered",
+                 "Triton Error [CUDA]: unspecified launch failure"):
+        assert _is_cuda_error(RuntimeError(text)) and not _is_oom(RuntimeError(text)), text
+    if hasattr(torch, "AcceleratorError"):  # what torch 2.8+ raises for them
+        assert _is_cuda_error(torch.AcceleratorError("CUDA driver error: launch timed out"))
+    assert _is_oom(RuntimeError("CUDA error: out of memory"))  # the except blocks ask _is_oom first
+    assert not _is_cuda_error(RuntimeError("inductor: unsupported op"))
+    assert not _is_cuda_error(RuntimeError("Found no NVIDIA driver on your system"))
+
+
+def _trial(model: str, batch_size: int, shape_schedule=()):
+    """One eager trial run here, in this process: what the trial process would record."""
+    import time
+
+    from tuner.spec.config import TrialConfig
+    from tuner.spec.records import TrialProtocol, TrialRequest
+    from tuner.spec.workload import Workload
+    from tuner.trial.protocol import run_trial
+
+    request = TrialRequest(TrialConfig("eager", batch_size),
+                           Workload(model=model, device="cpu", shape_schedule=shape_schedule),
+                           TrialProtocol(min_calls=5, min_seconds=0.01, warmup_max_calls=20))
+    return run_trial(request, time.perf_counter())
+
+
+@pytest.mark.parametrize("model, shape_schedule, where", [
+    ("tests.models:cuda_error_at_batch_2", (), "eager call: "),  # the eager reference
+    ("tests.models:cuda_error_from_call_10", (), ""),  # warm-up or steady state
+    ("tests.models:cuda_error_at_batch_2", (1, 2), "shape schedule: "),  # bs 2 in the replay
+], ids=["eager-reference", "measurement", "shape-schedule"])
+def test_a_cuda_error_is_cuda_error_in_one_line_and_its_whole_text_goes_to_stderr(
+        capfd, model, shape_schedule, where):
+    from tuner.spec.records import Status
+
+    r = _trial(model, 1 if shape_schedule else 2, shape_schedule)
+    assert r.status is Status.CUDA_ERROR, r.message
+    assert r.message == f"{where}RuntimeError: CUDA error: device-side assert triggered"
+    # CUDA's advice goes to the trial's stderr, which the runner keeps as stderr_tail.
+    err = capfd.readouterr().err
+    assert "For debugging consider passing CUDA_LAUNCH_BLOCKING=1" in err and "Traceback" in err
+
+
+def test_a_cuda_error_wrapped_in_another_error_names_the_cuda_line(capfd):
+    from tuner.spec.records import Status, TrialResult
+    from tuner.trial.protocol import _cuda_failure
+
+    class BackendCompilerFailed(Exception):
+        pass
+
+    wrapped = BackendCompilerFailed("backend='inductor' raised:\nRuntimeError: CUDA error: an "
+                                    "illegal memory access was encountered\nCUDA kernel errors "
+                                    "might be asynchronously reported at some other API call")
+    r = _cuda_failure(TrialResult(status=Status.OK), "", wrapped)
+    assert r.status is Status.CUDA_ERROR
+    assert r.message == ("BackendCompilerFailed: RuntimeError: CUDA error: an illegal memory "
+                         "access was encountered")
+
+
+def test_the_readme_lists_every_status_a_row_can_have():
+    import re
+    from pathlib import Path
+
+    from tuner.spec.records import Status
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \| ", readme, flags=re.MULTILINE))
+    # interrupted leaves no row (the README says so below the table)
+    assert {s.value for s in Status} - {Status.INTERRUPTED.value} <= listed
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux affinity")
+def test_with_a_timing_cpu_the_steady_state_is_timed_on_that_core_and_the_row_says_so(
+        monkeypatch):
+    """TUNER_TIMING_CPU=N: the thread that launches runs on core N while it is timed, and
+    nowhere else; afterwards it may run anywhere again. A core this process may not use is
+    ignored (and the row says no core)."""
+    import os
+
+    from tuner.trial import affinity
+
+    allowed = os.sched_getaffinity(0)
+    core = max(allowed)
+    seen = []
+    real = affinity.timing_thread_on
+
+    def spy(cpu):
+        context = real(cpu)
+
+        class Spy:
+            def __enter__(self):
+                value = context.__enter__()
+                seen.append(os.sched_getaffinity(0))
+                return value
+
+            def __exit__(self, *exc):
+                return context.__exit__(*exc)
+        return Spy()
+
+    monkeypatch.setattr(affinity, "timing_thread_on", spy)
+    monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(core))
+    result = _trial("tests.models:tiny_cnn", 2)
+    assert result.status.value == "ok" and result.timing_cpu == core
+    assert seen == [{core}] and os.sched_getaffinity(0) == allowed
+    monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(max(allowed) + 1000))
+    assert _trial("tests.models:tiny_cnn", 2).timing_cpu is None

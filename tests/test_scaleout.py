@@ -107,10 +107,10 @@ def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_coun
 
     def on_start(number, config):
         if not given_up:  # another worker fails this trial as stale while it runs here
-            frozen = search.study.trials[number]
+            stored = search.fronts.find(number)
             search.claims.storage.set_trial_state_values(
                 search.claims.trial_id(number), TrialState.FAIL)
-            search.claims.requeue(frozen)  # what that worker's stale-trial callback does
+            search.claims.requeue(stored.study, stored.frozen)  # its stale-trial callback
             given_up.append(config.key)
 
     search.on_start = on_start

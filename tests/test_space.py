@@ -122,12 +122,15 @@ def test_configs_never_yield_an_impossible_combination():
     assert len({c.key for c in configs}) == len(configs)
 
 
-def test_baselines_are_eager_and_inductor_default_at_every_batch_size():
+def test_baselines_are_eager_then_inductor_in_each_mode_default_first_at_every_batch_size():
     s = space(batch_sizes=(1, 8, 32), modes=["reduce-overhead", "default"], dynamic=[True, False])
     assert s.baselines() == [
         TrialConfig("eager", 1), TrialConfig("eager", 8), TrialConfig("eager", 32),
         TrialConfig("inductor", 1, "default", False), TrialConfig("inductor", 8, "default", False),
-        TrialConfig("inductor", 32, "default", False)]
+        TrialConfig("inductor", 32, "default", False),
+        TrialConfig("inductor", 1, "reduce-overhead", False),
+        TrialConfig("inductor", 8, "reduce-overhead", False),
+        TrialConfig("inductor", 32, "reduce-overhead", False)]
 
 
 def test_baselines_without_inductor_are_eager_only():

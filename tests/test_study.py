@@ -150,7 +150,7 @@ def test_failed_trials_are_rows_and_do_not_stop_the_study(tmp_path):
 def test_a_broken_model_stops_with_a_user_error_but_keeps_the_file(tmp_path):
     runner = FakeRunner(fail={"eager": Status.WORKLOAD_ERROR})
     with pytest.raises(UserError, match="the model cannot run at any batch size: batch size 1: "
-                                        "trial 0, eager: workload_error: fake workload_error"):
+                                        "trial 1, eager: workload_error: fake workload_error"):
         run(tmp_path, runner)
     assert sorted(runner.calls) == ["eager|bs=1", "eager|bs=8"]  # once per batch size
     df, _ = files.read(tmp_path / "s")
@@ -159,7 +159,8 @@ def test_a_broken_model_stops_with_a_user_error_but_keeps_the_file(tmp_path):
     assert (tmp_path / "s" / layout.PARETO_FILE).exists()
 
 
-@pytest.mark.parametrize("status", [Status.WORKLOAD_ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM])
+@pytest.mark.parametrize("status", [Status.WORKLOAD_ERROR, Status.CRASH, Status.TIMEOUT, Status.OOM,
+                                    Status.CUDA_ERROR])
 def test_a_model_broken_at_one_batch_size_costs_one_trial_there_and_the_rest_go_on(tmp_path,
                                                                                  status):
     messages = []
@@ -251,7 +252,8 @@ def test_a_trial_left_running_by_a_dead_search_is_measured_again(tmp_path):
     config = TrialConfig("inductor", 8, "default", True)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    study = Search(spec, FakeRunner()).study
+    fronts = Search(spec, FakeRunner()).fronts
+    study = fronts.of(config.batch_size)
     study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
     trial = ask(study)
     trial.set_user_attr(CONFIG_ATTR, config.to_dict())
@@ -262,9 +264,10 @@ def test_a_trial_left_running_by_a_dead_search_is_measured_again(tmp_path):
     summary = search.run()
     assert search.runner.calls.count(config.key) == 1
     assert sorted(summary.trials["config_key"]) == sorted(keys(SPACE))
-    reaped = search.study.trials[trial.number]
+    reaped = search.fronts.of(config.batch_size).trials[trial.number]
     assert reaped.state is TrialState.FAIL and reaped.user_attrs[INTERRUPTED_ATTR] is True
-    assert any(f"trial {trial.number}" in m and "measured again" in m for m in messages)
+    number = fronts.number(study, trial.number)
+    assert any(f"trial {number} " in m and "measured again" in m for m in messages)
 
 
 def test_a_trial_killed_before_it_was_claimed_is_measured_again(tmp_path):
@@ -272,7 +275,7 @@ def test_a_trial_killed_before_it_was_claimed_is_measured_again(tmp_path):
     # RUNNING trial with the baseline's key and no owner: it must not block that config forever.
     spec = make_spec(tmp_path)
     config = SPACE.baselines()[0]
-    study = Search(spec, FakeRunner()).study
+    study = Search(spec, FakeRunner()).fronts.of(config.batch_size)
     study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
     ask(study)
 
@@ -284,7 +287,7 @@ def test_a_trial_killed_before_it_was_claimed_is_measured_again(tmp_path):
 def test_a_trial_running_in_a_live_search_is_not_measured_twice(tmp_path):
     spec = make_spec(tmp_path)
     config = TrialConfig("inductor", 8, "default", True)
-    study = Search(spec, FakeRunner()).study
+    study = Search(spec, FakeRunner()).fronts.of(config.batch_size)
     study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
     trial = ask(study)
     trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": 1})  # alive
@@ -295,13 +298,18 @@ def test_a_trial_running_in_a_live_search_is_not_measured_twice(tmp_path):
     assert summary.stop_reason == "every config in the search space is measured"
 
 
-def test_optuna_sees_the_objectives_of_ok_trials(tmp_path):
+def test_optuna_sees_the_objectives_of_every_trial_and_a_failure_as_infeasible(tmp_path):
     runner = FakeRunner(fail={"inductor|default|dynamic=True|bs=1": Status.TIMEOUT})
     run(tmp_path, runner)
-    study = optuna.load_study(study_name="s", storage=make_spec(tmp_path).storage_url)
-    assert study.metric_names == list(select.PARETO_OBJECTIVES)
-    measured = [t for t in study.trials if KEY_ATTR in t.user_attrs
-                and t.state in (TrialState.COMPLETE, TrialState.FAIL)]
-    states = {t.user_attrs[KEY_ATTR]: t.state for t in measured}
-    assert states["inductor|default|dynamic=True|bs=1"] is TrialState.FAIL
-    assert sum(s is TrialState.COMPLETE for s in states.values()) == 5
+    states, feasible = {}, {}
+    for bs in SPACE.batch_sizes:
+        study = optuna.load_study(study_name=f"s:bs{bs}", storage=make_spec(tmp_path).storage_url)
+        assert study.metric_names == list(select.PARETO_OBJECTIVES)
+        for t in study.trials:
+            if KEY_ATTR not in t.user_attrs:
+                continue  # a proposal of a measured config, pruned
+            states[t.user_attrs[KEY_ATTR]] = t.state
+            feasible[t.user_attrs[KEY_ATTR]] = all(c <= 0 for c in t.system_attrs["constraints"])
+    assert sorted(states) == sorted(keys(SPACE))  # every trial in its batch size's study
+    assert set(states.values()) == {TrialState.COMPLETE}
+    assert [k for k, ok in feasible.items() if not ok] == ["inductor|default|dynamic=True|bs=1"]

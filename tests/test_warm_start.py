@@ -32,7 +32,9 @@ from tuner.use.environment import MismatchWarning
 from .conftest import ROOT
 from .models import TinyCNN
 
-QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
+# With a compile budget every first call is watched by the runner, which never needs to kill it.
+QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
+                      compile_timeout_s=600.0)
 HAS_ARTIFACTS = artifacts.supported()
 
 
@@ -63,6 +65,11 @@ def test_a_compiled_finalist_is_measured_warm_and_from_artifacts(cpu_study):
     assert [r["kind"] for r in records] == (["warm", "artifacts"] if HAS_ARTIFACTS
                                             else ["warm", "warm"])
     assert all(r["status"] == "ok" for r in records), records
+    # What each first call started from, as each trial found its caches: the search's trial
+    # an empty cache, the next process the trial's kept one, the third the saved artifacts.
+    assert row["cache_start"] == "cold"
+    assert [r["cache_start"] for r in records] == [r["kind"] for r in records]
+    assert not list(spec.directory.rglob("compiling.json"))  # each compile mark was taken down
     # The second process compiled from the trial's cache: inductor's FX-graph cache hit.
     assert records[0]["fxgraph_cache_hits"] >= 1 and records[0]["fxgraph_cache_misses"] == 0
     assert 0 < row["compile_s_warm"] < row["compile_s_cold"]

@@ -160,3 +160,51 @@ def test_shape_schedule_varies_the_sequence_length_of_a_factory_model(tmp_path):
     assert r.schedule_shapes == ["2x16", "2x32"] and r.schedule_batch_sizes == [2, 2]
     assert len(r.schedule_latency_ms) == 2 and all(ms > 0 for ms in r.schedule_latency_ms)
     assert r.schedule_recompiles == 2  # one per new sequence length, none when it comes back
+
+
+def test_a_cuda_error_at_one_batch_size_is_recorded_in_one_line_and_the_search_goes_on(tmp_path):
+    """The eager reference at batch size 2 raises what a device-side assert raises (any device):
+    that row is cuda_error with a one-line message, CUDA's advice is in its stderr_tail, and
+    batch size 4, searched after it, is measured."""
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+    from tuner.data import files
+
+    result = CliRunner().invoke(main, [
+        "search", "--model", "tests.models:cuda_error_at_batch_2", "--device", "cpu",
+        "--backend", "eager", "--batch-sizes", "2,4", "--confirm", "0", "--min-seconds", "0.05",
+        "--min-calls", "5", "--timeout", "5m", "--studies-dir", str(tmp_path), "-q"])
+    assert result.exit_code == 0, result.output
+    line = "eager call: RuntimeError: CUDA error: device-side assert triggered"
+    assert f"eager bs=2: cuda_error: {line}\n" in result.stdout
+    df, _ = files.read(tmp_path / "models-cuda_error_at_batch_2-cpu")
+    rows = df.set_index("batch_size")
+    assert rows.loc[2, "status"] == "cuda_error" and rows.loc[2, "message"] == line
+    assert "CUDA_LAUNCH_BLOCKING=1" in rows.loc[2, "stderr_tail"]
+    assert rows.loc[4, "status"] == "ok" and rows.loc[4, "latency_ms_p50"] > 0
+
+
+@pytest.mark.parametrize("prestart", [False, True], ids=["fresh", "prestarted"])
+def test_a_gpus_workers_trial_process_is_shown_only_its_gpu(tmp_path, monkeypatch, prestart):
+    """`tuner search --gpus`: the second worker's runner, made as that worker makes it, starts
+    trial processes that see only the second of this process's GPUs."""
+    from tests import workers
+    from tuner.launch.runner import LaunchSettings, make_runner
+    from tuner.study.fleet import Fleet
+    from tuner.study.spec import StudySpec
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # this search is shown GPUs 4 and 6
+    spec = StudySpec(name="pinned", workload=workers.WORKLOAD, space=workers.SPACE_SMALL,
+                     root=tmp_path)
+    fleet = Fleet(spec, [0, 1], LaunchSettings(timeout_s=240, prestart=prestart))
+    runner = make_runner(fleet.plan(1, fleet.gpus[1]).launch)
+    try:
+        # The factory raises, naming the CUDA_VISIBLE_DEVICES its trial process was given.
+        r = runner.run(TrialRequest(TrialConfig("eager", 1),
+                                    Workload(model="tests.models:reports_visible_gpus",
+                                             device="cpu"), QUICK), tmp_path / "trial")
+    finally:
+        runner.close()
+    assert r.status is Status.WORKLOAD_ERROR and r.prestarted is prestart
+    assert r.message.endswith("RuntimeError: CUDA_VISIBLE_DEVICES='6'"), r.message

@@ -16,9 +16,10 @@ from optuna.trial import TrialState
 
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
+from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import is_measured
 from tuner.study.spec import StudySpec
-from tuner.study.storage import KEY_ATTR, OWNER_ATTR, make_storage, open_study
+from tuner.study.storage import KEY_ATTR, OWNER_ATTR, open_study
 
 # 2 batch sizes x (eager + inductor 2 modes x 2 dynamic + aot_eager 2 dynamic) = 14 configs.
 SPACE = SearchSpace(backends=("eager", "inductor", "aot_eager"),
@@ -57,31 +58,34 @@ def finish(proc: subprocess.Popen, timeout_s: float = 60) -> tuple[str, str]:
     return out, err
 
 
-def load(spec: StudySpec) -> optuna.Study:
-    return optuna.load_study(study_name=spec.name, storage=make_storage(spec.storage_url))
+def load(spec: StudySpec) -> Fronts:
+    """The study's Optuna studies (one per batch size), its trials numbered as the tuner does."""
+    return open_study(spec)
 
 
 def assert_every_config_measured_once(spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
     """No config lost, none measured twice, nothing left running or queued; the measured
     trials come back."""
-    study = load(spec)
-    trials = study.get_trials(deepcopy=False)
-    measured = [t for t in trials if is_measured(t)]
+    trials = load(spec).trials()
+    measured = [t.frozen for t in trials if is_measured(t.frozen)]
     counts = collections.Counter(t.user_attrs[KEY_ATTR] for t in measured)
     assert sorted(counts) == sorted(c.key for c in spec.space.configs())
     assert {k: n for k, n in counts.items() if n > 1} == {}
-    assert [t.number for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)] == []
+    assert [t.number for t in trials
+            if t.frozen.state in (TrialState.RUNNING, TrialState.WAITING)] == []
     return measured
 
 
-def wait_for_trial(spec: StudySpec, pid: int, running: bool = True, timeout_s: float = 30):
+def wait_for_trial(spec: StudySpec, pid: int, running: bool = True,
+                   timeout_s: float = 30) -> StoredTrial:
     """The first trial that process ``pid`` has claimed (and is still measuring)."""
-    study = load(spec)
+    fronts = load(spec)
     deadline = time.monotonic() + timeout_s
     states = (TrialState.RUNNING,) if running else None
     while time.monotonic() < deadline:
-        for t in study.get_trials(deepcopy=False, states=states):
-            if (t.user_attrs.get(OWNER_ATTR) or {}).get("pid") == pid and KEY_ATTR in t.user_attrs:
+        for t in fronts.trials(states=states):
+            attrs = t.frozen.user_attrs
+            if (attrs.get(OWNER_ATTR) or {}).get("pid") == pid and KEY_ATTR in attrs:
                 return t
         time.sleep(0.05)
     raise AssertionError(f"process {pid} claimed no trial within {timeout_s} s")
@@ -122,10 +126,10 @@ def kill_one_worker_and_check_recovery(spec: StudySpec) -> None:
     _, err = finish(survivor)
 
     measured = assert_every_config_measured_once(spec)
-    dead = load(spec).trials[stuck.number]
+    dead = load(spec).find(stuck.number).frozen
     assert dead.state is TrialState.FAIL, (dead.state, log.read_text())
     assert INTERRUPTED_ATTR not in dead.user_attrs
-    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.user_attrs[KEY_ATTR]]
+    redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.frozen.user_attrs[KEY_ATTR]]
     assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
     assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
     assert f"trial {stuck.number} " in err and "sent no heartbeat" in err

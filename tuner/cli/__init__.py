@@ -2,7 +2,7 @@
 (tables, or JSON with --json) to stdout.
 
 ``search``, ``worker`` and ``confirm`` measure (:mod:`tuner.cli.measure`); ``show``,
-``recommend`` and ``compare`` read studies (:mod:`tuner.cli.read`)."""
+``recommend``, ``compare`` and ``plot`` read studies (:mod:`tuner.cli.read`)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ def main() -> None:
     tuner search --model resnet18 --batch-sizes 1,32     # measure, overnight if you like
     tuner show studies/resnet18-cuda                     # the Pareto-optimal settings
     tuner recommend studies/resnet18-cuda --batch-size 32 --format python
+    tuner show studies/resnet18-cuda --importance        # which knobs matter
+    tuner plot studies/resnet18-cuda                     # PNGs: fronts and importances
     """
 
 
 from tuner.cli import measure, read  # noqa: E402 - the commands register themselves on main
 
 for _command in (measure.search, measure.worker, measure.confirm, read.show, read.recommend,
-                 read.compare):
+                 read.compare, read.plot):
     main.add_command(_command)

@@ -12,11 +12,15 @@ from tuner.cli import run
 from tuner.cli.options import (
     CONFIRM_REPEATS,
     CONTEXT,
+    SAMPLERS,
     Duration,
     Number,
     bool_values,
+    compile_timeout_option,
     dynamic_values,
     json_option,
+    max_compile_s_option,
+    max_vram_gb_option,
     option_values,
     positive_ints,
     prestart_option,
@@ -77,13 +81,15 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 @click.option("--budget", "budget_s", type=Duration(),
               help="Wall-clock budget of this run, e.g. 8h or 45m.")
 @timeout_option
+@compile_timeout_option
 @prestart_option
 @click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
               help="Steady-state calls timed per trial, at least ...")
 @click.option("--min-seconds", type=Number(min=0, max=3600), default=2.0,
               show_default=True, help="... and at least this many seconds.")
 @click.option("--warm-cache", is_flag=True,
-              help="Share one inductor cache across trials (compile times are then warm, not cold).")
+              help="Share one inductor cache across trials (compile times are then warm, not "
+                   "cold; each row's cache_start says which).")
 @click.option("--confirm", "confirm_repeats", default=CONFIRM_REPEATS, show_default=True,
               metavar="auto|N",
               help="After the search, measure each finalist (the Pareto set of each batch size) "
@@ -97,17 +103,31 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 @click.option("--gpus", help="One worker per GPU on this study: GPU indices (0,1) or all. Each "
                              "worker's trials see only its GPU.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Sampler seed.")
+@click.option("--sampler", type=click.Choice(SAMPLERS),
+              help="How each batch size's study proposes configs after the baselines: tpe "
+                   "(multivariate TPE; the default for a new study), nsga2 (NSGA-II) or random "
+                   "(the control). Stored with the study: a resume uses it.")
+@max_vram_gb_option("A limit the sampler learns (an Optuna constraint): configs that need more "
+                    "memory (GiB, compile and warm-up included) are infeasible. They are "
+                    "still measured and kept; stored with the study.")
+@max_compile_s_option("A limit the sampler learns: configs whose first (compiling) call takes "
+                      "longer are infeasible; stored with the study.")
 @json_option
 @quiet_option
 @user_errors
 def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmark,
-           inductor_options, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials, budget_s, timeout_s, prestart, min_calls,
-           min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, seed, as_json,
-           quiet) -> None:
+           inductor_options, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials,
+           budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
+           min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, seed, sampler,
+           max_vram_gb, max_compile_s, as_json, quiet) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
-    Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor's
-    default are measured first at every batch size, so every row has a speedup vs eager.
+    Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor
+    in each mode are measured first at every batch size, so every row has a speedup vs eager
+    and the plain modes to compare with. Then
+    the batch size with the fewest trials gets the next one, its config proposed by that batch
+    size's own sampler (one Optuna study, one Pareto front, per batch size). Failed configs,
+    and those over --max-vram-gb or --max-compile-s, are infeasible points it learns from.
     Run the same command again to resume; Ctrl-C stops after the current trial. Then the
     finalists are measured again (--confirm; after --budget too, since it bounds the search).
 
@@ -117,7 +137,9 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
       tuner search --model resnet50 --dtype bfloat16 --mode default,reduce-overhead
       tuner search --model mypkg.models:make --device cpu --trials 10
       tuner search --model resnet50 --gpus all --budget 8h   # one worker per GPU
+      tuner search --model resnet50 --max-vram-gb 20 --max-compile-s 120 --sampler nsga2
     """
+    from tuner.data.select import Constraints
     from tuner.launch import gpus as gpu_list
     from tuner.launch import runner as runners
     from tuner.spec.records import TrialProtocol
@@ -161,9 +183,12 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     spec = StudySpec(name=_study_name(model, device) if name is None else name,
                      workload=workload, space=space,
                      protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
-                                            warm_cache=warm_cache),
+                                            warm_cache=warm_cache,
+                                            compile_timeout_s=compile_timeout_s),
                      root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
-                     seed=seed, confirm_repeats=confirm_repeats.strip().lower())
+                     seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
+                     sampler=sampler, limits=None if max_vram_gb is None and max_compile_s is None
+                     else Constraints(max_vram_gb=max_vram_gb, max_compile_s=max_compile_s))
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
     say = teller(quiet)
     if chosen is not None:
@@ -211,7 +236,8 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     Workers claim trials through the study's storage, so any number of them (tuner search,
     tuner worker, on any host) share one study without measuring a config twice. A worker
     that dies mid-trial stops sending heartbeats; another worker then fails its trial and
-    measures that config again. Each worker writes the Parquet files under its --studies-dir.
+    measures that config again. Trials are measured as the study says (its --min-seconds,
+    --compile-timeout, ...). Each worker writes the Parquet files under its --studies-dir.
     Workers do not measure the finalists again: run `tuner confirm` once they are done.
 
     \b
@@ -245,7 +271,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
                      budget_s=plan.budget_s, seed=plan.seed)
     if export_only:
         joined = Search(spec)
-        export_study(joined.study, spec, joined.claims.storage)
+        export_study(joined.fronts, spec)
         run.print_study(spec.layout, as_json)
         return
     device = spec.workload.device

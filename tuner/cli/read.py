@@ -1,4 +1,4 @@
-"""The commands that read studies: ``show``, ``recommend`` and ``compare``."""
+"""The commands that read studies: ``show``, ``recommend``, ``compare`` and ``plot``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from tuner.cli.options import (
     CONTEXT,
     echo_warnings,
     json_option,
+    max_compile_s_option,
+    max_vram_gb_option,
     positive_number,
     studies_dir_option,
     study_path,
@@ -23,23 +25,51 @@ from tuner.cli.options import (
 @click.argument("study")
 @studies_dir_option
 @click.option("--all", "show_all", is_flag=True, help="Every trial, not just the Pareto set.")
+@click.option("--importance", is_flag=True,
+              help="Instead of the Pareto table: per batch size, the importance of each "
+                   "searched parameter for latency, memory and warm-up (Optuna's PED-ANOVA, "
+                   "over the verified rows of that batch size alone).")
 @json_option
 @user_errors
-def show(study, studies_dir, show_all, as_json) -> None:
+def show(study, studies_dir, show_all, importance, as_json) -> None:
     """Show a study's Pareto-optimal settings per batch size.
 
     STUDY is a study folder, a study name under --studies-dir, or a trials.parquet file.
+
+    --importance answers "which knobs matter": for each batch size and each objective
+    (latency, memory, warm-up), the importance of each parameter that took two values or more
+    there (backend, mode, dynamic, dtype, channels_last, cudnn_benchmark, each opt_* inductor
+    option), computed by optuna.importance.PedAnovaImportanceEvaluator from the rows that
+    finished and matched eager. PED-ANOVA needs nothing beyond Optuna (fANOVA would need
+    scikit-learn). It says how differently a parameter's values are spread among the best rows
+    (the best 10 %, at least 5, at most half) than among all of them; each objective's
+    importances sum to 1. It tells which knobs the best configs share, not by how much a knob
+    moves latency: read the Pareto table (or tuner plot) for that. A batch size with fewer than
+    4 such rows, or fewer than 2 parameters that varied, gets one line saying so.
 
     \b
     Examples:
       tuner show studies/h200-resnet18
       tuner show resnet18-cpu --json | jq '.pareto[0]'
+      tuner show studies/cpu-text-encoder --importance
+      tuner show studies/cpu-text-encoder --importance --json | jq '.batch_sizes[0].importances'
     """
     from tuner.data import files
     from tuner.data.select import pareto
+    from tuner.errors import UserError
     from tuner.render import study as report
 
+    if show_all and importance:
+        raise UserError("--all and --importance are two different views: give one of them")
     trials, meta = files.read(study_path(study, studies_dir))
+    if importance:
+        from tuner.data.importance import importances
+        from tuner.render import importance as view
+
+        found = importances(trials)
+        click.echo(json.dumps(view.as_json(found, meta), indent=2) if as_json
+                   else view.render(found, meta))
+        return
     rows = trials if show_all else pareto(trials)
     if as_json:
         click.echo(json.dumps(report.as_json(trials, rows, meta), indent=2))
@@ -59,9 +89,8 @@ def show(study, studies_dir, show_all, as_json) -> None:
               default="latency", show_default=True,
               help="What to optimise. traffic: the least time on the study's --shape-schedule, "
                    "recompiles included (dynamic shapes compared on your traffic).")
-@click.option("--max-vram-gb", type=positive_number(),
-              help="Most memory (GiB) the config may need, compile and warm-up included.")
-@click.option("--max-compile-s", type=positive_number(), help="Longest first (compiling) call, in seconds.")
+@max_vram_gb_option("Most memory (GiB) the config may need, compile and warm-up included.")
+@max_compile_s_option("Longest first (compiling) call, in seconds.")
 @click.option("--max-latency-ms", type=positive_number(), help="Slowest median latency per call allowed.")
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
@@ -136,3 +165,51 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         click.echo(render(result))
+
+
+@click.command(context_settings=CONTEXT,
+               short_help="Write PNGs of a study's Pareto fronts and parameter importances.")
+@click.argument("study")
+@studies_dir_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder to write the PNG files to (made if missing). "
+                   "Default: plots/ in the study's folder.")
+@json_option
+@user_errors
+def plot(study, studies_dir, out_dir, as_json) -> None:
+    """Write PNG files of a study, per batch size, and print their paths (one a line, or
+    with --json: the paths and why a batch size has no importance plot).
+
+    \b
+    <study>-pareto-bs<N>.png      median latency against memory and against warm-up
+                                  (compile + settle) for every verified row; the
+                                  Pareto-optimal rows filled and labelled, eager a red star
+    <study>-importance-bs<N>.png  each parameter's importance per objective, as in
+                                  tuner show --importance (Optuna's PED-ANOVA); only for
+                                  batch sizes with at least 4 verified rows and 2 varied
+                                  parameters
+
+    STUDY is a study folder, a study name under --studies-dir, or a trials.parquet file.
+
+    \b
+    Examples:
+      tuner plot studies/cpu-text-encoder
+      tuner plot resnet18-cuda --out /tmp/plots
+      tuner plot studies/resnet18-cuda --json | jq -r '.written[]'
+    """
+    from tuner.data import files
+    from tuner.data.importance import importances
+    from tuner.render.plots import write_plots
+
+    trials, meta, path = files.load(study_path(study, studies_dir))
+    found = importances(trials)
+    written = write_plots(trials, meta, found, out_dir or path.parent / "plots")
+    if as_json:
+        click.echo(json.dumps({"study": meta.get("study"), "written": [str(p) for p in written],
+                               "no_importance": {str(b.batch_size): b.note for b in found
+                                                 if b.note is not None}}, indent=2))
+        return
+    for b in found:
+        if b.note is not None:
+            click.echo(f"batch size {b.batch_size}: no importance plot: {b.note}", err=True)
+    click.echo("\n".join(str(p) for p in written))

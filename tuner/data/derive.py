@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.spec.config import EAGER
-from tuner.spec.records import FINGERPRINT_FIELDS, Status, TrialResult
+from tuner.spec.records import FINGERPRINT_FIELDS, Status
 
 
 def serving_memory(steady_reserved: Any, host_rss: Any) -> tuple[Any, str]:
@@ -18,14 +18,6 @@ def serving_memory(steady_reserved: Any, host_rss: Any) -> tuple[Any, str]:
     if steady_reserved is not None and not pd.isna(steady_reserved):
         return steady_reserved, "cuda_reserved"
     return host_rss, "host_max_rss"
-
-
-def objective_values(result: TrialResult) -> list[float] | None:
-    """What the sampler minimises, in :data:`tuner.data.select.PARETO_OBJECTIVES` order; None if
-    any is missing."""
-    memory, _ = serving_memory(result.vram_bytes_steady_reserved, result.host_rss_bytes_peak)
-    values = [result.latency_ms_p50, memory, result.time_to_steady_s]
-    return None if any(v is None for v in values) else [float(v) for v in values]
 
 
 def ran_eager(ran_compiled: Any) -> bool:

@@ -19,6 +19,16 @@ and each inductor option a study searched has a column of its own beyond :data:`
 ``opt_triton_cudagraphs``), typed as the option is, empty where it does not apply (eager, other
 backends). Those columns exist only in files of studies that searched the option
 (:func:`is_option_column`).
+
+``cache_start`` says what each compiled row's first call (``compile_s_cold``) started from:
+``cold`` (empty inductor and triton caches), ``warm`` (caches that already held entries, as
+with ``--warm-cache``) or ``artifacts`` (saved compile artifacts loaded first); empty for eager
+and in files written before the column.
+
+The trial's phases beyond import, build, compile, warm-up and measurement (``launch_s``,
+``eager_reference_s``, ``replay_s``, ``process_s``, ``tuner_overhead_s``) and what came
+ready-made (``prebuilt``, ``reference_reused``, ``reuse_note``) are empty in files written
+before those columns.
 """
 
 from __future__ import annotations
@@ -54,9 +64,15 @@ SCHEMA = pa.schema([
     # how it ended
     ("status", _str), ("message", _str), ("stderr_tail", _str),
     # time
-    ("import_s", _f64), ("build_s", _f64), ("compile_s_cold", _f64), ("warmup_s", _f64),
+    ("import_s", _f64), ("build_s", _f64), ("compile_s_cold", _f64),
+    ("cache_start", _str),  # what the first call started from: cold, warm or artifacts
+    ("warmup_s", _f64),
     ("warmup_calls", _i64), ("time_to_steady_s", _f64), ("wall_s", _f64),
     ("prestarted", _bool), ("quiet_wait_s", _f64),
+    # where the rest of wall_s goes, and what came ready-made (tuner.spec.records.TrialResult)
+    ("launch_s", _f64), ("eager_reference_s", _f64), ("replay_s", _f64), ("process_s", _f64),
+    ("tuner_overhead_s", _f64), ("prebuilt", _bool), ("reference_reused", _bool),
+    ("reuse_note", _str),
     # steady-state latency
     ("latency_ms_p50", _f64), ("latency_ms_p90", _f64), ("latency_ms_p99", _f64),
     ("latency_ms_mean", _f64), ("latency_ms_min", _f64), ("latency_ms_iqr", _f64),
@@ -65,7 +81,8 @@ SCHEMA = pa.schema([
     # steady state, back to back
     ("stream_ms_p50", _f64), ("stream_ms_p90", _f64), ("stream_ms_p99", _f64),
     ("stream_ms_iqr", _f64), ("stream_calls", _i64), ("stream_s", _f64), ("stream_timer", _str),
-    ("host_other_cpu_cores", _f64), ("host_load_1m", _f64),
+    ("host_other_cpu_cores", _f64), ("host_load_1m", _f64), ("host_steal_cores", _f64),
+    ("timing_cpu", _i64),
     ("throughput_per_s", _f64),
     ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
     # memory

@@ -38,11 +38,17 @@ def eligible(df: pd.DataFrame) -> pd.DataFrame:
     return df[keep]
 
 
-def pareto(df: pd.DataFrame) -> pd.DataFrame:
-    """Non-dominated eligible rows within each batch size over :data:`PARETO_OBJECTIVES`."""
+def comparable(df: pd.DataFrame) -> pd.DataFrame:
+    """The eligible rows that have every one of :data:`PARETO_OBJECTIVES`, as numbers: the rows
+    a Pareto front is chosen from (and the trials the sampler is told are feasible)."""
     ok = eligible(df)
     ok = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in PARETO_OBJECTIVES})
-    ok = ok.dropna(subset=list(PARETO_OBJECTIVES))
+    return ok.dropna(subset=list(PARETO_OBJECTIVES))
+
+
+def pareto(df: pd.DataFrame) -> pd.DataFrame:
+    """Non-dominated eligible rows within each batch size over :data:`PARETO_OBJECTIVES`."""
+    ok = comparable(df)
     keep = []
     for _, group in ok.groupby("batch_size"):
         values = group[list(PARETO_OBJECTIVES)].to_numpy(dtype=float)
@@ -134,10 +140,10 @@ class Constraints:
     def to_dict(self) -> dict[str, float | None]:
         return dataclasses.asdict(self)
 
-    def violations(self, row: pd.Series) -> list[tuple[str, float, str]]:
-        """Each broken limit as (constraint, relative excess, sentence); unknown counts as broken."""
-        out = []
-        checks = (
+    def _checks(self, row: pd.Series) -> tuple[tuple[str, float | None, float | None, float,
+                                                  str, str], ...]:
+        """(constraint, limit, the row's value, unit, format, verb) of each limit."""
+        return (
             ("max_vram_gb", self.max_vram_gb, memory_needed_bytes(row), GIB, "{:.2f} GiB",
              "needs"),
             ("max_compile_s", self.max_compile_s, num(row.get("compile_s_cold")), 1.0,
@@ -145,7 +151,18 @@ class Constraints:
             ("max_latency_ms", self.max_latency_ms, num(row.get("latency_ms_p50")), 1.0,
              "{:.3f} ms", "takes"),
         )
-        for name, limit, value, unit, fmt, verb in checks:
+
+    def excess(self, row: pd.Series) -> dict[str, float]:
+        """Each limit's relative excess, value / limit - 1 (at most 0 within the limit), for the
+        limits set that the row measured."""
+        return {name: value / (limit * unit) - 1
+                for name, limit, value, unit, _, _ in self._checks(row)
+                if limit is not None and value is not None}
+
+    def violations(self, row: pd.Series) -> list[tuple[str, float, str]]:
+        """Each broken limit as (constraint, relative excess, sentence); unknown counts as broken."""
+        out = []
+        for name, limit, value, unit, fmt, verb in self._checks(row):
             if limit is None:
                 continue
             if value is None:

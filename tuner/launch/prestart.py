@@ -1,8 +1,9 @@
 """A trial process started before its trial: it imports torch while the trial before it runs.
 
 The import costs a fresh process several seconds; started early, it costs the search nothing.
-Still one process per trial: the waiting process runs exactly one trial, handed to it as a JSON
-line on stdin (see :mod:`tuner.trial.__main__`).
+Told what to build, it also builds the model on the CPU before it says it is ready
+(:mod:`tuner.trial.prebuild`). Still one process per trial: the waiting process runs exactly one
+trial, handed to it as a JSON line on stdin (see :mod:`tuner.trial.__main__`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tuner.files import write_json_atomic
+from tuner.trial.prebuild import PrebuildRequest
+
 
 class Spare:
     """A pre-started ``tuner.trial --wait`` process, its ready file and its log, in a folder
@@ -27,11 +31,17 @@ class Spare:
         self.ready, self.log = folder / "ready", folder / "trial.log"
 
     @classmethod
-    def start(cls, python: str, env: dict[str, str]) -> Spare:
+    def start(cls, python: str, env: dict[str, str],
+              prebuild: PrebuildRequest | None = None) -> Spare:
+        """Start the process; with ``prebuild``, it builds that model before it is ready."""
         folder = Path(tempfile.mkdtemp(prefix="tuner-spare-"))
+        build = []
+        if prebuild is not None:
+            write_json_atomic(folder / "prebuild.json", prebuild.to_dict())
+            build = [str(folder / "prebuild.json")]
         with open(folder / "trial.log", "wb") as log:
             proc = subprocess.Popen(
-                [python, "-m", "tuner.trial", "--wait", str(folder / "ready")],
+                [python, "-m", "tuner.trial", "--wait", str(folder / "ready"), *build],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env,
                 start_new_session=True)
         return cls(proc, folder)

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Protocol
 
 from tuner.files import write_json_atomic
+from tuner.launch.compile_budget import CompileWatch
 from tuner.launch.prestart import Spare, kill_group
 from tuner.spec.records import Status, TrialRequest, TrialResult
-from tuner.trial.contract import PARENT_PID_ENV, QUIET_FILE_ENV
+from tuner.trial.contract import LAUNCHED_AT_ENV, PARENT_PID_ENV, QUIET_FILE_ENV
+from tuner.trial.prebuild import PrebuildRequest
 
 STDERR_TAIL_CHARS = 4000
+COMPILE_THREADS_ENV = "TORCHINDUCTOR_COMPILE_THREADS"
 
 
 class Runner(Protocol):
@@ -44,6 +47,9 @@ class LaunchSettings:
     timeout_s: float = 1800.0  # kill a trial's process group after this long
     prestart: bool = False  # start the next trial's process while one runs (ProcessRunner)
     gpu: int | None = None  # show the trials only this GPU (an index this process sees)
+    # Inductor's parallel compile workers per trial (TORCHINDUCTOR_COMPILE_THREADS); None:
+    # inductor's own choice, every core up to 32. A fleet gives each worker its share.
+    compile_threads: int | None = None
 
 
 def make_runner(settings: LaunchSettings, shared_cache: Path | None = None) -> Runner:
@@ -51,7 +57,9 @@ def make_runner(settings: LaunchSettings, shared_cache: Path | None = None) -> R
     a --warm-cache study."""
     from tuner.launch.gpus import pin
 
-    env = pin(settings.gpu) if settings.gpu is not None else None
+    env = pin(settings.gpu) if settings.gpu is not None else {}
+    if settings.compile_threads is not None and COMPILE_THREADS_ENV not in os.environ:
+        env[COMPILE_THREADS_ENV] = str(settings.compile_threads)  # the user's own setting wins
     return ProcessRunner(timeout_s=settings.timeout_s, cache_dir=shared_cache, env=env,
                          prestart=settings.prestart)
 
@@ -82,6 +90,7 @@ class ProcessRunner:
         self.python = python
         self.prestart = prestart
         self._spare: Spare | None = None  # started, importing or waiting for its request
+        self._batch_sizes: list[int] = []  # of the trials run, least recently run first
 
     def run(self, request: TrialRequest, workdir: Path,
             abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
@@ -99,23 +108,25 @@ class ProcessRunner:
             cache = self.cache_dir
         else:
             cache = fresh_cache = Path(tempfile.mkdtemp(prefix="tuner-cache-"))
+        watch = CompileWatch(workdir, request.protocol.compile_timeout_s)
         trial_env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-                     "TRITON_CACHE_DIR": str(cache / "triton")}
+                     "TRITON_CACHE_DIR": str(cache / "triton"), **watch.env}
 
         started = time.perf_counter()
         if self.prestart:
-            spare = self._hand_over(request_path, result_path, trial_env)
+            spare = self._hand_over(request, request_path, result_path, trial_env)
             proc = spare.proc
-            outcome = _wait(proc, self.timeout_s, abort, result_path, tick=self._spare.watch)
+            outcome = _wait(proc, self.timeout_s, abort, result_path, watch,
+                            tick=self._spare.watch)
         else:
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
                     [self.python, "-m", "tuner.trial", str(request_path), str(result_path)],
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**self._env(), **trial_env},
+                    env={**self._env(), **trial_env, LAUNCHED_AT_ENV: repr(time.time())},
                     start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
                 )
-                outcome = _wait(proc, self.timeout_s, abort, result_path)
+                outcome = _wait(proc, self.timeout_s, abort, result_path, watch)
         wall_s = time.perf_counter() - started
         kill_group(proc.pid)  # inductor's compile workers die with the trial, whatever happened
         proc.wait()
@@ -128,6 +139,9 @@ class ProcessRunner:
         if outcome == "timeout":
             result = TrialResult.failure(
                 Status.TIMEOUT, f"no result after {self.timeout_s:.0f} s; process group killed")
+        elif outcome == "compile_timeout":
+            result = watch.record()
+            result.prestarted = self.prestart
         elif outcome == "aborted":
             result = TrialResult.failure(Status.INTERRUPTED, "stopped by the user")
         else:
@@ -146,7 +160,7 @@ class ProcessRunner:
         return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
                 PARENT_PID_ENV: str(os.getpid())}  # the trial dies with this process
 
-    def _hand_over(self, request_path: Path, result_path: Path,
+    def _hand_over(self, request: TrialRequest, request_path: Path, result_path: Path,
                    trial_env: dict[str, str]) -> Spare:
         """The trial's process: the pre-started one (a new one if none is alive), given the
         request; the next trial's process is started at once."""
@@ -155,16 +169,28 @@ class ProcessRunner:
             if spare is not None:
                 spare.discard()
             spare = Spare.start(self.python, self._env())
-        self._spare = Spare.start(self.python, self._env())
+        self._spare = Spare.start(self.python, self._env(), self._next_build(request))
         spare.give(request_path, result_path, {**trial_env, QUIET_FILE_ENV: str(self._spare.ready)})
         return spare
 
+    def _next_build(self, request: TrialRequest) -> PrebuildRequest:
+        """What the next trial most likely builds (tuner.trial.prebuild): this workload (a
+        search's is fixed) at the batch size this runner ran least recently. A search gives each
+        trial to the batch size with the fewest trials, so it cycles through them; a torchvision
+        model serves every batch size anyway."""
+        seen = self._batch_sizes
+        if request.config.batch_size in seen:
+            seen.remove(request.config.batch_size)
+        seen.append(request.config.batch_size)
+        return PrebuildRequest(request.workload, seen[0])
+
 
 def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None,
-          result_path: Path, tick: Callable[[], None] | None = None) -> str:
+          result_path: Path, watch: CompileWatch | None = None,
+          tick: Callable[[], None] | None = None) -> str:
     """How the trial ended: exited; recorded (its record is written, whole: the process is not
     waited for while it tears torch down, a second or two, since the record is the truth);
-    aborted; or timeout."""
+    aborted; compile_timeout (its first call ran past ``watch``'s budget); or timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -180,6 +206,10 @@ def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | Non
             kill_group(proc.pid)
             proc.wait()
             return "aborted"
+        if watch is not None and watch.spent():
+            kill_group(proc.pid)
+            proc.wait()
+            return "compile_timeout"
         if time.monotonic() >= deadline:
             kill_group(proc.pid)
             proc.wait()

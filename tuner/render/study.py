@@ -40,15 +40,26 @@ _CONFIRMED = {
 }
 
 
+_CACHE_START_NOTES = {"warm": "compile s from a warm cache",
+                      "artifacts": "compile s from saved artifacts"}
+
+
 def notes(row: pd.Series) -> str:
     out = []
     if ran_eager(row.get("ran_compiled")):
         out.append("RAN EAGER: no compiled graph, not a compiled result")
     if row.get("noisy") is True:
         out.append("noisy")
+    started = _CACHE_START_NOTES.get(row.get("cache_start"))  # compile s is not a cold compile
+    if started:
+        out.append(started)
     busy = row.get("host_other_cpu_cores")
     if busy is not None and not pd.isna(busy) and busy >= INTERFERENCE_CORES:
         out.append(f"host busy: other processes used {busy:.1f} CPU cores while it measured")
+    steal = row.get("host_steal_cores")
+    if steal is not None and not pd.isna(steal) and steal >= INTERFERENCE_CORES:
+        out.append(f"VM starved: the hypervisor took {steal:.1f} CPU cores (steal) while it "
+                   "measured")
     for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
                          ("recompile_limit_hits", "recompile-limit hits"),
                          ("cudagraph_skips", "cudagraph skips"),

@@ -11,6 +11,8 @@
       cache/<n>/               trial n's inductor and Triton caches (kept for finalists)
       cache/                   the one shared cache of a --warm-cache study
       artifacts/<config>.bin   a finalist's saved compile artifacts
+      references/<key>.pt      eager FLOPs, time and float32 output of one batch size and
+                               precision, kept for the next trials (tuner.trial.reference)
 """
 
 from __future__ import annotations
@@ -83,3 +85,9 @@ class StudyLayout:
 
     def artifacts_file(self, config_key: str) -> Path:
         return self.directory / artifacts_relative(config_key)
+
+    @property
+    def references_dir(self) -> Path:
+        """Where trials keep and find eager references (each file named by the trial:
+        :func:`tuner.trial.reference.key`)."""
+        return self.directory / "references"

@@ -27,7 +27,13 @@ class Status(str, enum.Enum):
     OK = "ok"
     COMPILE_ERROR = "compile_error"  # torch.compile or the first compiled call raised
     OOM = "oom"  # out of device (or host) memory
+    # A sticky CUDA error (device-side assert, illegal memory access): the process's CUDA
+    # context is poisoned, so the trial ends there; the next trial is a fresh process.
+    CUDA_ERROR = "cuda_error"
     TIMEOUT = "timeout"  # the parent killed the trial's process group at the deadline
+    # The first (compiling) call ran past the protocol's compile budget: the parent killed the
+    # trial's process group (tuner.launch.compile_budget)
+    COMPILE_TIMEOUT = "compile_timeout"
     CRASH = "crash"  # the process died without a record (signal, abort, segfault)
     WRONG_RESULT = "wrong_result"  # compiled output differs from eager beyond tolerance
     WORKLOAD_ERROR = "workload_error"  # the model or factory itself is broken: bad input
@@ -47,6 +53,9 @@ class TrialProtocol:
     warmup_tolerance: float = 0.10  # ... within this fraction
     noisy_iqr_ratio: float = 0.10  # IQR / median above this marks the row noisy
     warm_cache: bool = False  # reuse the study's inductor cache instead of a fresh one
+    # The first (compiling) call's budget: past it the trial ends as compile_timeout
+    # (tuner.launch.compile_budget). None: no budget, as for a study made before it existed.
+    compile_timeout_s: float | None = None
     max_samples_kept: int = 5000
     # After the trial, time a dense matmul for the device's peak (the study asks it of one
     # trial per run: it is a property of the machine, not of the config).
@@ -69,17 +78,21 @@ class TrialRequest:
     # the first compiled call, load them from this one.
     save_artifacts: str | None = None
     load_artifacts: str | None = None
+    # The study's folder of eager references (tuner.trial.reference): FLOPs, eager time and the
+    # float32 output, kept by the first trial of a workload, batch size and precision and
+    # reused by the next. None: computed in the trial and kept nowhere.
+    references: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "workload": self.workload.to_dict(),
                 "protocol": self.protocol.to_dict(), "save_artifacts": self.save_artifacts,
-                "load_artifacts": self.load_artifacts}
+                "load_artifacts": self.load_artifacts, "references": self.references}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRequest:
         return cls(TrialConfig.from_dict(data["config"]), Workload.from_dict(data["workload"]),
                    TrialProtocol.from_dict(data["protocol"]), data.get("save_artifacts"),
-                   data.get("load_artifacts"))
+                   data.get("load_artifacts"), data.get("references"))
 
 
 @dataclasses.dataclass
@@ -98,9 +111,31 @@ class TrialResult:
     # process to finish importing, so that warm-up and measurement run with nothing beside them
     build_s: float | None = None  # model + inputs built and moved to the device
     compile_s_cold: float | None = None  # first compiled call, synchronised
+    # What that first call started from (tuner.trial.artifacts.cache_start): "cold" (empty
+    # inductor and triton caches), "warm" (caches that held entries: --warm-cache's shared one,
+    # or a finalist's own) or "artifacts" (saved artifacts loaded into empty caches); None: eager
+    cache_start: str | None = None
     warmup_s: float | None = None  # further calls until latency is steady
     warmup_calls: int | None = None
     wall_s: float | None = None  # the whole trial process, seen by the parent
+    # Where the rest of wall_s goes (see the README, "Where a trial's time goes"): from the
+    # runner's start to the trial process's own clock (a fresh process's start-up; a
+    # pre-started one's hand-over), ...
+    launch_s: float | None = None
+    # ... the eager reference, its time, FLOPs and the float32 output (or loading them), ...
+    eager_reference_s: float | None = None
+    replay_s: float | None = None  # ... the shape schedule's replay, warm pass included ...
+    process_s: float | None = None  # ... and everything the trial process did, to its record
+    # The search process's own time before this trial: from the previous trial's end (its
+    # record stored, the files written, the next config asked for); None for a run's first
+    tuner_overhead_s: float | None = None
+    # The model came pre-built by the pre-started process (tuner.trial.prebuild): True; one was
+    # built there but could not serve (reuse_note says why): False; built in the trial: None
+    prebuilt: bool | None = None
+    # FLOPs, eager time and the float32 output came from an earlier trial's kept eager
+    # reference (tuner.trial.reference): True; computed here: False; None: no study folder
+    reference_reused: bool | None = None
+    reuse_note: str = ""  # why a pre-built model or a kept reference was not used
     # Steady state, per request: each call followed by a synchronize, timed on the host from
     # the call to its result: what one request waits.
     latency_ms_p50: float | None = None
@@ -127,6 +162,10 @@ class TrialResult:
     # and the host's 1-minute load average after it
     host_other_cpu_cores: float | None = None
     host_load_1m: float | None = None
+    # CPU time the hypervisor gave to others while this VM's cores wanted it ("steal"), in
+    # cores; on bare metal 0 (tuner.trial.host)
+    host_steal_cores: float | None = None
+    timing_cpu: int | None = None  # the core the timing thread ran on (TUNER_TIMING_CPU), if pinned
     eager_reference_ms: float | None = None  # one eager call, for the break-even estimate
     # memory
     vram_bytes_baseline: int | None = None  # allocated after build: weights + inputs

@@ -135,20 +135,22 @@ class SearchSpace:
         return out
 
     def baselines(self) -> list[TrialConfig]:
-        """Eager at every batch size (in every precision searched: each row's accuracy and
-        speed against it), and inductor's default where inductor is in the space, with the
-        first value of each other dimension (list the default first)."""
+        """What is measured first, in this order: eager at every batch size (in every precision
+        searched: each row's accuracy and speed against it), then, where inductor is in the
+        space, inductor in each mode at every batch size, inductor's default first (each row's
+        speedup against the plain modes). Each with the first value of the other dimensions
+        (list the default first)."""
         first = {"channels_last": self.channels_last[0] if self.channels_last else None,
                  "cudnn_benchmark": self.cudnn_benchmark[0] if self.cudnn_benchmark else None}
         out = [TrialConfig(EAGER, bs, dtype=dt, **first)
                for bs in self.batch_sizes for dt in self.dtypes or (None,)]
         if INDUCTOR in self.backends:
-            mode = DEFAULT_MODE if DEFAULT_MODE in self.modes else self.modes[0]
+            modes = sorted(self.modes, key=lambda m: m != DEFAULT_MODE)  # stable: default first
             dyn = False if False in self.dynamic else self.dynamic[0]
             dtype = self.dtypes[0] if self.dtypes else None
             options = tuple((name, values[0]) for name, values in self.options)
             out += [TrialConfig(INDUCTOR, bs, mode, dyn, dtype=dtype, options=options, **first)
-                    for bs in self.batch_sizes]
+                    for mode in modes for bs in self.batch_sizes]
         return out
 
     def to_dict(self) -> dict[str, Any]:

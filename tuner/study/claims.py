@@ -1,8 +1,9 @@
 """Several workers on one study: who measures which config, and what happens when one dies.
 
 A worker claims a config by naming itself (host, pid) and the config's key on its RUNNING
-trial, then checks that no other trial holds the key; of two that claim at once, at least one
-sees the other and steps back. While a trial runs, its worker records a heartbeat in the
+trial, then checks that no other trial holds the key (in any batch size's study,
+:mod:`tuner.study.fronts`); of two that claim at once, at least one sees the other and steps
+back. While a trial runs, its worker records a heartbeat in the
 storage; a trial whose heartbeats stop (a killed worker, a lost host) is failed by any other
 worker and its config queued again. A trial left RUNNING by a dead process on this host is
 found at once by its pid.
@@ -23,6 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status
 from tuner.spec.space import SearchSpace
+from tuner.study.fronts import Fronts
 from tuner.study.params import params_of
 from tuner.study.record import is_measured
 from tuner.study.storage import (
@@ -44,6 +46,8 @@ class StudyState:
     waiting: int  # enqueued, not started
     running: set[str] = dataclasses.field(default_factory=set)  # RUNNING elsewhere
     beating: int = 0  # of those, trials whose process records heartbeats
+    # Optuna study name -> the number of its oldest enqueued trial (tuner.study.fronts)
+    queued: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def taken(self, key: str) -> bool:
         return key in self.measured or key in self.pending
@@ -52,11 +56,10 @@ class StudyState:
 class Claims:
     """This worker's side of sharing one study with others (see the module's docstring)."""
 
-    def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage,
-                 space: SearchSpace, on_message: Callable[[str], None]) -> None:
-        self.study, self.storage, self.space = study, storage, space
+    def __init__(self, fronts: Fronts, space: SearchSpace,
+                 on_message: Callable[[str], None]) -> None:
+        self.fronts, self.storage, self.space = fronts, fronts.storage, space
         self.on_message = on_message
-        self._study_id = storage.get_study_id_from_name(study.study_name)
         self._heartbeat: Heartbeat | None = None
 
     @property
@@ -65,12 +68,16 @@ class Claims:
         return get() if get is not None else None
 
     def trial_id(self, number: int) -> int:
-        return self.storage.get_trial_id_from_study_id_trial_number(self._study_id, number)
+        """The storage's id of the tuner's trial ``number``."""
+        return self.fronts.id_of(number)
 
     def state(self, exclude: int | None = None) -> StudyState:
+        """The study's configs as the storage has them, the tuner's trial ``exclude`` left out."""
         measured, pending, waiting, running, beating = set(), set(), 0, set(), 0
-        for t in self.study.get_trials(deepcopy=False):
-            if t.number == exclude:
+        queued: dict[str, int] = {}
+        for stored in self.fronts.trials():
+            t = stored.frozen
+            if stored.number == exclude:
                 continue
             key = t.user_attrs.get(KEY_ATTR)
             if is_measured(t):
@@ -83,30 +90,38 @@ class Claims:
                 # no owner (killed between ask and claiming it) would otherwise block its config.
                 pending.add(key)
                 waiting += t.state == TrialState.WAITING
+                if t.state == TrialState.WAITING:
+                    name = stored.study.study_name
+                    queued[name] = min(queued.get(name, stored.number), stored.number)
                 if t.state == TrialState.RUNNING:
                     running.add(key)
                     beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
-        return StudyState(measured, pending, waiting, running, beating)
+        return StudyState(measured, pending, waiting, running, beating, queued)
 
     def enqueue(self, config: TrialConfig, **attrs: object) -> None:
-        self.study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key, **attrs})
+        """Queue ``config`` in its batch size's study: the next trial asked there measures it."""
+        self.fronts.of(config.batch_size).enqueue_trial(
+            params_of(config), user_attrs={KEY_ATTR: config.key, **attrs})
 
-    def ask(self) -> optuna.Trial:
-        """A new trial, its heartbeat started."""
+    def ask(self, study: optuna.Study) -> tuple[optuna.Trial, int]:
+        """A new trial of ``study`` (one of the fronts) and the tuner's number for it, its
+        heartbeat started."""
         with warnings.catch_warnings():
             # "heartbeat is meant for optimize()": this worker beats for its trial itself.
             warnings.simplefilter("ignore", UserWarning)
-            trial = self.study.ask()
-        self._heartbeat = Heartbeat(self.storage, self.trial_id(trial.number), self.heartbeat_s)
-        return trial
+            trial = study.ask()
+        self._heartbeat = Heartbeat(self.storage, self.fronts.trial_id(study, trial.number),
+                                    self.heartbeat_s)
+        return trial, self.fronts.number(study, trial.number)
 
     def stop_heartbeat(self) -> None:
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
 
-    def claim(self, trial: optuna.Trial, config: TrialConfig) -> bool:
-        """Claim ``config`` for ``trial``; False if another trial measured or claimed it."""
+    def claim(self, trial: optuna.Trial, number: int, config: TrialConfig) -> bool:
+        """Claim ``config`` for ``trial`` (the tuner's trial ``number``); False if another trial
+        measured or claimed it."""
         # Owner first: a RUNNING trial holds its config only once it names a process that can
         # be checked for life (see state and reap_dead).
         trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid(),
@@ -115,45 +130,50 @@ class Claims:
         trial.set_user_attr(CONFIG_ATTR, config.to_dict())
         # Each claimant writes its claim before it reads, so of two that claim at once at least
         # one sees the other: both may step back, never both go on.
-        state = self.state(exclude=trial.number)
+        state = self.state(exclude=number)
         return not (config.key in state.measured or config.key in state.running)
 
     def reap_dead(self) -> None:
         """A trial left RUNNING by a search process on this host that no longer exists (killed,
         power cut) is marked failed, so its config is measured again."""
         host = socket.gethostname()
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        for stored in self.fronts.trials(states=(TrialState.RUNNING,)):
+            t = stored.frozen
             owner = t.user_attrs.get(OWNER_ATTR) or {}
             if owner.get("host") == host and not _alive(int(owner.get("pid", -1))):
-                self.storage.set_trial_user_attr(self.trial_id(t.number), INTERRUPTED_ATTR, True)
-                self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
-                self.requeue(t)
-                self.on_message(f"trial {t.number} ({t.user_attrs.get(KEY_ATTR)}) was left "
-                                "running by a search that died; it will be measured again")
+                self.storage.set_trial_user_attr(self.fronts.trial_id(stored.study, t.number),
+                                                 INTERRUPTED_ATTR, True)
+                stored.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+                self.requeue(stored.study, t)
+                self.on_message(f"trial {stored.number} ({t.user_attrs.get(KEY_ATTR)}) was "
+                                "left running by a search that died; it will be measured again")
 
     def fail_stale(self) -> None:
         """Fail trials whose search process stopped beating (killed, host lost); the storage
         calls :meth:`on_stale` for each trial this process failed."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            optuna.storages.fail_stale_trials(self.study)
+            for study in self.fronts.studies():
+                optuna.storages.fail_stale_trials(study)
 
     def on_stale(self, study: optuna.Study, trial: FrozenTrial) -> None:
         owner = trial.user_attrs.get(OWNER_ATTR) or {}
-        self.requeue(trial)
-        self.on_message(f"trial {trial.number} ({trial.user_attrs.get(KEY_ATTR)}) of "
+        self.requeue(study, trial)
+        self.on_message(f"trial {self.fronts.number(study, trial.number)} "
+                        f"({trial.user_attrs.get(KEY_ATTR)}) of "
                         f"{owner.get('host', '?')} pid {owner.get('pid', '?')} sent no heartbeat "
                         "for the grace period; it is failed and will be measured again")
 
-    def requeue(self, trial: FrozenTrial) -> None:
-        """Queue again the config of a trial that died without a result, unless it is measured
-        or another trial holds it."""
+    def requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Queue again the config of ``study``'s ``trial``, which died without a result, unless
+        it is measured or another trial holds it."""
         key = trial.user_attrs.get(KEY_ATTR)
         config = next((c for c in self.space.configs() if c.key == key), None)
         if config is None or is_measured(trial):
             return
-        if not self.state(exclude=trial.number).taken(key):
-            self.enqueue(config, **{RETRY_ATTR: trial.number})
+        number = self.fronts.number(study, trial.number)
+        if not self.state(exclude=number).taken(key):
+            self.enqueue(config, **{RETRY_ATTR: number})
 
 
 class Heartbeat:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import optuna
 import pandas as pd
 
 from tuner.data import files
@@ -16,6 +15,7 @@ from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
 from tuner.study.finalists import repeats_of
+from tuner.study.fronts import Fronts
 from tuner.study.record import stored_result
 from tuner.study.redact import redact
 from tuner.study.spec import StudySpec
@@ -28,17 +28,18 @@ class Exported:
     pareto: pd.DataFrame  # the Pareto set of each batch size
 
 
-def study_frame(study: optuna.Study, storage: optuna.storages.BaseStorage, name: str, workload: Workload,
+def study_frame(fronts: Fronts, name: str, workload: Workload,
                 layout: StudyLayout | None = None) -> pd.DataFrame:
-    """Every measured trial as a Parquet row; ``layout`` (the study folder on this host) is
-    where finalists' artifacts files are looked for."""
-    repeats = repeats_of(study, storage)
+    """Every measured trial of every batch size as a Parquet row, in the order the trials were
+    made; ``layout`` (the study folder on this host) is where finalists' artifacts files are
+    looked for."""
+    repeats = repeats_of(fronts.main, fronts.storage)
     rows = []
-    for t in study.get_trials(deepcopy=False):
-        stored = stored_result(t)
+    for t in sorted(fronts.trials(), key=lambda t: t.number):
+        stored = stored_result(t.frozen)
         if stored is None:
             continue
-        config = TrialConfig.from_dict(t.user_attrs[CONFIG_ATTR])
+        config = TrialConfig.from_dict(t.frozen.user_attrs[CONFIG_ATTR])
         result = TrialResult.from_dict(stored)
         row = trial_row(name, t.number, config, workload, result)
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
@@ -54,10 +55,9 @@ def storage_label(spec: StudySpec) -> str:
     return DB_FILE if spec.storage is None else redact(spec.storage)
 
 
-def export_study(study: optuna.Study, spec: StudySpec,
-                 storage: optuna.storages.BaseStorage) -> Exported:
+def export_study(fronts: Fronts, spec: StudySpec) -> Exported:
     """Write the study's Parquet files under this host's study folder, from the storage."""
-    df = study_frame(study, storage, spec.name, spec.workload, spec.layout)
+    df = study_frame(fronts, spec.name, spec.workload, spec.layout)
     front = files.export(spec.layout, df, {
         "study": spec.name, "workload": spec.workload.to_dict(),
         "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import optuna
 
     from tuner.launch.runner import Runner
+    from tuner.study.fronts import Fronts
     from tuner.study.spec import StudySpec
 
 # + trial number: a study system attribute, the list of that finalist's records. Studies made
@@ -112,7 +113,7 @@ def fresh_trial_cache(spec: StudySpec, config: TrialConfig, number: int) -> Path
     return path
 
 
-def prune_caches(study: optuna.Study, spec: StudySpec, front: pd.DataFrame) -> int:
+def prune_caches(fronts: Fronts, spec: StudySpec, front: pd.DataFrame) -> int:
     """Delete the caches of finished trials that are not on the Pareto ``front``; returns how
     many.
 
@@ -124,7 +125,7 @@ def prune_caches(study: optuna.Study, spec: StudySpec, front: pd.DataFrame) -> i
     if not root.is_dir():
         return 0
     keep = set(front["trial_number"].astype(int))
-    finished = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+    finished = {t.number for t in fronts.trials() if t.frozen.state.is_finished()}
     removed = 0
     for path in root.iterdir():
         if path.name.isdigit() and int(path.name) in finished and int(path.name) not in keep:
@@ -273,7 +274,8 @@ def _record(kind: str, result: TrialResult) -> dict[str, Any]:
         "latency_ms_p50": result.latency_ms_p50, "latency_ms_p90": result.latency_ms_p90,
         "latency_ms_iqr": result.latency_ms_iqr, "noisy": result.noisy,
         "correct": result.correct, "ran_compiled": getattr(result, "ran_compiled", None),
-        "compile_s": result.compile_s_cold, "warmup_s": result.warmup_s,
+        "compile_s": result.compile_s_cold, "cache_start": result.cache_start,
+        "warmup_s": result.warmup_s,
         "artifacts_load_s": result.artifacts_load_s, "artifacts_bytes": result.artifacts_bytes,
         "artifacts_note": result.artifacts_note, "fxgraph_cache_hits": result.fxgraph_cache_hits,
         "fxgraph_cache_misses": result.fxgraph_cache_misses, "wall_s": result.wall_s,

@@ -90,7 +90,9 @@ class Fleet:
     def plan(self, index: int, gpu: int) -> WorkerPlan:
         spec = self.spec
         return WorkerPlan(study=spec.name, root=str(Path(spec.root).resolve()),
-                          launch=dataclasses.replace(self.launch, gpu=gpu),
+                          launch=dataclasses.replace(
+                              self.launch, gpu=gpu, compile_threads=self.launch.compile_threads
+                              or compile_threads(len(self.gpus))),
                           seed=spec.seed + index, n_trials=spec.n_trials, budget_s=spec.budget_s,
                           quiet=self.quiet)
 
@@ -107,9 +109,8 @@ class Fleet:
         """Create (or check) the study and queue its baselines, once, then start the workers."""
         search = Search(self.spec)
         search.prepare()
-        self._study, self._storage = search.study, search.claims.storage
-        self._measured_before = _measured(
-            export_study(self._study, self.spec, self._storage).trials)
+        self._fronts = search.fronts
+        self._measured_before = _measured(export_study(self._fronts, self.spec).trials)
         env = self.environment()
         for index, gpu in enumerate(self.gpus):
             # Own session: a Ctrl-C in the terminal reaches this process only, which passes
@@ -131,7 +132,7 @@ class Fleet:
     def finish(self) -> SearchSummary:
         """Write the Parquet files from the storage; a worker that failed is a user error
         (after the files are written, so nothing measured is lost)."""
-        exported = export_study(self._study, self.spec, self._storage)
+        exported = export_study(self._fronts, self.spec)
         failed = [e for e in self.exits if e.returncode not in (0, EXIT_STOPPED)]
         if failed:
             raise UserError("; ".join(f"the worker on GPU {e.gpu} stopped with exit code "
@@ -152,6 +153,14 @@ class Fleet:
             self.send_signal(signal.SIGTERM)  # this process is going away; so do its workers
             raise
         return self.finish()
+
+
+def compile_threads(workers: int) -> int:
+    """Inductor's parallel compile workers for each of ``workers`` workers on this host: its
+    cores shared out, at most 32 (inductor's own cap). Left alone, every worker's compiles
+    would start a worker per core, and two at once would share each core two ways."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(32, (cores or 1) // max(1, workers)))
 
 
 def _measured(df: pd.DataFrame) -> int:

@@ -17,9 +17,13 @@ from tuner.spec.space import SearchSpace
 OPTION_PARAM = "inductor."
 
 
-def suggest(trial: optuna.Trial, space: SearchSpace) -> TrialConfig:
-    """Ask Optuna for one config; the conditional structure keeps impossible combos out."""
-    batch_size = trial.suggest_categorical("batch_size", list(space.batch_sizes))
+def suggest(trial: optuna.Trial, space: SearchSpace, batch_size: int | None = None
+            ) -> TrialConfig:
+    """Ask Optuna for one config; the conditional structure keeps impossible combos out.
+    ``batch_size``: the one batch size of the trial's study (:mod:`tuner.study.fronts`); None:
+    any of the space's (a study made before holds them all)."""
+    batch_size = trial.suggest_categorical(
+        "batch_size", list(space.batch_sizes) if batch_size is None else [batch_size])
     backend = trial.suggest_categorical("backend", list(space.backends))
     mode = trial.suggest_categorical("mode", list(space.modes)) if backend == INDUCTOR else None
     dynamic = (trial.suggest_categorical("dynamic", list(space.dynamic))

@@ -23,6 +23,7 @@ from tuner.data.rows import plain
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import TrialResult
 from tuner.spec.space import SearchSpace
+from tuner.study.fronts import Fronts
 from tuner.study.params import params_of, suggest
 from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, RESULT_ATTR, STATUS_ATTR
 
@@ -57,14 +58,15 @@ def summary(row: Mapping[str, Any]) -> dict[str, float | int | bool]:
     return {column: value for column, value in values.items() if value is not None}
 
 
-def record_not_run(study: optuna.Study, space: SearchSpace, config: TrialConfig,
+def record_not_run(fronts: Fronts, space: SearchSpace, config: TrialConfig,
                    result: TrialResult) -> None:
     """Add a finished, failed trial for ``config`` that was never started, its record
     ``result`` saying why (its batch size's model fails in eager): a row in the files, like
     every config the search decided on. Its status is ``workload_error``, so once the model
     is fixed, the same command measures the config."""
+    study = fronts.of(config.batch_size)
     recorder = _Distributions(params_of(config))
-    suggest(recorder, space)
+    suggest(recorder, space, fronts.batch_size_of(study))
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.FAIL, params=params_of(config), distributions=recorder.asked,
         user_attrs={KEY_ATTR: config.key, CONFIG_ATTR: config.to_dict(),

@@ -1,8 +1,9 @@
 """The search: an Optuna study that asks for configs, runs them as trials, and tells results.
 
-Baselines first (eager and inductor's default at every batch size), then what the sampler
-proposes; no config is measured twice (:mod:`tuner.study.claims` keeps workers apart). The
-Parquet files are written again after every trial, so an interrupted search loses nothing.
+Baselines first (eager, and inductor in each mode, at every batch size), then, at the batch size
+with the fewest trials, what that batch size's sampler proposes (:mod:`tuner.study.fronts`); no
+config is measured twice (:mod:`tuner.study.claims` keeps workers apart). The Parquet files are
+written again after every trial, so an interrupted search loses nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from tuner.data.derive import objective_values
-from tuner.data.select import eligible
+from tuner.data.select import comparable, eligible
 from tuner.errors import UserError
 from tuner.launch.runner import Runner
 from tuner.spec.config import TrialConfig
@@ -32,6 +32,7 @@ from tuner.study.claims import Claims
 from tuner.study.export import Exported, export_study
 from tuner.study.params import suggest
 from tuner.study.record import record_not_run, store_result, summary
+from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
 from tuner.study.spec import StudySpec
 from tuner.study.storage import (
     DUPLICATE_ATTR,
@@ -41,6 +42,7 @@ from tuner.study.storage import (
     ensure_folder,
     make_storage,
     open_study,
+    resumed_protocol,
 )
 
 WAIT_POLL_S = 1.0  # how often a search with nothing to start looks at trials running elsewhere
@@ -76,8 +78,15 @@ class Search:
         ensure_folder(spec)
         storage = make_storage(spec.storage_url,
                                on_stale=lambda study, trial: self.claims.on_stale(study, trial))
-        self.study = open_study(spec, storage)
-        self.claims = Claims(self.study, storage, spec.space, self.on_message)
+        self.fronts = open_study(spec, storage)
+        # Fields an older study lacks keep their old meaning (no compile budget), as for a
+        # worker that joins it.
+        self.spec = spec = dataclasses.replace(
+            spec, protocol=resumed_protocol(self.fronts.main, spec.protocol))
+        # The study that defines it all (and holds the finalists' re-measurements); its trials
+        # live in each batch size's study (self.fronts), unless it was made before.
+        self.study = self.fronts.main
+        self.claims = Claims(self.fronts, spec.space, self.on_message)
 
     def run(self) -> SearchSummary:
         if self.runner is None:
@@ -99,13 +108,14 @@ class Search:
                 self.claims.enqueue(config)
 
     def _run(self) -> SearchSummary:
-        spec, study, claims = self.spec, self.study, self.claims
+        spec, claims = self.spec, self.claims
         self.prepare()
         self._warn_of_neighbours()
         started = time.monotonic()
         deadline = started + spec.budget_s if spec.budget_s else None
         new, duplicates_in_a_row, stop_reason = 0, 0, ""
         history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
+        ended: float | None = None  # when this run's last trial ended (time.monotonic)
         # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
         # their other configs would fail the same way, each up to --timeout, so they are skipped.
         broken: dict[int, str] = {}
@@ -142,48 +152,57 @@ class Search:
                 self.stop_after_trial.wait(WAIT_POLL_S)
                 continue
 
-            trial = claims.ask()
-            config = suggest(trial, spec.space)
+            # Baselines and queued configs first; then the batch size with the fewest trials,
+            # whose own study's sampler proposes the rest of the config.
+            front = self.fronts.next_front(spec.space, state.taken, state.queued, broken)
+            assert front is not None, "a config is left, so a front has one"
+            trial, number = claims.ask(front[0])
+            config = suggest(trial, spec.space, front[1])
             if config.batch_size in broken and config.key not in not_run and not claims.state(
-                    exclude=trial.number).taken(config.key) and claims.claim(trial, config):
-                self.record(trial, _not_run(config.batch_size, broken))  # a row saying why
+                    exclude=number).taken(config.key) and claims.claim(trial, number, config):
+                self.record(trial, number, _not_run(config.batch_size, broken))  # says why
                 not_run.add(config.key)
                 continue
-            if claims.state(exclude=trial.number).taken(config.key) or config.batch_size in broken:
+            if claims.state(exclude=number).taken(config.key) or config.batch_size in broken:
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
-                study.tell(trial, state=TrialState.PRUNED)
+                trial.study.tell(trial, state=TrialState.PRUNED)
                 duplicates_in_a_row += 1
                 if duplicates_in_a_row >= 3 and remaining:
-                    # The sampler keeps proposing measured configs; hand it an unmeasured one.
-                    claims.enqueue(rng.choice(remaining))
+                    # The sampler keeps proposing measured configs; hand it an unmeasured one,
+                    # of its own batch size where one is left.
+                    claims.enqueue(rng.choice([c for c in remaining if c.batch_size ==
+                                               config.batch_size] or remaining))
                     duplicates_in_a_row = 0
                 continue
             duplicates_in_a_row = 0
-            if not claims.claim(trial, config):
+            if not claims.claim(trial, number, config):
                 # Another worker claimed this config at the same moment: at most one goes on.
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
-                study.tell(trial, state=TrialState.PRUNED)
+                trial.study.tell(trial, state=TrialState.PRUNED)
                 continue
 
-            self.on_start(trial.number, config)
+            self.on_start(number, config)
             t0 = time.monotonic()
             # The first trial of a run also times the device's peak matmul rate (fraction_of_peak).
             request = TrialRequest(config, spec.workload,
-                                   dataclasses.replace(spec.protocol, measure_peak=new == 0))
-            result = self.runner.run(request, spec.layout.trial_dir(trial.number), self.abort,
-                                     cache_dir=finalists.fresh_trial_cache(spec, config,
-                                                                           trial.number))
+                                   dataclasses.replace(spec.protocol, measure_peak=new == 0),
+                                   references=str(spec.layout.references_dir))
+            result = self.runner.run(request, spec.layout.trial_dir(number), self.abort,
+                                     cache_dir=finalists.fresh_trial_cache(spec, config, number))
+            # This process's own time since the run's previous trial ended (files, sampler).
+            result.tuner_overhead_s = None if ended is None else t0 - ended
+            ended = time.monotonic()
             history.append((config, time.monotonic() - t0))
             if result.status is Status.INTERRUPTED:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     trial.set_user_attr(INTERRUPTED_ATTR, True)
-                    study.tell(trial, state=TrialState.FAIL)
+                    trial.study.tell(trial, state=TrialState.FAIL)
                 stop_reason = "stopped by the user (the trial in flight was abandoned)"
                 break
             try:
-                exported = self.record(trial, result)
+                exported = self.record(trial, number, result)
             except optuna.exceptions.UpdateFinishedTrialError:
-                self.on_message(f"trial {trial.number} ({config.key}) was failed by another worker "
+                self.on_message(f"trial {number} ({config.key}) was failed by another worker "
                                 "while it ran here (no heartbeat within the grace period); its "
                                 "result is dropped and the config is measured again")
                 continue
@@ -197,7 +216,7 @@ class Search:
                                      and c.key not in state.running],
                            measured, spec.n_trials, deadline)))
             if _breaks_batch(config, result) and config.batch_size not in broken:
-                broken[config.batch_size] = f"trial {trial.number}, {config.label}: " \
+                broken[config.batch_size] = f"trial {number}, {config.label}: " \
                     f"{result.status.value}: " \
                     f"{result.message.splitlines()[0][:200] if result.message else ''}"
                 self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
@@ -208,7 +227,7 @@ class Search:
                 for other in spec.space.configs():
                     if other.batch_size == config.batch_size and other.key != config.key \
                             and not taken.taken(other.key):
-                        record_not_run(study, spec.space, other,
+                        record_not_run(self.fronts, spec.space, other,
                                        _not_run(config.batch_size, broken))
                         not_run.add(other.key)
         if broken and not _any_ok(self.export().trials):
@@ -244,31 +263,37 @@ class Search:
         self.export()
         return summary
 
-    def record(self, trial: optuna.Trial, result: TrialResult) -> Exported:
-        """Store the record on the trial (:mod:`tuner.study.record`), write the Parquet files,
-        set the trial's row's summary as its user attributes, and tell Optuna the objectives
-        (or the failure). Returns what was written."""
-        store_result(self.claims.storage, self.claims.trial_id(trial.number), result)
-        # One frame for both: the summary is the trial's Parquet row, so the dashboard and the
-        # files show the same numbers.
+    def record(self, trial: optuna.Trial, number: int, result: TrialResult) -> Exported:
+        """Store the record on the tuner's trial ``number`` (:mod:`tuner.study.record`), write
+        the Parquet files, set the trial's row's summary as its user attributes, and tell Optuna
+        its objectives and constraints (:mod:`tuner.study.sampler`): a failed config is an
+        infeasible point, not a gap. A model that fails in eager says nothing of the config:
+        that trial is told failed. Returns what was written."""
+        trial_id = self.claims.trial_id(number)
+        store_result(self.claims.storage, trial_id, result)
+        # One frame for all: the summary, objectives and constraints are the trial's Parquet
+        # row, so the dashboard, the sampler and the files have the same numbers.
         exported = self.export()
         df = exported.trials
-        for name, value in summary(df[df["trial_number"] == trial.number].iloc[0]).items():
+        row = df[df["trial_number"] == number].iloc[0]
+        for name, value in summary(row).items():
             trial.set_user_attr(name, value)
         trial.set_user_attr(STATUS_ATTR, result.status.value)
-        values = objective_values(result)
-        if result.ok and values is not None:
-            self.study.tell(trial, values)
-        else:
-            self.study.tell(trial, state=TrialState.FAIL)
+        if result.status is Status.WORKLOAD_ERROR:
+            trial.study.tell(trial, state=TrialState.FAIL)
+            return exported
+        verified = number in set(comparable(df)["trial_number"])
+        self.claims.storage.set_trial_system_attr(
+            trial_id, CONSTRAINTS_ATTR, constraint_values(row, verified, self.fronts.limits))
+        trial.study.tell(trial, objective_values(row, verified))
         return exported
 
     def _warn_of_neighbours(self) -> None:
         """Say so when something else shares this host's CPU as the search starts: timings of
         launch-bound configs depend on it (every row records it too: host_other_cpu_cores)."""
         host = socket.gethostname()
-        here = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                if (t.user_attrs.get(OWNER_ATTR) or {}).get("host") == host]
+        here = [t for t in self.fronts.trials(states=(TrialState.RUNNING,))
+                if (t.frozen.user_attrs.get(OWNER_ATTR) or {}).get("host") == host]
         if here and not self.spec.workload.device.startswith("cuda"):
             self.on_message(f"{len(here)} trial(s) of this study run in other processes on this "
                             "host: they share its CPU cores with this search's trials")
@@ -283,8 +308,8 @@ class Search:
 
     def export(self) -> Exported:
         """Write the Parquet files, and delete the compile caches of trials off the front."""
-        exported = export_study(self.study, self.spec, self.claims.storage)
-        finalists.prune_caches(self.study, self.spec, exported.pareto)
+        exported = export_study(self.fronts, self.spec)
+        finalists.prune_caches(self.fronts, self.spec, exported.pareto)
         return exported
 
 
@@ -295,11 +320,13 @@ def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
 
 def _breaks_batch(config: TrialConfig, result: TrialResult) -> bool:
     """Whether a trial shows that the model itself cannot run at its batch size: its factory or
-    eager reference raised (workload_error), or eager itself crashed, hung or ran out of memory.
+    eager reference raised (workload_error), or eager itself crashed, hung, ran out of memory or
+    hit a CUDA error (a device-side assert, say).
     Every config at that batch size runs the eager reference first, so each would fail too."""
     if result.status is Status.WORKLOAD_ERROR:
         return True
-    return not config.compiled and result.status in (Status.CRASH, Status.TIMEOUT, Status.OOM)
+    return not config.compiled and result.status in (Status.CRASH, Status.TIMEOUT, Status.OOM,
+                                                      Status.CUDA_ERROR)
 
 
 def _any_ok(df: pd.DataFrame) -> bool:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.spec.layout import StudyLayout, check_name
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
+
+if TYPE_CHECKING:
+    from tuner.data.select import Constraints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,9 +32,20 @@ class StudySpec:
     confirm_repeats: int | str = 0
     budget_s: float | None = None  # wall-clock budget of this run
     seed: int = 0
+    # The sampler's kind (tuner.study.sampler.SAMPLERS: tpe, nsga2, random), made by
+    # tuner.study.sampler.make_sampler with the seed; None: the one the study was made with (tpe
+    # for a new study). Benchmarks that compare samplers pass the kind here too.
+    sampler: str | None = None
+    # Limits the sampler learns as Optuna constraints (max_vram_gb, max_compile_s); None: those
+    # the study was made with (none for a new study).
+    limits: Constraints | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name)
+        if self.sampler is not None:
+            from tuner.study.sampler import check_sampler
+
+            check_sampler(self.sampler)
 
     @property
     def layout(self) -> StudyLayout:

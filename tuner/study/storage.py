@@ -8,6 +8,7 @@ attributes (the names below), so a study resumes from any host that can reach th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable
@@ -17,13 +18,15 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.data.select import PARETO_OBJECTIVES
+from tuner.data.select import PARETO_OBJECTIVES, Constraints
 from tuner.errors import UserError
 from tuner.spec.layout import StudyLayout
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
+from tuner.study.fronts import Fronts
 from tuner.study.redact import redact, scrub
+from tuner.study.sampler import DEFAULT_SAMPLER, check_sampler, make_sampler
 from tuner.study.spec import StudySpec
 
 # User attributes of each trial: its config's key (set when claimed, or when queued), the
@@ -39,6 +42,9 @@ INTERRUPTED_ATTR = "tuner.interrupted"
 RETRY_ATTR = "tuner.retry_of"  # on a queued trial: the dead trial whose config it measures again
 # User attributes of the study: what defines it.
 WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR = "tuner.workload", "tuner.space", "tuner.protocol"
+# ... and how it samples: the sampler's kind (tuner.study.sampler), the limits its trials'
+# constraints were set under (tuner.data.select.Constraints, as a dict).
+SAMPLER_ATTR, LIMITS_ATTR = "tuner.sampler", "tuner.limits"
 
 # While a search process runs a trial it records a heartbeat in the storage every
 # HEARTBEAT_INTERVAL_S; a trial whose last beat is older than HEARTBEAT_GRACE_S is failed by any
@@ -48,9 +54,9 @@ HEARTBEAT_INTERVAL_S = 20
 HEARTBEAT_GRACE_S = 120
 
 
-def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = None
-               ) -> optuna.Study:
-    """Create or load the study; refuse to resume one made with another workload or space.
+def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = None) -> Fronts:
+    """Create or load the study and the study of each batch size (:mod:`tuner.study.fronts`);
+    refuse to resume one made with another workload, space, sampler or limits.
 
     ``storage``: one made by :func:`make_storage` for ``spec.storage_url`` (a worker makes its
     own, to hear of the trials it fails for want of heartbeats); default: a new one.
@@ -62,21 +68,55 @@ def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = No
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     ensure_folder(spec)
-    sampler = optuna.samplers.TPESampler(multivariate=True, group=True, constant_liar=True,
-                                         seed=spec.seed)
     try:
+        storage = storage or make_storage(spec.storage_url)
         study = optuna.create_study(
-            study_name=spec.name, storage=storage or make_storage(spec.storage_url),
-            sampler=sampler, directions=["minimize"] * len(PARETO_OBJECTIVES),
-            load_if_exists=True)
+            study_name=spec.name, storage=storage,
+            directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
+        _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
+        _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space")
+        _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
+                      compared=_protocol_keys)
+        kind = _sampler_of(study, spec.sampler)
+        limits = _limits_of(study, spec.limits)
+        # A study made before samples its trials here; a newer one in each batch size's study.
+        study.sampler = make_sampler(kind, spec.seed)
+        if study.metric_names is None:
+            study.set_metric_names(list(PARETO_OBJECTIVES))
+        fronts = Fronts.open(study, storage, spec.space.batch_sizes,
+                             lambda: make_sampler(kind, spec.seed))
     except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
         raise _cannot_open(spec.storage_url, exc) from None
-    _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
-    _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space")
-    _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
-                  compared=_protocol_keys)
-    study.set_metric_names(list(PARETO_OBJECTIVES))
-    return study
+    fronts.sampler, fronts.limits = kind, limits
+    return fronts
+
+
+def _sampler_of(study: optuna.Study, asked: str | None) -> str:
+    """The study's sampler: stored when the study was made (``asked``, else the default);
+    a resume that asks for another is refused, since the study's trials were sampled by it."""
+    stored = study.user_attrs.get(SAMPLER_ATTR)
+    if stored is None:
+        kind = check_sampler(asked or DEFAULT_SAMPLER)
+        study.set_user_attr(SAMPLER_ATTR, kind)
+        return kind
+    if asked is not None and asked != stored:
+        raise UserError(f"study {study.study_name!r} was made with --sampler {stored}, asked "
+                        f"{check_sampler(asked)}: rerun with --sampler {stored} (or without "
+                        "--sampler) or pick a new --name")
+    return str(stored)
+
+
+def _limits_of(study: optuna.Study, asked: Constraints | None) -> Constraints:
+    """The study's limits: stored when the study was made (``asked``, else none). Each trial's
+    constraints were set under them, so a resume that asks for others is refused."""
+    if asked is not None:
+        _check_or_set(study, LIMITS_ATTR, asked.to_dict(), "set of limits")
+        return asked
+    stored = study.user_attrs.get(LIMITS_ATTR)
+    if stored is None:
+        study.set_user_attr(LIMITS_ATTR, Constraints().to_dict())
+        return Constraints()
+    return Constraints(**stored)
 
 
 def ensure_folder(spec: StudySpec) -> None:
@@ -208,6 +248,16 @@ def _protocol_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     """The protocol fields both sides know: a study stored by an older tuner lacks the newer
     fields, and resumes as long as the fields it has agree."""
     return (set(stored) & set(wanted)) - _PER_TRIAL_PROTOCOL_KEYS
+
+
+def resumed_protocol(study: optuna.Study, asked: TrialProtocol) -> TrialProtocol:
+    """The protocol a run's trials follow: ``asked``, but a field the study's stored protocol
+    lacks (a study made by an older tuner) takes its default, as :func:`join_spec` reads it:
+    a study made before compile budgets has none."""
+    stored = study.user_attrs.get(PROTOCOL_ATTR) or {}
+    older = {f.name: f.default for f in dataclasses.fields(TrialProtocol)
+             if f.name not in stored and f.name not in _PER_TRIAL_PROTOCOL_KEYS}
+    return dataclasses.replace(asked, **older) if stored else asked
 
 
 def _every_key(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:

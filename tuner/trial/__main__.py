@@ -1,9 +1,10 @@
 """Entry point of a trial process: ``python -m tuner.trial REQUEST.json RESULT.json``.
 
-Pre-started (``python -m tuner.trial --wait READY``): the process imports torch, creates the
-file READY and waits for one job on stdin, a JSON line ``{"request": ..., "result": ...,
-"env": {...}}``; it then runs that one trial exactly as above and exits. CUDA is not touched
-before the job arrives. See :mod:`tuner.launch.prestart`.
+Pre-started (``python -m tuner.trial --wait READY [PREBUILD.json]``): the process imports torch
+and, given a :class:`tuner.trial.prebuild.PrebuildRequest` file, builds that model on the CPU;
+it then creates the file READY and waits for one job on stdin, a JSON line ``{"request": ...,
+"result": ..., "env": {...}}``; it then runs that one trial exactly as above and exits. CUDA is
+not touched before the job arrives. See :mod:`tuner.launch.prestart`.
 
 If the parent sets TUNER_PARENT_PID, the trial dies with that process (Linux).
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from tuner.files import write_json_atomic
 from tuner.spec.records import Status, TrialRequest, TrialResult
-from tuner.trial.contract import EXIT_CODES, PARENT_PID_ENV
+from tuner.trial.contract import EXIT_CODES, LAUNCHED_AT_ENV, PARENT_PID_ENV
+from tuner.trial.prebuild import Prebuilt
 
 
 def die_with_parent() -> None:
@@ -51,22 +53,28 @@ def die_with_parent() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
+    launched_at = os.environ.pop(LAUNCHED_AT_ENV, "")
+    launch_s = max(0.0, time.time() - float(launched_at)) if launched_at else None
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 2 and argv[0] == "--wait":
-        return wait_for_job(Path(argv[1]))
+    if len(argv) in (2, 3) and argv[0] == "--wait":
+        return wait_for_job(Path(argv[1]), Path(argv[2]) if len(argv) == 3 else None)
     if len(argv) != 2 or argv[0].startswith("-"):
         print("usage: python -m tuner.trial REQUEST.json RESULT.json\n"
-              "       python -m tuner.trial --wait READY  (then one JSON job line on stdin)",
-              file=sys.stderr)
+              "       python -m tuner.trial --wait READY [PREBUILD.json]  (then one JSON job "
+              "line on stdin)", file=sys.stderr)
         return 2
-    return serve(Path(argv[0]), Path(argv[1]), started)
+    return serve(Path(argv[0]), Path(argv[1]), started, launch_s=launch_s)
 
 
-def wait_for_job(ready: Path) -> int:
-    """Pre-started: import what every trial needs (CUDA untouched), create ``ready``, then run
-    the one job that arrives on stdin. No job (stdin closed) is a quiet exit."""
+def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
+    """Pre-started: import what every trial needs (CUDA untouched), build the model of
+    ``prebuild_file`` on the CPU if given one, create ``ready``, then run the one job that
+    arrives on stdin. No job (stdin closed) is a quiet exit."""
+    # Besides torch and torchvision, what torch.compile(backend="inductor") imports when it is
+    # called (1-2 s); the caches' folders are still the job's (read when they are used).
     import torch  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
     import torchvision  # noqa: F401
 
     from tuner.trial import (  # noqa: F401
@@ -80,31 +88,48 @@ def wait_for_job(ready: Path) -> int:
     )
 
     imported_at = time.time()
+    prebuilt = None
+    if prebuild_file is not None:
+        from tuner.trial.prebuild import PrebuildRequest, prebuild
+
+        prebuilt = prebuild(PrebuildRequest.from_dict(json.loads(prebuild_file.read_text())))
+    ready_at = time.time()
     ready.touch()
     line = sys.stdin.readline()
     if not line.strip():
         return 0
+    received_at = time.time()
     job = json.loads(line)
     os.environ.update(job.get("env") or {})  # this trial's cache folders, read lazily by torch
-    # import_s: what was left of the import when the job was sent (0 once the process is ready).
-    left_s = max(0.0, imported_at - float(job.get("sent_at", imported_at)))
+    # What was left, when the job was sent, of the import (import_s) and of the build
+    # (build_s); 0 once the process is ready. The rest, the hand-over itself, is launch_s.
+    sent_at = float(job.get("sent_at", ready_at))
+    left_s = max(0.0, imported_at - sent_at)
+    if prebuilt is not None:
+        prebuilt.left_s = max(0.0, ready_at - max(imported_at, sent_at))
     return serve(Path(job["request"]), Path(job["result"]), time.perf_counter() - left_s,
-                 prestarted=True)
+                 prestarted=True, prebuilt=prebuilt,
+                 launch_s=max(0.0, received_at - max(ready_at, sent_at)))
 
 
-def serve(request_path: Path, result_path: Path, started: float, prestarted: bool = False) -> int:
-    """Run the request's trial and write its record; the exit code for the record's status."""
+def serve(request_path: Path, result_path: Path, started: float, prestarted: bool = False,
+          prebuilt: Prebuilt | None = None, launch_s: float | None = None) -> int:
+    """Run the request's trial and write its record; the exit code for the record's status.
+    ``started``: the process's clock at its start (import_s counts from there); ``launch_s``:
+    the time before it, since the runner started the trial."""
     from tuner.trial.protocol import describe_error, run_trial
 
     request = TrialRequest.from_dict(json.loads(request_path.read_text()))
     try:
-        result = run_trial(request, started)
+        result = run_trial(request, started, prebuilt)
         result.prestarted = prestarted
+        result.launch_s = launch_s
         if request.protocol.measure_peak:  # last, so it cannot disturb the trial's numbers
             result.peak_tflops_measured = _peak_tflops(request.workload.device)
     except Exception as exc:  # noqa: BLE001 - unexpected: still leave a record behind
         traceback.print_exc()
         result = TrialResult(status=Status.CRASH, message=f"trial process error: {describe_error(exc)}")
+    result.process_s = time.perf_counter() - started + (prebuilt.left_s if prebuilt else 0.0)
     write_json_atomic(result_path, result.to_dict())
     return EXIT_CODES.get(result.status, 1)
 

@@ -11,11 +11,16 @@ On the CPU the artifacts hold inductor's generated C++ source, not the built lib
 that starts from them skips tracing and lowering (its FX-graph and AOTAutograd lookups hit) but
 still runs the C++ compiler.
 
+:func:`cache_start` says what a trial's first call started from: empty caches, caches that held
+entries, or loaded artifacts.
+
 Only the standard library is imported at module level: the trial and ``apply`` use this.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,6 +84,46 @@ def load(path: Path) -> tuple[float | None, str]:
     if info is None:  # torch logs why and returns None for bytes it cannot read
         return None, f"load_cache_artifacts failed: torch {torch.__version__} cannot read {path}"
     return time.perf_counter() - started, ""
+
+
+# What a compiled trial's first call started from (TrialResult.cache_start).
+COLD, WARM, ARTIFACTS = "cold", "warm", "artifacts"
+
+
+def cache_start(held_entries: bool, loaded_artifacts: bool) -> str:
+    """``artifacts`` when saved artifacts were loaded; else ``warm`` when the compile caches
+    held entries before anything compiled (:func:`caches_hold_entries`), else ``cold``."""
+    return ARTIFACTS if loaded_artifacts else WARM if held_entries else COLD
+
+
+def caches_hold_entries() -> bool:
+    """Whether the inductor or triton cache folder this process compiles into holds any file
+    yet. A compile that starts from such a cache may hit entries of earlier compiles (another
+    trial's, with ``--warm-cache``): its first call is not a cold compile."""
+    for folder in _cache_folders():
+        try:
+            if any(path.is_file() for path in folder.rglob("*")):
+                return True
+        except OSError:  # unreadable: nothing of it can be hit either
+            continue
+    return False
+
+
+def _cache_folders() -> list[Path]:
+    """Where inductor puts its compile caches (its Triton kernels too, under the inductor
+    folder unless TRITON_CACHE_DIR says otherwise); the runner sets both for every trial."""
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not inductor:
+        try:
+            from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+            inductor = default_cache_dir()
+        except ImportError:  # an older torch: its default, spelt out
+            import getpass
+
+            inductor = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    triton = os.environ.get("TRITON_CACHE_DIR")
+    return [Path(inductor)] + ([Path(triton)] if triton else [])
 
 
 def cache_counters() -> tuple[int | None, int | None]:

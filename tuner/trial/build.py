@@ -26,22 +26,38 @@ def build_float32(workload: Workload,
                   batch_size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """The model and inputs on the device in float32, contiguous: the reference precision
     (what another precision's error is measured against); :func:`finish` casts them."""
+    model, inputs, _ = build_on_host(workload, batch_size)
+    return to_device(workload, model, inputs)
+
+
+def build_on_host(workload: Workload, batch_size: int
+                  ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], torch.Tensor | None]:
+    """The model (in eval mode) and inputs as the factory or torchvision makes them, on the
+    CPU, seeded; for a torchvision model also the random state its weights left, from which
+    :func:`torchvision_inputs` draws the inputs of any batch size (a pre-built model serves
+    them all: :mod:`tuner.trial.prebuild`)."""
     import torch
 
     torch.manual_seed(workload.seed)
     if workload.is_factory:
         model, inputs = _call_factory(workload, batch_size)
-    else:
-        import torchvision
+        return model.eval(), inputs, None
+    import torchvision
 
-        try:
-            model = torchvision.models.get_model(workload.model, weights=None)
-        except Exception as exc:  # noqa: BLE001
-            raise WorkloadError(f"cannot build {workload.model}: {type(exc).__name__}: {exc}") from exc
-        inputs = _torchvision_inputs(workload, batch_size)
+    try:
+        model = torchvision.models.get_model(workload.model, weights=None)
+    except Exception as exc:  # noqa: BLE001
+        raise WorkloadError(f"cannot build {workload.model}: {type(exc).__name__}: {exc}") from exc
+    after_model = torch.get_rng_state()
+    return model.eval(), torchvision_inputs(workload, batch_size), after_model
 
-    device = torch.device(workload.device)
-    model = model.eval().to(device=device, dtype=torch.float32)
+
+def to_device(workload: Workload, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
+              ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """What :func:`build_on_host` made, on the workload's device in float32, contiguous."""
+    import torch
+
+    model = model.to(device=torch.device(workload.device), dtype=torch.float32)
     return model, _place(workload, inputs, "float32", channels_last=False)
 
 
@@ -66,7 +82,7 @@ def build_inputs(workload: Workload, shape: Shape) -> tuple[torch.Tensor, ...]:
     if workload.is_factory:
         seq_len = None if isinstance(shape, int) else shape[1]
         return _place(workload, _call_factory(workload, shape_batch(shape), seq_len)[1])
-    return _place(workload, _torchvision_inputs(workload, shape_batch(shape)))
+    return _place(workload, torchvision_inputs(workload, shape_batch(shape)))
 
 
 def _call_factory(workload: Workload, batch_size: int,
@@ -79,7 +95,8 @@ def _call_factory(workload: Workload, batch_size: int,
     return _check_factory_result(workload.model, made)
 
 
-def _torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:
+def torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:
+    """A torchvision model's inputs, drawn from the random state as it is."""
     import torch
 
     size = workload.image_size

@@ -14,9 +14,14 @@ EXIT_CODES = {
     Status.COMPILE_ERROR: 4,
     Status.OOM: 5,
     Status.WRONG_RESULT: 6,
+    Status.CUDA_ERROR: 7,
 }
 
 PARENT_PID_ENV = "TUNER_PARENT_PID"  # set by the runner: the trial dies with that process
+
+# Set by the runner for a fresh trial process: when it started it (time.time()), so the trial
+# records its start-up as launch_s. A pre-started process is told by its job's sent_at instead.
+LAUNCHED_AT_ENV = "TUNER_LAUNCHED_AT"
 
 # Set by the runner for a pre-started trial: a file that exists once the process that will run
 # the next trial has finished importing. Warm-up and measurement wait for it (at most
@@ -24,3 +29,10 @@ PARENT_PID_ENV = "TUNER_PARENT_PID"  # set by the runner: the trial dies with th
 QUIET_FILE_ENV = "TUNER_QUIET_FILE"
 
 QUIET_MAX_WAIT_S = 120.0
+
+# Set by the runner when the protocol has a compile budget (--compile-timeout): a file the trial
+# writes, holding its record so far, just before its first compiled call, and removes as soon
+# as that call returns or raises (tuner.trial.compiling). A marker older than the budget makes
+# the runner kill the process group and keep that record as compile_timeout
+# (tuner.launch.compile_budget): no exit code of the trial's own says so.
+COMPILE_MARKER_ENV = "TUNER_COMPILE_MARKER"

@@ -1,8 +1,10 @@
-"""How busy the rest of the host was while a trial measured: CPU time other processes took.
+"""How busy the rest of the host was while a trial measured: CPU time other processes took, and
+CPU time the hypervisor gave to others while this machine's cores wanted it (steal).
 
 Launch-bound configs (eager, inductor without CUDA graphs) wait on the host CPU between kernels,
-so another process on the same cores makes their latency noisy. Linux only (``/proc/stat``);
-elsewhere the figures are None.
+so another process on the same cores makes their latency noisy; so does a virtual machine whose
+cores the hypervisor hands to another guest. Linux only (``/proc/stat``); elsewhere the figures
+are None.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import resource
 import time
 
 
-def _busy_cpu_s() -> float | None:
-    """CPU seconds all cores spent busy since boot (everything but idle and iowait)."""
+def _cpu_s() -> tuple[float, float] | None:
+    """(busy, steal): CPU seconds all cores spent busy since boot (user, nice, system, irq,
+    softirq: not idle, iowait or steal), and seconds stolen by the hypervisor."""
     try:
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = fields[0] + fields[1] + fields[2] + sum(fields[5:7])
+    steal = fields[7] if len(fields) > 7 else 0
+    return busy / tick, steal / tick
 
 
 def _own_cpu_s() -> float:
@@ -29,22 +34,25 @@ def _own_cpu_s() -> float:
 
 
 class OtherProcesses:
-    """A context that measures the CPU other processes used while it was open, in cores
-    (``other_cpu_cores``: 1.0 is one core kept busy the whole time), and the load average."""
+    """A context that measures, while it was open, the CPU other processes used
+    (``other_cpu_cores``: 1.0 is one core kept busy the whole time), the CPU the hypervisor
+    took (``steal_cores``, same unit), and the load average."""
 
     def __init__(self) -> None:
         self.other_cpu_cores: float | None = None
+        self.steal_cores: float | None = None
         self.load_1m: float | None = None
 
     def __enter__(self) -> OtherProcesses:
-        self._busy, self._own, self._t = _busy_cpu_s(), _own_cpu_s(), time.perf_counter()
+        self._cpu, self._own, self._t = _cpu_s(), _own_cpu_s(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        busy, own, elapsed = _busy_cpu_s(), _own_cpu_s(), time.perf_counter() - self._t
-        if busy is not None and self._busy is not None and elapsed > 0:
-            other = (busy - self._busy) - (own - self._own)
+        cpu, own, elapsed = _cpu_s(), _own_cpu_s(), time.perf_counter() - self._t
+        if cpu is not None and self._cpu is not None and elapsed > 0:
+            other = (cpu[0] - self._cpu[0]) - (own - self._own)
             self.other_cpu_cores = round(max(0.0, other) / elapsed, 3)
+            self.steal_cores = round(max(0.0, cpu[1] - self._cpu[1]) / elapsed, 3)
         try:
             self.load_1m = os.getloadavg()[0]
         except OSError:

@@ -11,24 +11,36 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.spec.config import uses_cudagraphs
 from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.trial.compiling import compiling
 from tuner.trial.contract import QUIET_FILE_ENV, QUIET_MAX_WAIT_S
 from tuner.trial.host import OtherProcesses
 
+if TYPE_CHECKING:
+    from tuner.spec.workload import Workload
+    from tuner.trial.prebuild import Prebuilt
 
-def run_trial(request: TrialRequest, started: float) -> TrialResult:
-    """Run the protocol; every expected failure comes back as a record, never an exception."""
+
+def run_trial(request: TrialRequest, started: float,
+              prebuilt: Prebuilt | None = None) -> TrialResult:
+    """Run the protocol; every expected failure comes back as a record, never an exception.
+    ``prebuilt``: what the pre-started process built before the request (its time unmeasured
+    but for ``prebuilt.left_s``), used where it serves (:mod:`tuner.trial.prebuild`)."""
     t = time.perf_counter()
     import torch
 
     if not request.workload.is_factory:
         import torchvision  # noqa: F401 - counted in import time, not build time
+    if request.config.backend == "inductor":
+        import torch._inductor.compile_fx  # noqa: F401 - as torch.compile would, 1-2 s: import time
     import_s = time.perf_counter() - started
 
     from tuner.trial import affinity, artifacts, build, checks, fingerprint, health, replay
     from tuner.trial.device import Device, host_rss_peak_bytes
+    from tuner.trial.reference import Store
     from tuner.trial.stats import is_steady
 
     result = TrialResult(status=Status.OK, import_s=import_s)
@@ -40,16 +52,22 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     work = config.applied_to(request.workload)
     t = time.perf_counter()
     try:
-        model, inputs = build.build_float32(work, config.batch_size)
+        model, inputs = _build_float32(request, work, prebuilt, result)
         dev.sync()
     except build.WorkloadError as exc:
         return _fail(result, Status.WORKLOAD_ERROR, str(exc))
-    build_s = time.perf_counter() - t
+    build_s = time.perf_counter() - t + (prebuilt.left_s if prebuilt else 0.0)
     # The float32 eager output, before the knobs (tf32) and the cast: what this precision's
-    # error is measured against. One eager call, only for a precision other than float32.
-    float32_reference = None
-    if work.dtype != "float32":
+    # error is measured against. One eager call, only for a precision other than float32;
+    # none where an earlier trial kept it, with the FLOPs and eager time (tuner.trial.reference).
+    t = time.perf_counter()
+    store = Store(request.references, work, config.batch_size, result.fingerprint)
+    kept = store.load(model, inputs)
+    result.reference_reused = None if request.references is None else kept is not None
+    float32_reference = kept.float32_outputs if kept else None
+    if kept is None and work.dtype != "float32":
         float32_reference = _float32_reference(model, inputs)
+    eager_reference_s = time.perf_counter() - t
 
     build.apply_global_knobs(work)
     t = time.perf_counter()
@@ -58,25 +76,43 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     result.build_s = build_s + time.perf_counter() - t
 
     with torch.no_grad():
-        # Eager reference on the same inputs, before anything is compiled.
+        # Eager reference on the same inputs, before anything is compiled: this trial's own,
+        # kept or not (it also readies the device's libraries before the first compiled call).
+        t = time.perf_counter()
         try:
             reference = _clone(model(*inputs))
-            result.eager_reference_ms = dev.time_call_s(lambda: model(*inputs)) * 1e3
+            result.eager_reference_ms = kept.eager_reference_ms if kept else \
+                dev.time_call_s(lambda: model(*inputs)) * 1e3
         except Exception as exc:  # noqa: BLE001
             if _is_oom(exc):
                 return _fail(result, Status.OOM, f"eager call: {describe_error(exc)}")
+            if _is_cuda_error(exc):
+                return _cuda_failure(result, "eager call: ", exc)
             return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {describe_error(exc)}")
         # The work one call does, counted on eager (the compiled model does the same math).
-        result.flops_per_call = checks.flops_per_call(lambda: model(*inputs))
+        if kept is None:
+            result.flops_per_call = checks.flops_per_call(lambda: model(*inputs))
+            store.save(float32_reference, result.flops_per_call, result.eager_reference_ms,
+                       is_float32=work.dtype == "float32")
+        else:
+            result.flops_per_call = kept.flops_per_call
+        result.reuse_note = "; ".join(n for n in (result.reuse_note, store.note) if n)
+        dev.sync()
+        result.eager_reference_s = eager_reference_s + time.perf_counter() - t
 
         dev.reset_peaks(empty_cache=True)
         result.vram_bytes_baseline = dev.allocated()
         mark_step = uses_cudagraphs(config) and dev.cuda
 
-        if request.load_artifacts and config.compiled:
-            # Start from saved artifacts (a finalist re-measurement); not in compile_s_cold.
-            result.artifacts_load_s, result.artifacts_note = artifacts.load(
-                Path(request.load_artifacts))
+        if config.compiled:
+            # What the first call starts from, looked at before anything is loaded or compiled,
+            # so that compile_s_cold is never a warm figure under a cold name.
+            held = artifacts.caches_hold_entries()
+            if request.load_artifacts:
+                # Start from saved artifacts (a finalist re-measurement); not in compile_s_cold.
+                result.artifacts_load_s, result.artifacts_note = artifacts.load(
+                    Path(request.load_artifacts))
+            result.cache_start = artifacts.cache_start(held, result.artifacts_load_s is not None)
         fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
 
         def call():
@@ -86,9 +122,11 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
             return fn(*inputs)
 
         # Cold compile: the first call, synchronised; then warm-up. NVML is sampled meanwhile.
+        # The runner holds the first call to the compile budget (tuner.trial.compiling).
         try:
             with dev.nvml_peak() as nvml:
-                result.compile_s_cold = dev.time_call_s(call)
+                with compiling(result, config.compiled):
+                    result.compile_s_cold = dev.time_call_s(call)
                 result.quiet_wait_s = wait_until_quiet()
                 warm_times = []
                 warm_start = time.perf_counter()
@@ -127,11 +165,16 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
             # one request waits, then what a call costs in a back-to-back stream.
             dev.reset_peaks(empty_cache=True)
             window = (proto.min_calls, proto.min_seconds, proto.max_seconds)
-            with affinity.timing_thread_on(affinity.timing_cpu()), OtherProcesses() as host:
+            with affinity.timing_thread_on(affinity.timing_cpu()) as pinned, \
+                    OtherProcesses() as host:
                 requests = dev.time_requests_ms(call, *window)
                 stream = dev.time_stream_ms(call, *window)
+            result.timing_cpu = pinned
             result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
+            result.host_steal_cores = host.steal_cores
         except Exception as exc:  # noqa: BLE001
+            if _is_cuda_error(exc) and not _is_oom(exc):
+                return _cuda_failure(result, "", exc)
             status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
             return _fail(result, status, describe_error(exc))
 
@@ -142,6 +185,7 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
     _fill_stream(result, *stream)
 
     if request.workload.shape_schedule and result.correct is not False:
+        t = time.perf_counter()
         try:
             with torch.no_grad():
                 replay.replay_schedule(result, dataclasses.replace(request, workload=work), fn,
@@ -149,8 +193,12 @@ def run_trial(request: TrialRequest, started: float) -> TrialResult:
         except build.WorkloadError as exc:
             return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
         except Exception as exc:  # noqa: BLE001
+            if _is_cuda_error(exc) and not _is_oom(exc):
+                return _cuda_failure(result, "shape schedule: ", exc)
             status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
             return _fail(result, status, f"shape schedule: {describe_error(exc)}")
+        finally:
+            result.replay_s = time.perf_counter() - t
 
     if result.correct is False:
         return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
@@ -194,6 +242,21 @@ def _fill_stream(result: TrialResult, samples: list[float], spent: float, timer:
     result.stream_calls, result.stream_s, result.stream_timer = len(samples), spent, timer
 
 
+def _build_float32(request: TrialRequest, work: Workload, prebuilt: Prebuilt | None,
+                   result: TrialResult):
+    """The float32 model and inputs on the device: moved there from what the pre-started
+    process built, where that serves (``result.prebuilt``), else built here."""
+    from tuner.trial import build, prebuild
+
+    if prebuilt is not None:
+        made, result.reuse_note = prebuild.take(prebuilt, request.workload,
+                                                request.config.batch_size)
+        result.prebuilt = made is not None
+        if made is not None:
+            return build.to_device(work, *made)
+    return build.build_float32(work, request.config.batch_size)
+
+
 def _float32_reference(model, inputs):
     """The eager float32 output on the CPU; None where it cannot be had (say, float32 does not
     fit where the trial's precision does): a blank cell, never a failed trial."""
@@ -235,6 +298,38 @@ def _is_oom(exc: BaseException) -> bool:
                                   getattr(torch.cuda, "OutOfMemoryError", None), MemoryError) if t)
     text = str(exc).lower()
     return isinstance(exc, oom_types) or any(words in text for words in _HOST_OOM)
+
+
+# A sticky CUDA error poisons the process's CUDA context: every later CUDA call fails too.
+# torch 2.8+ raises torch.AcceleratorError; before, a RuntimeError that says so.
+_CUDA_ERROR = ("cuda error", "device-side assert", "illegal memory access",
+               "unspecified launch failure")
+
+
+def _is_cuda_error(exc: BaseException) -> bool:
+    """A CUDA error (check :func:`_is_oom` first: "CUDA error: out of memory" is an oom)."""
+    import torch
+
+    accelerator_error = getattr(torch, "AcceleratorError", None)
+    text = str(exc).lower()
+    return (accelerator_error is not None and isinstance(exc, accelerator_error)) or any(
+        words in text for words in _CUDA_ERROR)
+
+
+def _cuda_failure(result: TrialResult, where: str, exc: BaseException) -> TrialResult:
+    """A cuda_error record. Its message is one line, the one that names the error (CUDA
+    appends lines of advice); the whole text goes to stderr, which the runner keeps as the
+    record's stderr_tail."""
+    import sys
+    import traceback
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    sys.stderr.flush()
+    lines = [line.strip() for line in describe_error(exc).splitlines() if line.strip()]
+    line = next((ln for ln in lines if any(w in ln.lower() for w in _CUDA_ERROR)), lines[0])
+    if line != lines[0]:  # a wrapper's message (a compile error, say) names it further down
+        line = f"{type(exc).__name__}: {line}"
+    return _fail(result, Status.CUDA_ERROR, f"{where}{line}"[:300])
 
 
 def describe_error(exc: BaseException) -> str:

@@ -1,0 +1,216 @@
+"""The compile budget (--compile-timeout): a first call past it is killed with its process group
+and kept as a compile_timeout row, the search goes on, and a study made before has none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import optuna
+import pytest
+
+from tests.fakes import FakeRunner
+from tests.test_cli import invoke
+from tests.test_study import make_space, make_spec
+from tuner.files import write_json_atomic
+from tuner.launch.compile_budget import MARKER_FILE, CompileWatch
+from tuner.launch.runner import ProcessRunner, _wait
+from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.spec.space import TrialConfig
+from tuner.spec.workload import Workload
+from tuner.study.search import Search
+from tuner.study.storage import KEY_ATTR, PROTOCOL_ATTR, join_spec
+from tuner.trial.compiling import compiling
+from tuner.trial.contract import COMPILE_MARKER_ENV
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status is left (a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def _wait_until_gone(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _gone(pid)
+
+
+def _trial_with_a_child(tmp_path) -> tuple[subprocess.Popen, int]:
+    """A stand-in trial process in its own group, with a child (as inductor's compile workers
+    are); the child's pid."""
+    pid_file = tmp_path / "child.pid"
+    proc = subprocess.Popen(["sh", "-c", f"sleep 600 & echo $! > {pid_file}; wait"],
+                            start_new_session=True)
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        time.sleep(0.01)
+    return proc, int(pid_file.read_text())
+
+
+# -- the runner's watch, on a stand-in process: milliseconds -------------------------------------
+
+def test_a_first_call_past_the_budget_is_killed_with_its_group_and_keeps_the_record_so_far(
+        tmp_path):
+    watch = CompileWatch(tmp_path, budget_s=0.3)
+    so_far = TrialResult(status=Status.OK, build_s=1.5, eager_reference_ms=4.0, cache_start="cold",
+                         fingerprint={"torch": "2.14.1"})
+    write_json_atomic(watch.marker, so_far.to_dict())  # the trial's first call has started
+    proc, child = _trial_with_a_child(tmp_path)
+    started = time.monotonic()
+    outcome = _wait(proc, 5.0, None, tmp_path / "result.json", watch)
+    assert outcome == "compile_timeout"
+    assert 0.3 <= time.monotonic() - started < 5
+    assert proc.returncode is not None and _wait_until_gone(child)  # the whole group died
+
+    result = watch.record()
+    assert result.status is Status.COMPILE_TIMEOUT
+    assert result.message.startswith("the first (compiling) call was still running after 0.")
+    assert result.message.endswith("past the compile budget of 0.3 s (--compile-timeout); "
+                                   "process group killed")
+    assert "\n" not in result.message
+    # What the trial had measured before its first call stays in the row; the compile has no time.
+    assert (result.build_s, result.eager_reference_ms, result.cache_start) == (1.5, 4.0, "cold")
+    assert result.fingerprint == {"torch": "2.14.1"} and result.compile_s_cold is None
+    assert not watch.marker.exists()
+
+
+def test_a_first_call_that_returns_within_the_budget_is_not_killed(tmp_path):
+    watch = CompileWatch(tmp_path, budget_s=0.3)
+    write_json_atomic(watch.marker, TrialResult(status=Status.OK).to_dict())
+    proc = subprocess.Popen(["sleep", "0.8"], start_new_session=True)
+    # The first call returns after 0.1 s: the marker goes, and the trial runs on past the budget.
+    threading.Timer(0.1, watch.marker.unlink).start()
+    assert _wait(proc, 60.0, None, tmp_path / "result.json", watch) == "exited"
+    assert proc.returncode == 0
+
+
+def test_without_a_budget_the_trial_is_given_no_marker_and_never_killed_for_it(tmp_path):
+    watch = CompileWatch(tmp_path, budget_s=None)
+    assert watch.env == {}
+    write_json_atomic(watch.marker, TrialResult(status=Status.OK).to_dict())
+    proc = subprocess.Popen(["sleep", "0.3"], start_new_session=True)
+    assert _wait(proc, 60.0, None, tmp_path / "result.json", watch) == "exited"
+    assert CompileWatch(tmp_path, budget_s=5.0).env == {
+        COMPILE_MARKER_ENV: str(tmp_path / MARKER_FILE)}
+
+
+def test_the_trial_marks_only_a_compiled_first_call_and_removes_the_mark_however_it_ends(
+        tmp_path, monkeypatch):
+    marker = tmp_path / MARKER_FILE
+    monkeypatch.setenv(COMPILE_MARKER_ENV, str(marker))
+    result = TrialResult(status=Status.OK, build_s=2.0)
+    with compiling(result, compiled=True):
+        assert TrialResult.from_dict(__import__("json").loads(marker.read_text())).build_s == 2.0
+    assert not marker.exists()
+    with pytest.raises(RuntimeError), compiling(result, compiled=True):
+        raise RuntimeError("the compile raised")  # a compile_error: its record comes next
+    assert not marker.exists()
+    with compiling(result, compiled=False):  # eager compiles nothing
+        assert not marker.exists()
+    monkeypatch.delenv(COMPILE_MARKER_ENV)
+    with compiling(result, compiled=True):  # no budget: no marker
+        assert list(tmp_path.iterdir()) == []
+
+
+# -- the search, with the fake runner ------------------------------------------------------------
+
+# Fake cold compiles (FakeRunner.COMPILE_S): default 15 s, max-autotune-no-cudagraphs 60 s.
+AUTOTUNE = make_space(batch_sizes=(1,), modes=("default", "max-autotune-no-cudagraphs"),
+                      dynamic=(False,))
+BUDGET = TrialProtocol(compile_timeout_s=30.0)
+
+
+def test_a_config_past_the_compile_budget_is_a_failed_row_and_the_search_goes_on(tmp_path):
+    spec = make_spec(tmp_path, space=AUTOTUNE, protocol=BUDGET)
+    runner = FakeRunner()
+    summary = Search(spec, runner).run()
+    assert sorted(runner.calls) == sorted(c.key for c in AUTOTUNE.configs())  # every one ran
+    assert all(r.protocol.compile_timeout_s == 30.0 for r in runner.requests)
+    df = summary.trials.set_index("config_key")
+    late = df[df["mode"] == "max-autotune-no-cudagraphs"]
+    assert len(late) == 1 and (late["status"] == "compile_timeout").all()
+    assert late["message"].str.contains("past the compile budget of 30 s").all()
+    assert (df.drop(index=late.index)["status"] == "ok").all()  # its batch size is not broken
+    assert "skipped" not in summary.stop_reason
+    # The sampler is told it failed: an infeasible point with no objectives.
+    for key in late.index:
+        bs = int(df.loc[key, "batch_size"])
+        study = optuna.load_study(study_name=f"s:bs{bs}", storage=spec.storage_url)
+        trial = next(t for t in study.trials if t.user_attrs.get(KEY_ATTR) == key)
+        assert trial.values == [float("inf")] * 3
+        assert trial.system_attrs["constraints"][0] == 1.0
+
+
+def test_a_study_made_before_compile_budgets_resumes_without_one(tmp_path):
+    spec = make_spec(tmp_path, space=AUTOTUNE, protocol=BUDGET)
+    search = Search(spec, FakeRunner())  # created, nothing measured yet
+    older = {k: v for k, v in search.study.user_attrs[PROTOCOL_ATTR].items()
+             if k != "compile_timeout_s"}
+    search.study.set_user_attr(PROTOCOL_ATTR, older)  # as an older tuner stored it
+
+    runner = FakeRunner()
+    summary = Search(spec, runner).run()  # the same command, with its (default) budget
+    assert {r.protocol.compile_timeout_s for r in runner.requests} == {None}
+    assert (summary.trials["status"] == "ok").all()
+    assert join_spec("s", None, tmp_path).protocol.compile_timeout_s is None  # and for workers
+    assert search.study.user_attrs[PROTOCOL_ATTR] == older  # not rewritten
+
+
+def test_search_help_says_the_default_budget_and_how_to_have_none():
+    result = invoke("search", "--help")
+    text = " ".join(result.stdout.split())
+    assert "--compile-timeout DURATION" in text and "[default: 5m]" in text
+    assert "none: no budget" in text and "73 s" in text and "380 s" in text
+
+
+def test_the_cli_stores_the_budget_with_the_study(tmp_path, fake_cli):
+    from tests.test_cli import search_args
+    from tuner.cli.options import Duration
+
+    args = search_args(tmp_path, "--confirm", "0", backend="eager", mode=None, batch_sizes="1",
+                       compile_timeout="1m30s")
+    assert invoke(*args).exit_code == 0
+    assert join_spec("resnet18-cpu", None, tmp_path).protocol.compile_timeout_s == 90.0
+    assert Duration(none_ok=True).convert("None", None, None) is None  # --compile-timeout none
+    with pytest.raises(Exception, match="cannot read duration 'none'"):
+        Duration().convert("none", None, None)  # --timeout none is no duration
+
+
+# -- a real trial process whose compile hangs: seconds --------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prestart", [False, True], ids=["fresh", "prestarted"])
+def test_a_real_compile_past_its_budget_is_killed_with_its_children(tmp_path, monkeypatch,
+                                                                     prestart):
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("TUNER_TEST_CHILD_PID_FILE", str(pid_file))
+    protocol = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
+                             compile_timeout_s=2.0)
+    request = TrialRequest(TrialConfig("inductor", 2, "default", False),
+                           Workload(model="tests.models:slow_to_compile", device="cpu"), protocol)
+    runner = ProcessRunner(timeout_s=60, prestart=prestart)
+    try:
+        r = runner.run(request, tmp_path / "trial")
+    finally:
+        runner.close()
+    assert r.status is Status.COMPILE_TIMEOUT, (r.message, r.stderr_tail)
+    assert r.prestarted is prestart
+    assert "past the compile budget of 2 s (--compile-timeout)" in r.message
+    assert 2.0 <= float(r.message.split("after ")[1].split(" s")[0]) < 10
+    assert r.wall_s < 60  # not --timeout
+    # The row keeps what the trial measured before its first call.
+    assert r.eager_reference_ms > 0 and r.build_s is not None and r.fingerprint["torch"]
+    assert r.cache_start == "cold" and r.compile_s_cold is None
+    children = [int(pid) for pid in pid_file.read_text().split()]
+    assert children and all(_wait_until_gone(pid) for pid in children)  # they died with it
+    assert not (tmp_path / "trial" / MARKER_FILE).exists()
+    assert os.path.exists(tmp_path / "trial" / "trial.log")

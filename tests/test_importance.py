@@ -1,0 +1,172 @@
+"""Which knobs matter: parameter importances per batch size (``tuner show --importance``) and
+the PNG files of ``tuner plot``, on synthetic studies written as real Parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.synthetic import configs, write_study
+from tuner.cli import main
+from tuner.data import files
+from tuner.data.importance import importances
+from tuner.spec.config import TrialConfig
+
+PNG = b"\x89PNG\r\n\x1a\n"
+THREE = ("eager", "inductor:default", "inductor:reduce-overhead")
+
+
+def knob_configs() -> list[TrialConfig]:
+    """Eager and inductor in two precisions, with and without epilogue fusion, at batch sizes
+    1 and 8; ``dynamic`` searched at batch size 1 only."""
+    out = []
+    for bs in (1, 8):
+        for dtype in ("float32", "bfloat16"):
+            out.append(TrialConfig("eager", bs, dtype=dtype))
+            for fusion in (True, False):
+                for dynamic in ((False, True) if bs == 1 else (False,)):
+                    out.append(TrialConfig("inductor", bs, "default", dynamic, dtype=dtype,
+                                           options=(("epilogue_fusion", fusion),)))
+    return out
+
+
+def latency_ms(config: TrialConfig, number: int) -> float:
+    """bfloat16 decides latency at batch size 1; epilogue fusion decides it at batch size 8,
+    where every latency is 100 times larger. Computed across batch sizes mixed, the fast
+    bfloat16 rows of batch size 1 would make dtype look decisive at 8 too."""
+    if config.batch_size == 1:
+        return (1.0 if config.dtype == "bfloat16" else 2.0) + 0.01 * number
+    if config.backend == "eager":
+        return 300.0 + number
+    fused = dict(config.options)["epilogue_fusion"]
+    return (100.0 if fused else 200.0) + (1.0 if config.dtype == "bfloat16" else 0.0)
+
+
+@pytest.fixture(scope="module")
+def knobs(tmp_path_factory) -> Path:
+    trial_configs = knob_configs()
+    return write_study(tmp_path_factory.mktemp("studies"), "knobs", trial_configs=trial_configs,
+                       changes={c.key: {"latency_ms_p50": latency_ms(c, i)}
+                                for i, c in enumerate(trial_configs)})
+
+
+@pytest.fixture(scope="module")
+def found(knobs):
+    trials, _ = files.read(knobs)
+    return {b.batch_size: b for b in importances(trials)}
+
+
+def test_the_parameter_that_decides_latency_ranks_first_at_each_batch_size(found):
+    assert next(iter(found[1].importances["latency"])) == "dtype"
+    assert found[1].importances["latency"]["dtype"] > 0.9
+    assert next(iter(found[8].importances["latency"])) == "opt_epilogue_fusion"
+    assert sum(found[8].importances["latency"].values()) == pytest.approx(1.0)
+
+
+def test_only_the_parameters_that_varied_at_that_batch_size_are_assessed(found):
+    # mode (always default), channels_last and cudnn_benchmark (the workload's) never vary;
+    # dynamic varies at batch size 1 only.
+    assert found[1].parameters == ("backend", "dynamic", "dtype", "opt_epilogue_fusion")
+    assert found[8].parameters == ("backend", "dtype", "opt_epilogue_fusion")
+    assert set(found[8].importances["latency"]) == set(found[8].parameters)
+
+
+def test_an_objective_without_spread_has_no_importances_and_says_why(found):
+    # The fake runner gives every config of a batch size the same memory, and eager's short
+    # warm-up ties it with none of the compiled rows, yet the best 5 rows include them all.
+    assert found[1].skipped["memory"] == "every row has the same value"
+    assert found[1].skipped["warmup"] == ("the best 5 rows, ties included, are all 10: "
+                                          "no parameter sets them apart")
+    assert set(found[1].importances) == {"latency"}
+
+
+def test_a_batch_size_with_too_few_rows_or_parameters_says_so(tmp_path):
+    few = write_study(tmp_path, "few", trial_configs=configs(
+        batch_sizes=(1,), labels=("eager", "inductor:default")))
+    (b,) = importances(files.read(few)[0])
+    assert b.note == "2 verified rows, too few for importances (at least 4)"
+    assert b.importances == {}
+    one = write_study(tmp_path, "one", trial_configs=[
+        TrialConfig("inductor", 1, "default", False, dtype=d)
+        for d in ("float32", "bfloat16", "float16", "tf32")])
+    (b,) = importances(files.read(one)[0])
+    assert b.note == ("1 parameter varied (dtype), too few for importances (at least 2): "
+                      "search more dimensions")
+
+
+def test_show_importance_prints_a_table_per_batch_size(knobs, tmp_path):
+    out = CliRunner().invoke(main, ["show", str(knobs), "--importance"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    at = lines.index("batch size 8: 6 verified rows, importance for being among the best 3")
+    assert lines[at + 1].split() == ["parameter", "latency", "memory", "warmup"]
+    assert lines[at + 2].split()[:3] == ["opt_epilogue_fusion", "0.59", "-"]
+    assert "  memory: every row has the same value" in lines
+    few = write_study(tmp_path, "few", trial_configs=configs((1,), THREE))
+    out = CliRunner().invoke(main, ["show", str(few), "--importance"])
+    assert "batch size 1: 3 verified rows, too few for importances (at least 4)" in out.output
+
+
+def test_show_importance_json(knobs):
+    out = CliRunner().invoke(main, ["show", str(knobs), "--importance", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["study"] == "knobs" and "PedAnovaImportanceEvaluator" in data["evaluator"]
+    assert data["objectives"]["latency"] == "latency_ms_p50"
+    by_size = {b["batch_size"]: b for b in data["batch_sizes"]}
+    assert list(by_size[1]["importances"]["latency"])[0] == "dtype"
+    assert by_size[8]["best_rows"] == 3 and by_size[8]["note"] is None
+    assert by_size[8]["skipped"]["memory"] == "every row has the same value"
+
+
+def test_show_importance_refuses_all(knobs):
+    out = CliRunner().invoke(main, ["show", str(knobs), "--importance", "--all"])
+    assert out.exit_code == 1
+    assert out.output == ("Error: --all and --importance are two different views: "
+                          "give one of them\n")
+
+
+def test_plot_writes_fronts_and_importances_as_png(knobs, tmp_path):
+    out = CliRunner().invoke(main, ["plot", str(knobs), "--out", str(tmp_path / "new" / "p")])
+    assert out.exit_code == 0, out.output
+    names = ["knobs-pareto-bs1.png", "knobs-pareto-bs8.png", "knobs-importance-bs1.png",
+             "knobs-importance-bs8.png"]
+    assert out.stdout.splitlines() == [str(tmp_path / "new" / "p" / n) for n in names]
+    for name in names:
+        data = (tmp_path / "new" / "p" / name).read_bytes()
+        assert data[:8] == PNG and len(data) > 10_000
+
+
+def test_plot_defaults_to_the_study_folder_and_says_which_batch_sizes_have_no_bars(tmp_path):
+    few = write_study(tmp_path, "few", trial_configs=configs((1,), THREE))
+    out = CliRunner().invoke(main, ["plot", "few", "--studies-dir", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert out.stdout == f"{few / 'plots' / 'few-pareto-bs1.png'}\n"
+    assert out.stderr == ("batch size 1: no importance plot: 3 verified rows, too few for "
+                          "importances (at least 4)\n")
+    assert (few / "plots" / "few-pareto-bs1.png").read_bytes()[:8] == PNG
+    out = CliRunner().invoke(main, ["plot", str(few), "--json"])
+    assert json.loads(out.stdout) == {
+        "study": "few", "written": [str(few / "plots" / "few-pareto-bs1.png")],
+        "no_importance": {"1": "3 verified rows, too few for importances (at least 4)"}}
+
+
+def test_plot_bad_input_is_a_one_line_error(knobs, tmp_path):
+    runner = CliRunner()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    broken = write_study(tmp_path, "broken", trial_configs=configs((1,), THREE),
+                         changes={label: {"correct": False} for label in THREE})
+    for args, words in (([str(tmp_path / "missing")], "no such file"),
+                        ([str(knobs), "--out", str(blocker / "plots")],
+                         f"cannot write plots to {blocker / 'plots'}"),
+                        ([str(broken)], "nothing to plot: study broken has no row that "
+                                        "finished and matched eager")):
+        out = runner.invoke(main, ["plot", *args])
+        assert out.exit_code == 1, out.output
+        assert out.output.startswith("Error: ") and words in out.output
+        assert out.output.count("\n") == 1
+    assert not (broken / "plots").exists()

@@ -1,0 +1,197 @@
+"""Trial overhead: eager references kept and reused across trials, models built by the
+pre-started process, the phases a row records, the search's own time between trials, and
+inductor's compile workers shared out among a fleet's workers."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from benchmarks import trial_overhead
+from tests import workers
+from tests.fakes import FakeRunner
+from tuner.data import files
+from tuner.launch import runner as runners
+from tuner.launch.runner import LaunchSettings, ProcessRunner
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status, TrialProtocol, TrialRequest
+from tuner.spec.workload import Workload
+from tuner.study import fleet as fleets
+from tuner.study.search import Search
+from tuner.study.spec import StudySpec
+from tuner.trial import build, prebuild, reference
+from tuner.trial.protocol import run_trial
+
+QUICK = TrialProtocol(min_calls=5, min_seconds=0.01, warmup_max_calls=20)
+TINY = Workload(model="tests.models:tiny_cnn", device="cpu")
+
+
+def trial(config: TrialConfig, workload: Workload = TINY, references=None, prebuilt=None):
+    """One trial run here, in this process: what the trial process would record."""
+    request = TrialRequest(config, workload, QUICK,
+                           references=None if references is None else str(references))
+    return run_trial(request, time.perf_counter(), prebuilt)
+
+
+# -- eager references kept in the study folder ---------------------------------------------------
+def test_the_second_trial_of_a_batch_size_and_precision_reuses_the_first_ones_reference(tmp_path):
+    config = TrialConfig("eager", 2, dtype="bfloat16")
+    first, second = trial(config, references=tmp_path), trial(config, references=tmp_path)
+    key = reference.key(config.applied_to(TINY), 2, first.fingerprint)
+    assert [p.name for p in tmp_path.iterdir()] == [f"{key}.pt"]
+    assert (first.reference_reused, second.reference_reused) == (False, True)
+    for r in (first, second):
+        assert r.status is Status.OK and r.correct is True and r.eager_reference_s >= 0
+    # The same FLOPs, eager time and error against float32, without computing them again.
+    assert second.flops_per_call == first.flops_per_call > 0
+    assert second.eager_reference_ms == first.eager_reference_ms
+    assert second.max_abs_error_vs_fp32 == first.max_abs_error_vs_fp32 > 0
+    # Another precision is another reference; no study folder, nothing kept.
+    assert trial(TrialConfig("eager", 2), references=tmp_path).reference_reused is False
+    assert trial(config).reference_reused is None and len(list(tmp_path.iterdir())) == 2
+
+
+def test_a_reference_made_from_other_weights_or_inputs_is_computed_again(tmp_path):
+    config = TrialConfig("eager", 2)
+    trial(config, references=tmp_path)
+    (path,) = tmp_path.iterdir()
+    kept = torch.load(path, weights_only=True)
+    kept["checksum"][-1] += 1.0  # as if the factory now drew other inputs
+    torch.save(kept, path)
+    again = trial(config, references=tmp_path)
+    assert again.reference_reused is False and again.status is Status.OK
+    assert again.reuse_note.startswith("weights or inputs differ")
+    assert trial(config, references=tmp_path).reference_reused is True  # kept afresh
+
+
+def test_the_reference_key_changes_with_whatever_changes_the_eager_output():
+    fp = {"torch": "2.11.0", "cuda": "13.0", "gpu_name": "NVIDIA H200"}
+    work = Workload(model="resnet18", device="cuda")
+    key = reference.key(work, 8, fp)
+    assert key.startswith("bs8-float32-") and key == reference.key(work, 8, dict(fp))
+    others = [reference.key(work, 16, fp), reference.key(work, 8, {**fp, "torch": "2.12.0"}),
+              reference.key(work, 8, {**fp, "gpu_name": "NVIDIA A100"}),
+              *(reference.key(Workload(model="resnet18", device="cuda", **change), 8, fp)
+                for change in ({"dtype": "bfloat16"}, {"channels_last": True},
+                               {"cudnn_benchmark": False}, {"image_size": 64}, {"seed": 1}))]
+    assert len({key, *others}) == len(others) + 1
+
+
+# -- models built by the pre-started process --------------------------------------------------
+def test_a_prebuilt_model_is_exactly_what_the_trial_would_build(tmp_path):
+    work = Workload(model="resnet18", device="cpu", image_size=32)
+    for made_for, asked in ((4, 4), (1, 4)):  # a torchvision model serves any batch size
+        made, note = prebuild.take(prebuild.prebuild(prebuild.PrebuildRequest(work, made_for)),
+                                   work, asked)
+        model, inputs = build.to_device(work, *made)
+        fresh_model, fresh_inputs = build.build_float32(work, asked)
+        assert note == "" and inputs[0].shape[0] == asked
+        assert all(torch.equal(a, b) for a, b in zip(inputs, fresh_inputs))
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                     fresh_model.state_dict().values()))
+
+
+def test_a_pre_started_trial_with_a_prebuilt_model_records_what_a_fresh_one_does():
+    config = TrialConfig("eager", 2)
+    fresh = trial(config)
+    prebuilt = prebuild.prebuild(prebuild.PrebuildRequest(TINY, 2))
+    prebuilt.left_s = 0.25  # still building when the trial was handed over
+    ahead = trial(config, prebuilt=prebuilt)
+    assert (ahead.status, ahead.correct, ahead.flops_per_call) == \
+        (fresh.status, fresh.correct, fresh.flops_per_call) == (Status.OK, True, fresh.flops_per_call)
+    assert (fresh.prebuilt, ahead.prebuilt, ahead.reuse_note) == (None, True, "")
+    assert ahead.build_s >= 0.25  # what was left of the build is the trial's build time
+    assert prebuilt.model is None  # the process let go of its copy
+
+
+def test_a_factory_model_prebuilt_at_another_batch_size_is_built_in_the_trial():
+    r = trial(TrialConfig("eager", 2), prebuilt=prebuild.prebuild(prebuild.PrebuildRequest(TINY, 8)))
+    assert r.status is Status.OK and r.correct is True and r.prebuilt is False
+    assert r.reuse_note == "pre-built at batch size 8, not 2: built in the trial"
+
+
+def test_a_factory_that_touches_cuda_while_prebuilt_is_built_in_the_trial(monkeypatch):
+    monkeypatch.setattr(prebuild, "touched_cuda", lambda: True)  # as torch.cuda.is_initialized()
+    prebuilt = prebuild.prebuild(prebuild.PrebuildRequest(TINY, 2))
+    assert prebuilt.model is None and prebuilt.note == prebuild.CUDA_NOTE
+    r = trial(TrialConfig("eager", 2), prebuilt=prebuilt)
+    assert r.status is Status.OK and r.correct is True
+    assert r.prebuilt is False and r.reuse_note == prebuild.CUDA_NOTE
+
+
+def test_the_runner_prebuilds_the_batch_size_it_ran_least_recently():
+    runner = ProcessRunner(timeout_s=10, prestart=True)
+    guesses = [runner._next_build(TrialRequest(TrialConfig("eager", bs), TINY)).batch_size
+               for bs in (1, 32, 1, 32, 8, 1)]
+    assert guesses == [1, 1, 32, 1, 1, 32]
+
+
+@pytest.mark.slow
+def test_pre_started_processes_get_prebuilt_models_and_every_phase_is_recorded(tmp_path):
+    refs = str(tmp_path / "references")
+    request = TrialRequest(TrialConfig("eager", 2), TINY, QUICK, references=refs)
+    runner = ProcessRunner(timeout_s=240, prestart=True)
+    try:
+        first, second = (runner.run(request, tmp_path / str(n)) for n in range(2))
+    finally:
+        runner.close()
+    fresh = ProcessRunner(timeout_s=240).run(request, tmp_path / "fresh")
+    for r in (first, second, fresh):
+        assert r.status is Status.OK and r.correct is True, r.stderr_tail
+        assert r.launch_s >= 0 and r.eager_reference_s >= 0 and r.process_s > r.import_s
+        assert r.wall_s >= r.launch_s + r.process_s
+    assert (first.prebuilt, second.prebuilt, fresh.prebuilt) == (None, True, None)
+    assert (first.reference_reused, second.reference_reused) == (False, True)
+
+
+# -- the search's own time between trials ----------------------------------------------------
+def test_each_trial_after_the_first_records_the_searchs_time_before_it(tmp_path):
+    spec = StudySpec(name="s", workload=workers.WORKLOAD, space=workers.SPACE_SMALL,
+                     root=tmp_path)
+    fake = FakeRunner()
+    Search(spec, fake).run()
+    assert {r.references for r in fake.requests} == {str(tmp_path / "s" / "references")}
+    df = files.read(tmp_path / "s")[0].sort_values("trial_number")
+    between = df["tuner_overhead_s"].tolist()
+    assert pd.isna(between[0]) and all(0 <= s < 30 for s in between[1:])
+
+
+# -- inductor's compile workers, shared out among a fleet's workers ---------------------------
+def test_each_worker_of_a_two_gpu_fleet_gives_its_trials_half_the_cores(tmp_path, monkeypatch):
+    monkeypatch.setattr(fleets.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv(runners.COMPILE_THREADS_ENV, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = StudySpec(name="f", workload=workers.WORKLOAD, space=workers.SPACE_SMALL,
+                     root=tmp_path)
+    fleet = fleets.Fleet(spec, [0, 1], LaunchSettings(timeout_s=60))
+    for index, gpu in enumerate(fleet.gpus):
+        plan = fleets.WorkerPlan.from_json(fleet.plan(index, gpu).to_json())  # as the worker reads it
+        trial_env = runners.make_runner(plan.launch)._env()  # every trial process's environment
+        assert trial_env[runners.COMPILE_THREADS_ENV] == "8"
+        assert trial_env["CUDA_VISIBLE_DEVICES"] == str(gpu)
+    assert fleets.compile_threads(1) == 16 and fleets.compile_threads(64) == 1
+    # A search on its own leaves inductor to choose; a user's own setting wins over the fleet's.
+    assert runners.COMPILE_THREADS_ENV not in runners.make_runner(LaunchSettings(60)).env
+    monkeypatch.setenv(runners.COMPILE_THREADS_ENV, "3")
+    assert runners.make_runner(fleet.plan(0, 0).launch)._env()[runners.COMPILE_THREADS_ENV] == "3"
+
+
+# -- the benchmark's figure ------------------------------------------------------------------
+def test_the_overhead_figure_is_the_mean_after_the_first_trial_of_each_batch_size():
+    rows = [  # trial, batch size, status, wall, compile, warm-up, measure, stream
+        (0, 1, "ok", 10.0, 0.0, 0.5, 2.0, 2.0), (1, 8, "ok", 12.0, 0.0, 0.5, 2.0, 2.0),
+        (2, 1, "ok", 30.0, 20.0, 0.5, 2.0, 2.0), (3, 8, "oom", 1.0, None, None, None, None),
+        (4, 8, "ok", 26.0, 20.0, 0.5, 2.0, 2.0), (5, 1, "ok", 28.5, 20.0, 0.5, 2.0, 2.0)]
+    df = pd.DataFrame(rows, columns=["trial_number", "batch_size", "status", "wall_s",
+                                     "compile_s_cold", "warmup_s", "measure_s", "stream_s"])
+    for column in ("launch_s", "process_s", "import_s", "build_s", "eager_reference_s",
+                   "quiet_wait_s", "replay_s", "tuner_overhead_s"):
+        df[column] = 0.0
+    df["label"], df["prebuilt"], df["reference_reused"] = "x", True, True
+    table = trial_overhead.overhead_table(df)
+    assert table["overhead_s"].tolist() == [5.5, 7.5, 5.5, 1.5, 4.0]
+    assert trial_overhead.mean_after_first(table) == pytest.approx((5.5 + 1.5 + 4.0) / 3)
+    assert "pre-built models 3 of 3" in "\n".join(trial_overhead.report(table))

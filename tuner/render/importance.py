@@ -1,0 +1,57 @@
+"""``tuner show --importance`` for people and scripts: per batch size, how much each searched
+parameter decided each objective (:mod:`tuner.data.importance`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.data.importance import (
+    EVALUATOR,
+    IMPORTANCE_OBJECTIVES,
+    NOT_APPLICABLE,
+    TOP_FRACTION,
+    TOP_ROWS,
+    BatchImportance,
+)
+from tuner.data.select import OBJECTIVES
+
+HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
+       f" the best rows (the best {TOP_FRACTION * 100:.0f} %, at least {TOP_ROWS}, at most half) than "
+       "among all of them;\n each column sums to 1; where a parameter does not apply to a row, "
+       f"'{NOT_APPLICABLE}' is its value there)")
+
+
+def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
+    """The text of ``tuner show --importance``."""
+    lines = [f"study {meta.get('study')}: which parameters decide each objective, per batch size",
+             HOW]
+    for b in found:
+        lines.append("")
+        if b.note is not None:
+            lines.append(f"batch size {b.batch_size}: {b.note}")
+            continue
+        lines.append(f"batch size {b.batch_size}: {b.rows} verified rows, importance for "
+                     f"being among the best {b.best_rows}")
+        lines.append(table(b))
+        lines += [f"  {objective}: {why}" for objective, why in b.skipped.items()]
+    return "\n".join(lines)
+
+
+def table(b: BatchImportance) -> str:
+    """One row per parameter, most important first (for the first objective that has
+    importances); one column per objective."""
+    first = next(iter(b.importances.values()), {})
+    params = sorted(b.parameters, key=lambda p: -first.get(p, 0.0))
+    headers = ["parameter", *IMPORTANCE_OBJECTIVES]
+    body = [[p, *(f"{b.importances[o][p]:.2f}" if o in b.importances else "-"
+                  for o in IMPORTANCE_OBJECTIVES)] for p in params]
+    widths = [max(len(r[i]) for r in [headers, *body]) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths)))
+                     for r in [headers, *body])
+
+
+def as_json(found: list[BatchImportance], meta: dict[str, Any]) -> dict[str, Any]:
+    return {"study": meta.get("study"), "evaluator": EVALUATOR,
+            "objectives": {o: OBJECTIVES[o].column for o in IMPORTANCE_OBJECTIVES},
+            "batch_sizes": [b.to_dict() for b in found]}

@@ -1,0 +1,135 @@
+"""``tuner plot``: PNG files of a study, per batch size. The Pareto front, as latency against
+memory and against warm-up (compile included), and the parameter importances
+(:mod:`tuner.data.importance`) as bars, one panel per objective."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
+from tuner.data.select import GIB, OBJECTIVES, eligible, pareto
+from tuner.errors import UserError
+from tuner.spec.config import EAGER
+from tuner.spec.records import Status
+
+FRONT, OTHER, BASELINE = "#1f77b4", "#9a9a9a", "#d62728"
+# (column, axis label, scale) of each panel of the front's figure, against latency.
+_PANELS = (("peak_memory_bytes", "memory while serving (GiB), lower is better", GIB),
+           ("time_to_steady_s", "warm-up: compile + settle (s), lower is better", 1.0))
+
+
+def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImportance],
+                directory: Path) -> list[Path]:
+    """Write ``<study>-pareto-bs<N>.png`` for each batch size with a verified row and
+    ``<study>-importance-bs<N>.png`` for each one with importances into ``directory`` (made if
+    missing); return the paths written."""
+    name = str(meta.get("study") or "study")
+    ok = eligible(trials)
+    if ok.empty:
+        raise UserError(f"nothing to plot: study {name} has no row that finished and matched eager")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write plots to {directory}: {exc.strerror or exc}") from exc
+    front = set(pareto(trials)["trial_number"])
+    written = []
+    for bs, rows in ok.groupby("batch_size"):
+        failed = int(((trials["batch_size"] == bs) & (trials["status"] != Status.OK.value)).sum())
+        written.append(_save(front_figure(name, int(bs), rows, front, failed),
+                             directory / f"{name}-pareto-bs{int(bs)}.png"))
+    for b in found:
+        if b.importances:
+            written.append(_save(importance_figure(name, b),
+                                 directory / f"{name}-importance-bs{b.batch_size}.png"))
+    return written
+
+
+def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int],
+                 failed: int) -> Any:
+    """Latency against memory and against warm-up: every verified row, the Pareto-optimal
+    ones (over latency, memory and warm-up together) filled and labelled, eager a red star."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 5.5), layout="constrained")
+    axes = fig.subplots(1, len(_PANELS))
+    x = pd.to_numeric(rows["latency_ms_p50"], errors="coerce")
+    on_front = rows["trial_number"].isin(front)
+    is_eager = rows["backend"] == EAGER
+    for ax, (column, label, unit) in zip(axes, _PANELS):
+        y = pd.to_numeric(rows[column], errors="coerce") / unit
+        shown = x.notna() & y.notna()
+        for mask, style in ((shown & ~on_front & ~is_eager,
+                             dict(facecolors="none", edgecolors=OTHER, s=30, label="other")),
+                            (shown & on_front & ~is_eager,
+                             dict(color=FRONT, s=42, label="Pareto-optimal")),
+                            (shown & is_eager & on_front,
+                             dict(color=BASELINE, marker="*", s=150,
+                                  label="eager (no compile), Pareto-optimal")),
+                            (shown & is_eager & ~on_front,
+                             dict(facecolors="none", edgecolors=BASELINE, marker="*", s=150,
+                                  label="eager (no compile)"))):
+            if mask.any():
+                ax.scatter(x[mask], y[mask], zorder=3, **style)
+        log_x = _spread(x[shown]) > 20
+        if log_x:
+            ax.set_xscale("log")
+        if _spread(y[shown]) > 20:
+            ax.set_yscale("log")
+        where = (x[shown].map(math.log10) if log_x else x[shown])
+        span = (where.max() - where.min()) or 1.0
+        labelled = shown & (on_front | is_eager)
+        for i, index in enumerate(rows.index[labelled]):
+            # Labels in the right part of a panel are written leftwards, inside the panel.
+            right = (where[index] - where.min()) / span > 0.6
+            ax.annotate(rows.at[index, "label"], (x[index], y[index]), fontsize=7,
+                        xytext=(-5 if right else 5, 3 + 9 * (i % 3)), textcoords="offset points",
+                        ha="right" if right else "left")
+        ax.set_xlabel("median latency per call (ms), lower is better")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    lost = f", {failed} failed (not shown)" if failed else ""
+    fig.suptitle(f"{name}, batch size {batch_size}: {len(rows)} verified rows{lost}; "
+                 "Pareto-optimal over latency, memory and warm-up together", fontsize=10)
+    return fig
+
+
+def importance_figure(name: str, b: BatchImportance) -> Any:
+    """One bar chart per objective: each parameter's importance, most important on top."""
+    from matplotlib.figure import Figure
+
+    objectives = [o for o in IMPORTANCE_OBJECTIVES if o in b.importances]
+    fig = Figure(figsize=(4.5 * len(objectives), 1.2 + 0.45 * len(b.parameters)),
+                 layout="constrained")
+    axes = fig.subplots(1, len(objectives), squeeze=False)[0]
+    for ax, objective in zip(axes, objectives):
+        shares = sorted(b.importances[objective].items(), key=lambda kv: kv[1])
+        ax.barh([p for p, _ in shares], [v for _, v in shares], color=FRONT)
+        for i, (_, v) in enumerate(shares):
+            ax.annotate(f"{v:.2f}", (v, i), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+        ax.set_xlim(0, 1.12)
+        ax.set_title(f"{objective} ({OBJECTIVES[objective].column})", fontsize=9)
+        ax.set_xlabel("importance (sums to 1)")
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"{name}, batch size {b.batch_size}: parameter importance (Optuna PED-ANOVA, "
+                 f"{b.rows} verified rows)", fontsize=10)
+    return fig
+
+
+def _spread(values: pd.Series) -> float:
+    """Largest over smallest positive value: above 20, the axis is drawn in log scale."""
+    positive = values[values > 0]
+    return float(positive.max() / positive.min()) if len(positive) >= 2 else 1.0
+
+
+def _save(fig: Any, path: Path) -> Path:
+    try:
+        fig.savefig(path, dpi=110)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot write plot {path}: {exc}") from exc
+    return path
