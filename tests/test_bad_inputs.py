@@ -27,6 +27,9 @@ def root(tmp_path_factory, fake_cli_for_module) -> Path:
         result = invoke(*search_args(root, "--confirm", "1", **options))
         assert result.exit_code == 0, result.stderr
     (root / "junk.txt").write_text("not a study\n")
+    (root / "space-typo.toml").write_text("batch_size = [1, 8]\n")
+    (root / "space-broken.toml").write_text("modes = [default\n")
+    (root / "space-scalar.toml").write_text("dtypes = \"bfloat16\"\n")
     return root
 
 
@@ -48,6 +51,12 @@ def missing(module: str) -> pytest.MarkDecorator:
 
 S = f"{{root}}/{STUDY}"
 CASES = [
+    ("search-space-missing", search(space="{root}/nothing.toml"), ["--space", "no such file"]),
+    ("search-space-unknown-key", search(space="{root}/space-typo.toml"),
+     ["unknown key 'batch_size'", "did you mean 'batch_sizes'"]),
+    ("search-space-not-toml", search(space="{root}/space-broken.toml"), ["not valid TOML"]),
+    ("search-space-not-a-list", search(space="{root}/space-scalar.toml"),
+     ["dtypes must be a non-empty list"]),
     # search: the device, numbers that make no sense, backends, names, another protocol.
     ("search-device-cuda-9", search(device="cuda:9"), ["--device cuda:9", "no GPU 9"]),
     ("search-device-tpu", search(device="tpu"), ["unknown device 'tpu'"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -61,6 +62,11 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "e.g. epilogue_fusion=true,false or triton.cudagraphs=false,true; modes "
                    "combine with them. Each gets a Parquet column opt_NAME (dots as "
                    "underscores). List the default value first: the baseline uses it.")
+@click.option("--space", "space_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A TOML file that narrows the dimensions, one key per option (batch_sizes, "
+                   "backends, modes, dynamic, dtypes, channels_last, cudnn_benchmark, and an "
+                   "[inductor_options] table); options given here win. See README, "
+                   "\"A space file\".")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
 @click.option("--shape-schedule", default="",
               help="Shapes replayed in order after each trial's steady state: batch sizes "
@@ -116,7 +122,7 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 @quiet_option
 @user_errors
 def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmark,
-           inductor_options, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials,
+           inductor_options, space_file, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials,
            budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
            min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, seed, sampler,
            max_vram_gb, max_compile_s, as_json, quiet) -> None:
@@ -151,6 +157,13 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.study.spec import StudySpec
 
     repeats = Repeats.parse(confirm_repeats)
+    if space_file is not None:
+        dtype, channels_last, cudnn_benchmark, inductor_options, batch_sizes, backends, modes, \
+            dynamic = _with_space_file(space_file, dtype=dtype, channels_last=channels_last,
+                                       cudnn_benchmark=cudnn_benchmark,
+                                       inductor_options=inductor_options,
+                                       batch_sizes=batch_sizes, backends=backends, modes=modes,
+                                       dynamic=dynamic)
 
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # --model mymodule:factory from the current folder
@@ -203,6 +216,22 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         return
     search_ = Search(spec, runners.make_runner(launch, spec.layout.cache_root), **run.progress(say))
     run.run_search(search_, say, as_json)
+
+
+def _with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
+    """The dimension options with the space file's values where the command line gave none."""
+    from tuner.spec.space_file import read_space_file
+
+    ctx = click.get_current_context()
+    from_file = read_space_file(path)
+    names = {"dtype": "dtypes"}  # parameter -> the file's key, where they differ
+    out = []
+    for param, value in given.items():
+        in_file = getattr(from_file, names.get(param, param))
+        typed = ctx.get_parameter_source(param) in (click.core.ParameterSource.COMMANDLINE,
+                                                    click.core.ParameterSource.ENVIRONMENT)
+        out.append(value if typed or in_file is None else in_file)
+    return tuple(out)
 
 
 @click.command("worker", context_settings=CONTEXT,
