@@ -63,3 +63,15 @@ def test_a_malformed_file_is_one_line_naming_what_is_wrong(tmp_path, text, words
     with pytest.raises(UserError, match=None) as caught:
         read_space_file(path)
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_readme_example_reads(tmp_path):
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "space.toml"
+    path.write_text("\n".join(line.strip() for line in block.splitlines()))
+    space = read_space_file(path)
+    assert space.batch_sizes == "1,16" and space.inductor_options == (
+        "coordinate_descent_tuning=false,true", "freezing=false,true")
