@@ -319,7 +319,7 @@ def test_a_cpu_search_measures_each_precision_and_option_value(tmp_path):
         "--dtype", "float32,bfloat16", "--inductor-option", "epilogue_fusion=true,false",
         "--backend", "eager,inductor", "--mode", "default", "--batch-sizes", "1",
         "--confirm", "0", "--min-seconds", "0.05", "--min-calls", "5", "--timeout", "5m",
-        "--studies-dir", str(tmp_path), "-q"])
+        "--warm-cache", "--prestart", "--studies-dir", str(tmp_path), "-q"])
     assert result.exit_code == 0, result.output
     df, _ = files.read(tmp_path / "models-tiny_cnn-cpu")
     assert (df["status"] == "ok").all(), df[["label", "status", "message"]]

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from tuner.errors import UserError
 
