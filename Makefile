@@ -28,7 +28,7 @@ demo: install
 
 # Fast tests plus a few real CPU compiles of tiny models; GPU tests skip without a GPU.
 test: install
-	$(BIN)/python -m pytest -q -m "not gpu"
+	$(BIN)/python -m pytest -q -m "not gpu" -n 2 --dist loadfile  # a module's tests stay together
 
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks

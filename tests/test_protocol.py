@@ -140,3 +140,20 @@ def test_with_a_timing_cpu_the_steady_state_is_timed_on_that_core_and_the_row_sa
     assert seen == [{core}] and os.sched_getaffinity(0) == allowed
     monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(max(allowed) + 1000))
     assert _trial("tests.models:tiny_cnn", 2).timing_cpu is None
+
+
+def test_a_failure_of_many_lines_is_one_line_in_the_row_and_whole_on_stderr(capfd):
+    """An inductor error wraps the real one in lines of context: the row's message keeps the
+    first and the last line, and the whole text goes to stderr (the row's stderr_tail)."""
+    from tuner.spec.records import Status, TrialResult
+    from tuner.trial.protocol import _fail
+
+    text = ("BackendCompilerFailed: backend='inductor' raised:\n"
+            "  while compiling the graph of forward\n\n"
+            "RuntimeError: C++ compile error: g++ not found")
+    result = _fail(TrialResult(status=Status.OK), Status.COMPILE_ERROR, text)
+    assert result.message == ("BackendCompilerFailed: backend='inductor' raised: ... "
+                              "RuntimeError: C++ compile error: g++ not found")
+    assert "while compiling the graph of forward" in capfd.readouterr().err
+    assert _fail(TrialResult(status=Status.OK), Status.OOM, "out of memory").message == \
+        "out of memory"

@@ -271,8 +271,22 @@ def _float32_reference(model, inputs):
 
 def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
     result.status = status
-    result.message = message
+    result.message = one_line(message)
     return result
+
+
+def one_line(message: str) -> str:
+    """A failure's message as one line for the table: its first line and, where the error ran
+    over several (inductor's wrapped errors, CUDA's advice), its last, at most 300 characters.
+    The whole text goes to stderr, whose tail the runner keeps as ``stderr_tail``."""
+    import sys
+
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return message.strip()
+    print(message, file=sys.stderr, flush=True)
+    text = f"{lines[0]} ... {lines[-1]}"
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _clone(out, to_cpu: bool = False):
