@@ -205,15 +205,16 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress on 
 timeout_option = click.option(
     "--timeout", "timeout_s", type=Duration(), default="30m", show_default=True,
     help="Kill a trial process that has not finished after this long (e.g. 20m, 90s).")
-# The figures the default is chosen from: the H200 measurements in issue 9 (torch 2.11).
+# The figures the default is chosen from: compile_s_cold of the committed H200 studies and
+# landscape (torch 2.11), and the max-autotune timeouts of studies/h200-resnet18 (README).
 compile_timeout_option = click.option(
     "--compile-timeout", "compile_timeout_s", type=Duration(none_ok=True), default="5m",
     show_default=True,
     help="Budget for a trial's first (compiling) call, e.g. 10m, apart from --timeout: past "
-         "it the trial's process group is killed and its row says compile_timeout. 5m lets every "
-         "compile measured on an H200 finish (default and reduce-overhead modes took 10-28 s, "
-         "max-autotune of vit_b_16 73 s) and stops max-autotune of resnet18, which ran past "
-         "380 s, at 5 minutes instead of --timeout. none: no budget. Stored with the study "
+         "it the trial's process group is killed and its row says compile_timeout. 5m lets the default and "
+         "reduce-overhead compiles of the H200 studies in this repository finish (6-29 s) and "
+         "stops max-autotune of resnet18, which ran past 380 s there, at 5 minutes instead of "
+         "--timeout. none: no budget. Stored with the study "
          "(a resume must ask the same); a study made before the option has none.")
 prestart_option = click.option(
     "--prestart/--no-prestart", default=False, show_default=True,
