@@ -22,7 +22,7 @@ demo: install
 	rm -rf studies/demo
 	$(BIN)/tuner search --model resnet18 --image-size 64 --batch-sizes 1,16 \
 	    --backend eager,inductor --mode default --device cpu --name demo \
-	    --min-seconds 1 --timeout 10m
+	    --min-seconds 1 --timeout 10m --confirm 2
 	@echo
 	@echo "files: studies/demo/trials.parquet studies/demo/pareto.parquet"
 
