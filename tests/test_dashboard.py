@@ -120,6 +120,9 @@ def test_a_study_made_before_the_record_moved_still_exports_and_resumes(db, tmp_
     (tmp_path / db.parent.name).mkdir()
     shutil.copy(db, tmp_path / db.parent.name / db.name)
     spec = join_spec(db.parent.name, None, root=tmp_path, confirm_repeats=0)
+    if any(":bs" in name for name in optuna.get_all_study_names(spec.storage_url)):
+        # a study this tuner made (make demo's, say): one Optuna study per batch size
+        pytest.skip(f"{db.parent.name} was made by this tuner, per batch size")
     old = optuna.load_study(study_name=spec.name, storage=spec.storage_url)
     before = {t.user_attrs[KEY_ATTR] for t in old.get_trials() if RESULT_ATTR in t.user_attrs}
     if not before and any(RESULT_ATTR in t.system_attrs for t in old.get_trials()):
