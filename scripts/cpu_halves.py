@@ -1,5 +1,5 @@
-"""Print two lists of this process's cores for `taskset -c`, split so that hyperthread siblings
-stay in one list and the first list holds the cores nearest GPU 0 where the kernel says so."""
+"""Print two lists of this process's cores for `taskset -c`, the first half and the second half
+in core order, split so that hyperthread siblings stay in one list."""
 
 import os
 from pathlib import Path

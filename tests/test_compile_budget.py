@@ -13,6 +13,7 @@ import optuna
 import pytest
 
 from tests.fakes import FakeRunner
+from tests.processes import wait_until_gone
 from tests.test_cli import invoke
 from tests.test_study import make_space, make_spec
 from tuner.files import write_json_atomic
@@ -27,22 +28,6 @@ from tuner.trial.compiling import compiling
 from tuner.trial.contract import COMPILE_MARKER_ENV
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
-
-
-def _gone(pid: int) -> bool:
-    """No such process, or only its exit status is left (a zombie waiting to be reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
-
-
-def _wait_until_gone(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return _gone(pid)
 
 
 def _trial_with_a_child(tmp_path) -> tuple[subprocess.Popen, int]:
@@ -69,7 +54,7 @@ def test_a_first_call_past_the_budget_is_killed_with_its_group_and_keeps_the_rec
     outcome = _wait(proc, 5.0, None, tmp_path / "result.json", watch)
     assert outcome == "compile_timeout"
     assert 0.3 <= time.monotonic() - started < 5
-    assert proc.returncode is not None and _wait_until_gone(child)  # the whole group died
+    assert proc.returncode is not None and wait_until_gone(child)  # the whole group died
 
     result = watch.record()
     assert result.status is Status.COMPILE_TIMEOUT
@@ -211,6 +196,6 @@ def test_a_real_compile_past_its_budget_is_killed_with_its_children(tmp_path, mo
     assert r.eager_reference_ms > 0 and r.build_s is not None and r.fingerprint["torch"]
     assert r.cache_start == "cold" and r.compile_s_cold is None
     children = [int(pid) for pid in pid_file.read_text().split()]
-    assert children and all(_wait_until_gone(pid) for pid in children)  # they died with it
+    assert children and all(wait_until_gone(pid) for pid in children)  # they died with it
     assert not (tmp_path / "trial" / MARKER_FILE).exists()
     assert os.path.exists(tmp_path / "trial" / "trial.log")

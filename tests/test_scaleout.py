@@ -8,7 +8,6 @@ import dataclasses
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -16,6 +15,7 @@ from optuna.trial import TrialState
 
 from tests import fakes, workers
 from tests.fakes import FakeRunner
+from tests.processes import gone, wait_until_gone
 from tuner.cli import main
 from tuner.data import files
 from tuner.errors import UserError
@@ -215,22 +215,11 @@ time.sleep(60)
 """
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1].startswith("Z")  # a zombie is dead
-    except FileNotFoundError:
-        return True
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_trial_dies_with_the_search_process_that_started_it():
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
     pid, ready = parent.stdout.readline().split()
-    assert ready == "ready" and not _gone(int(pid))
+    assert ready == "ready" and not gone(int(pid))
     parent.kill()  # SIGKILL: it cannot clean up after itself
     parent.wait()
-    deadline = time.monotonic() + 10
-    while not _gone(int(pid)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(int(pid))
+    assert wait_until_gone(int(pid), within_s=10)

@@ -4,11 +4,11 @@ and each failure kind produced for real."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
 from tests.models import FAILING_BACKEND
+from tests.processes import wait_until_gone
 from tuner.launch.runner import ProcessRunner
 from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
@@ -85,19 +85,8 @@ def test_trial_past_its_deadline_is_killed_as_timeout_with_its_children(tmp_path
     assert r.wall_s < 60
     # The whole process group dies: a child the trial started is not left running, orphaned.
     child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while not _gone(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(child)
+    assert wait_until_gone(child)
 
-
-def _gone(pid: int) -> bool:
-    """No such process, or only its exit status is left (a zombie waiting to be reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 def test_output_that_differs_from_eager_is_wrong_result(tmp_path):
