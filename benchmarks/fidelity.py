@@ -205,7 +205,7 @@ def main() -> None:
     cache = Path(tempfile.mkdtemp(prefix="tuner-fidelity-"))
     runner = ProcessRunner(timeout_s=900, cache_dir=cache)
     protocol = TrialProtocol(warm_cache=True)
-    rows = []
+    rows, failed = [], []
     result = None
     for model, dtype, bs in cases:
         for backend, mode in MODES:
@@ -220,6 +220,7 @@ def main() -> None:
             if result.status is not Status.OK:
                 print(f"{model} bs={bs} {config.label}: {result.status.value} {result.message}",
                       file=sys.stderr)
+                failed.append(f"{model} {dtype} bs={bs} {config.label}: {result.status.value}")
                 continue
             env_cache = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
                          "TRITON_CACHE_DIR": str(cache / "triton")}
@@ -229,6 +230,7 @@ def main() -> None:
                 capture_output=True, text=True, env={**os.environ, **env_cache})
             if child.returncode != 0:
                 print(child.stderr[-2000:], file=sys.stderr)
+                failed.append(f"{model} {dtype} bs={bs} {config.label}: paired process failed")
                 continue
             ind = json.loads(child.stdout.strip().splitlines()[-1])
             rows.append({"model": model, "dtype": dtype, "batch": bs, "config": config.label,
@@ -249,6 +251,8 @@ def main() -> None:
         args.json_out.write_text(json.dumps({"header": header, "rows": rows}))
     if args.out:
         args.out.write_text(text + "\n")
+    if failed:  # a worst figure over the cases that ran says nothing about the ones that did not
+        raise SystemExit(f"fidelity: {len(failed)} configs not measured: " + "; ".join(failed))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@ if [ "${GPUS:-0,1}" = "0,1" ]; then
   # Each half on its own GPU and its own half of the host's cores: a compile in one half must
   # not take the CPU that the other half's launch-bound configs are timed on.
   half=$(( $(nproc) / 2 ))
-  CUDA_VISIBLE_DEVICES=0 taskset -c 0-$(( half - 1 )) python3 benchmarks/fidelity.py --cases resnet18:float32:1,resnet18:float32:32 \
+  # CASES_A / CASES_B: MODEL:DTYPE:BATCH,... for each GPU; FIDELITY_LIMIT bounds each half (s).
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-$(( half - 1 )) timeout -s INT "${FIDELITY_LIMIT:-1200}" python3 benchmarks/fidelity.py --cases "${CASES_A:-resnet18:float32:1,resnet18:float32:32}" \
       --json-out "$OUT/fidelity-a.json" > "$OUT/fidelity-a.md" 2> "$OUT/fidelity-a.log" &
-  CUDA_VISIBLE_DEVICES=1 taskset -c $half-$(( 2 * half - 1 )) python3 benchmarks/fidelity.py --cases resnet50:bfloat16:16,resnet50:bfloat16:64 \
+  CUDA_VISIBLE_DEVICES=1 taskset -c $half-$(( 2 * half - 1 )) timeout -s INT "${FIDELITY_LIMIT:-1200}" python3 benchmarks/fidelity.py --cases "${CASES_B:-resnet50:bfloat16:16,resnet50:bfloat16:64}" \
       --json-out "$OUT/fidelity-b.json" > "$OUT/fidelity-b.md" 2> "$OUT/fidelity-b.log" &
   wait
   python3 benchmarks/fidelity.py --combine "$OUT/fidelity-a.json" "$OUT/fidelity-b.json" \
@@ -20,6 +21,6 @@ else
 fi
 tail -3 "$OUT"/fidelity-*.log
 if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
-  CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 \
+  CUDA_VISIBLE_DEVICES=0 timeout -s INT "${TESTS_LIMIT:-900}" python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 \
       | tee "$OUT/gpu-tests.log" | tail -8
 fi
