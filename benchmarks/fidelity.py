@@ -5,24 +5,31 @@
     python benchmarks/fidelity.py --combine A.json B.json --out FILE.md
 
 For each config this runs one tuner trial (a fresh process, the real protocol: the "fresh"
-columns) and then, in ONE other fresh process, ``--rounds`` pairs of: the trial's protocol
-(``run_trial``, the code a trial process runs) and independent timers of the same compiled model
-inputs. The pairs alternate in time and share a process, a core set and the host's momentary
-load, so their medians compare the timers alone; the fresh-process figure differs from them
-also by what moves between processes (on the shared H200 VM, launch-bound configs moved 61 %
-between fresh processes of the same timer: benchmarks/launch-variance-h200.md). The independent
-timers:
+columns) and then, in ONE other fresh process:
 
-* ``request``: each call followed by a synchronize, timed on the host, median of 200 calls:
-  what one request waits. Compared with the tuner's ``latency_ms_p50``.
-* ``loop``: N back-to-back calls between ONE pair of device events, divided by N, median of 15
-  loops: what a busy server pays per call. Compared with the tuner's ``stream_ms_p50``.
+* ``--rounds`` pairs of the trial's protocol (``run_trial``, the code a trial process runs) and
+  the independent timers on their own build and compile ("whole trials");
+* ``--slices`` alternations, on ONE compiled model, of the trial's own timing code
+  (``Device.time_requests_ms`` / ``time_stream_ms``, pinned and watched as in a trial) and the
+  independent timers, ``--slice-seconds`` each ("timers": the fidelity line).
+
+On the shared H200 VM the host's launch speed drifts by tens of percent within seconds
+(benchmarks/launch-variance-h200.md: launch-bound configs moved 61 % between fresh processes);
+a whole trial lasts seconds, so whole-trial pairs still differ by that drift, and only timers
+alternated in short slices compare the timers alone. The independent timers:
+
+* ``request``: each call followed by a synchronize, timed on the host, median: what one request
+  waits. Compared with the tuner's ``latency_ms_p50``.
+* ``loop``: back-to-back calls between ONE pair of device events, divided by their number,
+  median over loops: what a busy server pays per call. Compared with the tuner's
+  ``stream_ms_p50``.
 * ``do_bench`` (CUDA only): triton.testing.do_bench, median; it flushes the L2 cache before each
   call, so for small models it is expected to be slower than a hot-cache serving loop.
 
 The output ends with ``fidelity: per-request worst X %, stream worst Y %``: the largest absolute
-difference between the paired medians, in percent of the independent figure. The line before it,
-``across processes: ...``, compares the fresh trial with the paired independent median. Compile times are not compared,
+difference between the interleaved medians, in percent of the independent figure. The lines
+before it, ``across processes: ...`` and ``whole trials: ...``, compare the fresh trial and the
+whole-trial rounds with the whole-trial independent medians. Compile times are not compared,
 so every trial of a run shares one warm inductor cache to keep the run short. ``--json-out``
 and ``--combine`` let two GPUs each measure half the cases and one table hold both.
 """
@@ -50,7 +57,7 @@ QUICK = [("resnet18", "float32", 1)]
 MODES = [("eager", None), ("inductor", "default"), ("inductor", "reduce-overhead")]
 
 
-def paired(request_path: str, rounds: int) -> None:
+def paired(request_path: str, rounds: int, slices: int, slice_s: float) -> None:
     """Child process: ``rounds`` times, the trial protocol then the independent timers, each on
     its own build and compile of the same config (warm inductor cache); print JSON."""
     import torch
@@ -76,11 +83,12 @@ def paired(request_path: str, rounds: int) -> None:
     for key in ("request_ms", "loop_ms", "do_bench_ms"):
         values = [r[key] for r in ind if r[key] is not None]
         out[key] = statistics.median(values) if values else None
+    out.update(interleaved(request, slices, slice_s))
     print(json.dumps(out))
 
 
-def independent(request: TrialRequest) -> dict[str, float | None]:
-    """The same config built and compiled again, timed with the independent timers."""
+def compiled_call(request: TrialRequest):
+    """The config built and compiled again as the trial does: (call, sync, cuda)."""
     import torch
 
     from tuner.spec.config import uses_cudagraphs
@@ -102,36 +110,53 @@ def independent(request: TrialRequest) -> dict[str, float | None]:
         if cuda:
             torch.cuda.synchronize()
 
+    return call, sync, cuda
+
+
+def independent_timers(call, sync, cuda: bool, requests: int = 200, loops: int = 15,
+                       n: int = 50) -> tuple[list[float], list[float]]:
+    """``request``: each call then synchronize, on the host; ``loop``: ``n`` back-to-back calls
+    between one pair of device events (host clock on the CPU), divided by ``n``."""
+    import torch
+
+    waits = []
+    for _ in range(requests):
+        t = time.perf_counter()
+        call()
+        sync()
+        waits.append((time.perf_counter() - t) * 1e3)
+    per_call = []
+    for _ in range(loops):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(n):
+                call()
+            end.record()
+            sync()
+            per_call.append(start.elapsed_time(end) / n)
+        else:
+            t = time.perf_counter()
+            for _ in range(n):
+                call()
+            per_call.append((time.perf_counter() - t) * 1e3 / n)
+    return waits, per_call
+
+
+def independent(request: TrialRequest) -> dict[str, float | None]:
+    """The same config built and compiled again, timed with the independent timers."""
+    import torch
+
     from tuner.trial import affinity
 
+    call, sync, cuda = compiled_call(request)
     out: dict[str, float | None] = {}
     with torch.no_grad(), affinity.timing_thread_on(affinity.timing_cpu()):
         for _ in range(30):
             call()
         sync()
-        waits = []
-        for _ in range(200):
-            t = time.perf_counter()
-            call()
-            sync()
-            waits.append((time.perf_counter() - t) * 1e3)
+        waits, per_call = independent_timers(call, sync, cuda)
         out["request_ms"] = statistics.median(waits)
-        per_call = []
-        n = 50
-        for _ in range(15):
-            if cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(n):
-                    call()
-                end.record()
-                sync()
-                per_call.append(start.elapsed_time(end) / n)
-            else:
-                t = time.perf_counter()
-                for _ in range(n):
-                    call()
-                per_call.append((time.perf_counter() - t) * 1e3 / n)
         out["loop_ms"] = statistics.median(per_call)
         out["do_bench_ms"] = None
         if cuda:
@@ -141,15 +166,58 @@ def independent(request: TrialRequest) -> dict[str, float | None]:
     return out
 
 
+def interleaved(request: TrialRequest, slices: int, slice_s: float) -> dict[str, float]:
+    """The timers alone, on ONE compiled model: ``slices`` times, the trial's own timing code
+    (``Device.time_requests_ms`` and ``time_stream_ms``, pinned and watched as the trial does,
+    for ``slice_s`` seconds each) then the independent timers for about as long. Host speed
+    drifts within seconds on a shared VM; slices this short put both timers under the same
+    drift, so their pooled medians differ by the timers alone."""
+    import torch
+
+    from tuner.trial import affinity
+    from tuner.trial.device import Device
+    from tuner.trial.host import OtherProcesses
+
+    call, sync, cuda = compiled_call(request)
+    dev = Device(request.workload.device)
+    proto = request.protocol
+    tuner_request, tuner_stream, request_ms, loop_ms = [], [], [], []
+    with torch.no_grad(), affinity.timing_thread_on(affinity.timing_cpu()):
+        for _ in range(30):
+            call()
+        sync()
+        for _ in range(slices):
+            with OtherProcesses():
+                tuner_request += dev.time_requests_ms(call, proto.min_calls, slice_s,
+                                                      proto.max_seconds)[0]
+                stream = dev.time_stream_ms(call, proto.min_calls, slice_s, proto.max_seconds)[0]
+                tuner_stream += stream
+            # about slice_s each: as many calls as the tuner's stream made, split in loops of 10
+            calls = max(len(stream), 20)
+            waits, per_call = independent_timers(call, sync, cuda, requests=calls,
+                                                 loops=max(calls // 10, 2), n=10)
+            request_ms += waits
+            loop_ms += per_call
+    return {"slice_tuner_request_ms": statistics.median(tuner_request),
+            "slice_tuner_stream_ms": statistics.median(tuner_stream),
+            "slice_request_ms": statistics.median(request_ms),
+            "slice_loop_ms": statistics.median(loop_ms)}
+
+
 def table(rows: list[dict], header: str) -> str:
     lines = [header, "",
-             "Medians of the paired rounds (tuner protocol and independent timers, alternating in "
-             "one process); \"fresh\": the tuner's trial in its own process.", "",
-             "| model | dtype | batch | config | tuner request ms | independent request ms "
-             "| diff | tuner stream ms | independent loop ms | diff | fresh request ms | diff "
-             "| fresh stream ms | diff | do_bench ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    worst = {"request": 0.0, "stream": 0.0, "fresh request": 0.0, "fresh stream": 0.0}
+             "\"timers\": the trial's timing code and the independent timers on one compiled "
+             "model, alternating in short slices (pooled medians; the fidelity line). \"whole "
+             "trials\": medians of paired rounds, each a whole tuner trial (run_trial) then the "
+             "independent timers on their own compile, seconds apart in one process. \"fresh\": "
+             "the tuner's trial in its own process, against the whole-trial independent medians.",
+             "",
+             "| model | dtype | batch | config | timers: tuner request ms | independent request ms "
+             "| diff | tuner stream ms | independent loop ms | diff | whole trials: request diff "
+             "| stream diff | fresh request ms | diff | fresh stream ms | diff | do_bench ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    worst = dict.fromkeys(["request", "stream", "whole request", "whole stream",
+                           "fresh request", "fresh stream"], 0.0)
 
     def diff(name: str, tuner: float, reference: float) -> str:
         d = (tuner / reference - 1) * 100
@@ -160,15 +228,19 @@ def table(rows: list[dict], header: str) -> str:
         bench = f"{r['do_bench_ms']:.3f}" if r.get("do_bench_ms") is not None else "-"
         lines.append(
             f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['config']} | "
-            f"{r['paired_tuner_request_ms']:.3f} | {r['request_ms']:.3f} | "
-            f"{diff('request', r['paired_tuner_request_ms'], r['request_ms'])} | "
-            f"{r['paired_tuner_stream_ms']:.3f} | {r['loop_ms']:.3f} | "
-            f"{diff('stream', r['paired_tuner_stream_ms'], r['loop_ms'])} | "
+            f"{r['slice_tuner_request_ms']:.3f} | {r['slice_request_ms']:.3f} | "
+            f"{diff('request', r['slice_tuner_request_ms'], r['slice_request_ms'])} | "
+            f"{r['slice_tuner_stream_ms']:.3f} | {r['slice_loop_ms']:.3f} | "
+            f"{diff('stream', r['slice_tuner_stream_ms'], r['slice_loop_ms'])} | "
+            f"{diff('whole request', r['paired_tuner_request_ms'], r['request_ms'])} | "
+            f"{diff('whole stream', r['paired_tuner_stream_ms'], r['loop_ms'])} | "
             f"{r['tuner_request_ms']:.3f} | {diff('fresh request', r['tuner_request_ms'], r['request_ms'])} | "
             f"{r['tuner_stream_ms']:.3f} | {diff('fresh stream', r['tuner_stream_ms'], r['loop_ms'])} | "
             f"{bench} |")
     lines += ["", f"across processes: per-request worst {worst['fresh request']:.1f} %, stream worst "
               f"{worst['fresh stream']:.1f} %",
+              f"whole trials: per-request worst {worst['whole request']:.1f} %, stream worst "
+              f"{worst['whole stream']:.1f} %",
               f"fidelity: per-request worst {worst['request']:.1f} %, stream worst "
               f"{worst['stream']:.1f} %"]
     return "\n".join(lines)
@@ -186,10 +258,14 @@ def main() -> None:
                         help="make one table of the --json-out files of several runs")
     parser.add_argument("--rounds", type=int, default=3,
                         help="paired rounds per config (default 3)")
+    parser.add_argument("--slices", type=int, default=10,
+                        help="alternations of the two timers on one compiled model (default 10)")
+    parser.add_argument("--slice-seconds", type=float, default=0.5,
+                        help="seconds of each timer per slice (default 0.5)")
     parser.add_argument("--paired", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.paired:
-        paired(args.paired, args.rounds)
+        paired(args.paired, args.rounds, args.slices, args.slice_seconds)
         return
     if args.combine:
         runs = [json.loads(p.read_text()) for p in args.combine]
@@ -226,7 +302,8 @@ def main() -> None:
                          "TRITON_CACHE_DIR": str(cache / "triton")}
             child = subprocess.run(
                 [sys.executable, __file__, "--paired", str(trial_dir / "request.json"),
-                 "--rounds", str(args.rounds)],
+                 "--rounds", str(args.rounds), "--slices", str(args.slices),
+                 "--slice-seconds", str(args.slice_seconds)],
                 capture_output=True, text=True, env={**os.environ, **env_cache})
             if child.returncode != 0:
                 print(child.stderr[-2000:], file=sys.stderr)
