@@ -9,7 +9,7 @@ columns) and then, in ONE other fresh process:
 
 * ``--rounds`` pairs of the trial's protocol (``run_trial``, the code a trial process runs) and
   the independent timers on their own build and compile ("whole trials");
-* ``--slices`` alternations, on ONE compiled model, of the trial's own timing code
+* ``--slices`` alternations (A B B A ...), on ONE compiled model, of the trial's own timing code
   (``Device.time_requests_ms`` / ``time_stream_ms``, pinned and watched as in a trial) and the
   independent timers, ``--slice-seconds`` each ("timers": the fidelity line).
 
@@ -186,18 +186,27 @@ def interleaved(request: TrialRequest, slices: int, slice_s: float) -> dict[str,
         for _ in range(30):
             call()
         sync()
-        for _ in range(slices):
+        calls = 20
+
+        def tuner_timers() -> None:
+            nonlocal calls
             with OtherProcesses():
-                tuner_request += dev.time_requests_ms(call, proto.min_calls, slice_s,
-                                                      proto.max_seconds)[0]
+                tuner_request.extend(dev.time_requests_ms(call, proto.min_calls, slice_s,
+                                                          proto.max_seconds)[0])
                 stream = dev.time_stream_ms(call, proto.min_calls, slice_s, proto.max_seconds)[0]
-                tuner_stream += stream
-            # about slice_s each: as many calls as the tuner's stream made, split in loops of 10
+            tuner_stream.extend(stream)
             calls = max(len(stream), 20)
+
+        def independent_part() -> None:
+            # about as long as the tuner's: as many calls as its last stream, in loops of 10
             waits, per_call = independent_timers(call, sync, cuda, requests=calls,
                                                  loops=max(calls // 10, 2), n=10)
-            request_ms += waits
-            loop_ms += per_call
+            request_ms.extend(waits)
+            loop_ms.extend(per_call)
+
+        for i in range(slices):  # A B B A ...: a drift across a pair of slices cancels
+            for part in (tuner_timers, independent_part)[::1 if i % 2 == 0 else -1]:
+                part()
     return {"slice_tuner_request_ms": statistics.median(tuner_request),
             "slice_tuner_stream_ms": statistics.median(tuner_stream),
             "slice_request_ms": statistics.median(request_ms),
@@ -258,10 +267,10 @@ def main() -> None:
                         help="make one table of the --json-out files of several runs")
     parser.add_argument("--rounds", type=int, default=3,
                         help="paired rounds per config (default 3)")
-    parser.add_argument("--slices", type=int, default=10,
-                        help="alternations of the two timers on one compiled model (default 10)")
-    parser.add_argument("--slice-seconds", type=float, default=0.5,
-                        help="seconds of each timer per slice (default 0.5)")
+    parser.add_argument("--slices", type=int, default=20,
+                        help="alternations of the two timers on one compiled model (default 20)")
+    parser.add_argument("--slice-seconds", type=float, default=0.25,
+                        help="seconds of each timer per slice (default 0.25)")
     parser.add_argument("--paired", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.paired:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 from tuner.trial.device import Device
@@ -30,3 +31,61 @@ def test_stream_samples_add_up_to_the_whole_stream():
     assert len(samples) >= 20
     assert abs(sum(samples) / 1e3 - (time.perf_counter() - start)) < 0.01
 
+
+
+class FakeCudaEvents:
+    """torch.cuda's Event for a Device faked as CUDA: an event's time is the host clock at its
+    record; creations after the stream's first call are counted, and the gaps between calls
+    where any were made."""
+
+    def __init__(self) -> None:
+        self.created_in_window = 0
+        self.gaps_with_creations: set[int] = set()
+        self.calls = 0
+        outer = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing
+                if outer.calls > 0:
+                    outer.created_in_window += 1
+                    outer.gaps_with_creations.add(outer.calls)
+                self.t: float | None = None
+
+            def record(self) -> None:
+                self.t = time.perf_counter()
+
+            def elapsed_time(self, end: Event) -> float:
+                return (end.t - self.t) * 1e3
+
+        self.Event = Event
+
+    def call(self) -> None:
+        self.calls += 1
+
+
+def fake_cuda_device(events: FakeCudaEvents) -> Device:
+    dev = Device("cpu")
+    dev.cuda = True
+    dev.torch = type("FakeTorch", (), {"cuda": events})()  # type: ignore[assignment]
+    dev.sync = lambda: None  # type: ignore[method-assign]
+    return dev
+
+
+def test_a_cuda_stream_creates_no_event_while_it_runs():
+    # Creating a CUDA event costs host time; in a launch-bound stream that time was counted as
+    # the calls' (on the H200 the stream came out slower than each-call-then-synchronize).
+    events = FakeCudaEvents()
+    samples, _, timer = fake_cuda_device(events).time_stream_ms(events.call, 100, 0.0, 5.0)
+    assert timer == "cuda_event" and len(samples) == events.calls >= 100
+    assert events.created_in_window == 0
+
+
+def test_a_cuda_stream_longer_than_its_event_pool_still_times_every_call():
+    events = FakeCudaEvents()
+    start = time.perf_counter()
+    samples, _, _ = fake_cuda_device(events).time_stream_ms(events.call, 10, 0.05, 5.0)
+    assert events.calls > 2000 and len(samples) == events.calls
+    # The pool doubles: new events in a handful of gaps, never one before each call.
+    assert len(events.gaps_with_creations) <= math.log2(events.calls / 512) + 1
+    assert abs(sum(samples) / 1e3 - (time.perf_counter() - start)) < 0.02

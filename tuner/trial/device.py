@@ -59,24 +59,30 @@ class Device:
         up to the whole stream, gaps where the GPU waited for a launch included. On the CPU,
         where a call returns when its work is done, perf_counter between call starts.
         Returns (samples, seconds, timer)."""
-        self.sync()
-        start = time.perf_counter()
         if self.cuda:
-            events = []
+            # Events made before the window: creating one costs host time, which in a
+            # launch-bound stream would be counted as the call's. The pool doubles if a stream
+            # outlasts it (one gap per doubling, in one sample).
+            pool = self._events(max(2 * min_calls, 512))
+            self.sync()
+            start = time.perf_counter()
+            n = 0
             while True:
-                event = self.torch.cuda.Event(enable_timing=True)
-                event.record()
-                events.append(event)
+                if n == len(pool) - 1:
+                    pool += self._events(len(pool))
+                pool[n].record()
+                n += 1
                 fn()
                 elapsed = time.perf_counter() - start
-                if (len(events) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
+                if (n >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
                     break
-            last = self.torch.cuda.Event(enable_timing=True)
-            last.record()
-            events.append(last)
+            pool[n].record()
+            events = pool[:n + 1]
             self.sync()
             samples = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
             return samples, time.perf_counter() - start, "cuda_event"
+        self.sync()
+        start = time.perf_counter()
         samples = []
         t = time.perf_counter()
         while True:
@@ -88,6 +94,14 @@ class Device:
             if (len(samples) >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
                 break
         return samples, time.perf_counter() - start, "perf_counter"
+
+    def _events(self, n: int) -> list[Any]:
+        """``n`` timing events, each recorded once so that CUDA creates it now (torch creates
+        an event at its first record)."""
+        events = [self.torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for event in events:
+            event.record()
+        return events
 
     # memory -------------------------------------------------------------------------------
     def reset_peaks(self, empty_cache: bool = False) -> None:
