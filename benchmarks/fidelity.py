@@ -198,9 +198,11 @@ def interleaved(request: TrialRequest, slices: int, slice_s: float) -> dict[str,
             calls = max(len(stream), 20)
 
         def independent_part() -> None:
-            # about as long as the tuner's: as many calls as its last stream, in loops of 10
+            # about as long as the tuner's: as many calls as its last stream, in loops of 50
+            # (each loop starts on an idle GPU after a synchronize: in loops of 10 that ramp
+            # made reduce-overhead 8 % slower per call on the H200)
             waits, per_call = independent_timers(call, sync, cuda, requests=calls,
-                                                 loops=max(calls // 10, 2), n=10)
+                                                 loops=max(calls // 50, 2), n=50)
             request_ms.extend(waits)
             loop_ms.extend(per_call)
 
