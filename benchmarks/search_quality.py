@@ -212,6 +212,20 @@ def _landscape_section(landscape: Landscape, outcomes: Sequence[Outcome],
     lines += [f"| median | {_n(med[DEFAULT][0])} | {med[DEFAULT][1]:.3f} | "
               f"{_n(med[CONTROL][0])} | {med[CONTROL][1]:.3f} |", "",
               summary_line(outcomes), ""]
+    kinds = list(dict.fromkeys(o.sampler for o in outcomes))
+    if len(kinds) > 2:  # --compare: every sampler over the same seeds
+        lines += ["Samplers compared over the same seeds (F: GPU time until within "
+                  f"{TARGET * 100:.0f} % of the best, as a fraction of the grid's):", "",
+                  "| sampler | median trials | median F | mean F | worst F |",
+                  "|---|---:|---:|---:|---:|"]
+        for kind in kinds:
+            mine = [by[(kind, seed)].reached for seed in seeds]
+            fs = [r.fraction for r in mine]
+            lines.append(f"| {kind or default_name + ' (default)'} | "
+                         f"{_n(statistics.median(r.trials for r in mine))} | "
+                         f"{statistics.median(fs):.3f} | {statistics.mean(fs):.3f} | "
+                         f"{max(fs):.3f} |")
+        lines.append("")
     return lines
 
 
@@ -276,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "benchmarks/landscapes/*.parquet)")
     parser.add_argument("--seeds", type=int, default=SEEDS,
                         help=f"seeds 0..N-1 for each sampler (default {SEEDS})")
+    parser.add_argument("--compare", default="",
+                        help="more samplers to run over the same seeds, e.g. nsga2,nsga3,gp "
+                             "(a table per landscape; the last line stays default vs random)")
     parser.add_argument("--out", type=Path, default=REPORT,
                         help="the markdown report (default benchmarks/search-quality.md)")
     args = parser.parse_args(argv)
@@ -284,13 +301,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"--seeds {args.seeds}: give at least 1")
         landscapes = [Landscape.read(path) for path in landscape_paths(args.landscapes)]
         default_name = _default_name()
+        from tuner.study.sampler import check_sampler
+
+        extra = [check_sampler(k) for k in args.compare.split(",") if k]
+        samplers = [DEFAULT, CONTROL, *(k for k in extra if k not in (default_name, CONTROL))]
         results = []
         for landscape in landscapes:
             def say(o: Outcome, name: str = landscape.name) -> None:
                 print(f"{name}: {o.sampler or default_name} seed {o.seed}: "
                       f"{o.reached.trials} trials, F {o.reached.fraction:.3f} "
                       f"({o.seconds:.1f} s)", file=sys.stderr)
-            results.append((landscape, measure(landscape, range(args.seeds), on_outcome=say)))
+            results.append((landscape, measure(landscape, range(args.seeds), samplers,
+                                               on_outcome=say)))
     except UserError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

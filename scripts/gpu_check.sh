@@ -10,8 +10,10 @@
 #   GPU_FIDELITY=1     benchmarks/fidelity.py: the tuner's p50 against independent timers
 #   GPU_OVERHEAD=1     benchmarks/trial_overhead.py --measure: fresh vs pre-started trial processes,
 #                      resnet50 bf16 and the factory tuner.examples:text_encoder bf16
-#   GPU_SCALEOUT=1     benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 (nvidia-h200-x2),
-#                      GPU_SCALEOUT_BUDGET seconds per set (default 240)
+#   GPU_SCALEOUT=1     benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 (nvidia-h200-x2): the
+#                      same fixed grid on one GPU and on two
+#   GPU_IMPORT=1       benchmarks/import_beside_compile.py: cold compiles alone and beside the
+#                      next trial's pre-started import, 3 each
 #   GPU_SEARCH=0       skip the example search
 source "$(dirname "$0")/gpu_env.sh"
 
@@ -46,9 +48,16 @@ if [ "${GPU_OVERHEAD:-0}" = 1 ]; then
       --out "$OUT/trial-overhead-h200-factory.md" 2>> "$OUT/trial-overhead.log" | tail -4
 fi
 if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
-  python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --budget "${GPU_SCALEOUT_BUDGET:-240}" \
+  # The same fixed grid on one GPU, then on two; a set finished in /tmp/tph-keep is read back,
+  # so a second call on a warm machine finishes what a cut-off first one left.
+  python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --keep /tmp/tph-keep \
       --out "$OUT/trials-per-hour-h200.md" 2> "$OUT/trials-per-hour.log"
-  echo "trials per hour exit: $?"
+  echo "trials per hour exit: $?"; tail -1 "$OUT/trials-per-hour-h200.md"
+fi
+if [ "${GPU_IMPORT:-0}" = 1 ]; then
+  python3 benchmarks/import_beside_compile.py --device cuda --model resnet18 --dtype float32 \
+      --batch-size 1 --repeats 3 --out "$OUT/import-beside-compile-h200.md" \
+      2> "$OUT/import-beside-compile.log" | tail -1
 fi
 
 # Finalists measured again, and warm starts. The study's

@@ -145,6 +145,8 @@ def test_a_resume_keeps_the_studys_limits_and_refuses_others(tmp_path):
 
 @pytest.mark.parametrize("kind, made", [("tpe", optuna.samplers.TPESampler),
                                         ("nsga2", optuna.samplers.NSGAIISampler),
+                                        ("nsga3", optuna.samplers.NSGAIIISampler),
+                                        ("gp", optuna.samplers.GPSampler),
                                         ("random", optuna.samplers.RandomSampler)])
 def test_make_sampler_makes_each_kind(kind, made):
     assert isinstance(sampler.make_sampler(kind, seed=3), made)
@@ -152,7 +154,7 @@ def test_make_sampler_makes_each_kind(kind, made):
 
 def test_the_command_line_offers_the_samplers_make_sampler_makes():
     assert CLI_SAMPLERS == sampler.SAMPLERS
-    with pytest.raises(UserError, match="unknown sampler 'cmaes': choose tpe, nsga2, random"):
+    with pytest.raises(UserError, match="unknown sampler 'cmaes': choose tpe, nsga2, nsga3, gp, random"):
         sampler.make_sampler("cmaes", seed=0)
 
 
@@ -229,3 +231,13 @@ def test_a_study_made_before_loads_and_resumes_as_one_study(tmp_path):
     assert sum(RESULT_ATTR in t.system_attrs for t in study.trials) == len(keys(spec.space))
     df, _ = files.read(spec.directory)
     assert sorted(df["config_key"]) == sorted(keys(spec.space))
+
+
+def test_the_gp_sampler_without_scipy_is_a_one_line_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "scipy" else real(name, *a))
+    with pytest.raises(UserError, match=r"^--sampler gp needs scipy: pip install scipy$"):
+        sampler.make_sampler("gp", seed=0)

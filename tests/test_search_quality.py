@@ -158,3 +158,21 @@ def test_a_landscape_that_cannot_be_read_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "none.parquet: no such file" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_compare_runs_more_samplers_over_the_same_seeds_in_one_table(grid, tmp_path):
+    out = tmp_path / "search-quality.md"
+    assert search_quality.main([str(grid), "--seeds", "2", "--compare", "nsga2,random",
+                                "--out", str(out)]) == 0
+    text = out.read_text()
+    rows = re.findall(r"^\| (tpe \(default\)|random|nsga2) \| \d+(?:\.5)? \| 0\.\d{3} \| "
+                      r"0\.\d{3} \| 0\.\d{3} \|$", text, re.M)
+    assert rows == ["tpe (default)", "random", "nsga2"]  # random once, though named twice
+    assert text.rstrip().splitlines()[-1].startswith("search quality: within 2 %")
+
+
+def test_compare_refuses_an_unknown_sampler_in_one_line(grid, tmp_path, capsys):
+    assert search_quality.main([str(grid), "--compare", "cmaes", "--out",
+                                str(tmp_path / "x.md")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: unknown sampler 'cmaes'") and len(err.strip().splitlines()) == 1

@@ -313,3 +313,18 @@ def test_optuna_sees_the_objectives_of_every_trial_and_a_failure_as_infeasible(t
     assert sorted(states) == sorted(keys(SPACE))  # every trial in its batch size's study
     assert set(states.values()) == {TrialState.COMPLETE}
     assert [k for k, ok in feasible.items() if not ok] == ["inductor|default|dynamic=True|bs=1"]
+
+
+def test_a_worker_checking_the_study_folder_never_removes_another_workers_files(tmp_path):
+    # Workers of one fleet start together; each checks that the folder is writable. With one
+    # shared probe name, one deleted another's probe and that worker exited "cannot write".
+    from tuner.study.storage import ensure_folder
+
+    spec = make_spec(tmp_path)
+    spec.directory.mkdir(parents=True)
+    others = [spec.directory / ".write-test", spec.directory / "trials.parquet"]
+    for f in others:
+        f.write_text("another worker's")
+    ensure_folder(spec)
+    assert all(f.read_text() == "another worker's" for f in others)
+    assert sorted(p.name for p in spec.directory.iterdir()) == sorted(f.name for f in others)

@@ -111,8 +111,9 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Sampler seed.")
 @click.option("--sampler", type=click.Choice(SAMPLERS),
               help="How each batch size's study proposes configs after the baselines: tpe "
-                   "(multivariate TPE; the default for a new study), nsga2 (NSGA-II) or random "
-                   "(the control). Stored with the study: a resume uses it.")
+                   "(multivariate TPE; the default for a new study), nsga2, nsga3 (NSGA-II, "
+                   "NSGA-III), gp (Gaussian process; needs scipy) or random (the control). "
+                   "Stored with the study: a resume uses it.")
 @max_vram_gb_option("A limit the sampler learns (an Optuna constraint): configs that need more "
                     "memory (GiB, compile and warm-up included) are infeasible. They are "
                     "still measured and kept; stored with the study.")

@@ -237,4 +237,4 @@ def max_compile_s_option(what: str) -> Callable[[Any], Any]:
     return click.option("--max-compile-s", type=positive_number(), help=what)
 
 
-SAMPLERS = ("tpe", "nsga2", "random")  # tuner.study.sampler.SAMPLERS, without importing optuna
+SAMPLERS = ("tpe", "nsga2", "nsga3", "gp", "random")  # tuner.study.sampler.SAMPLERS, without importing optuna

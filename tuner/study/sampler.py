@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 # tpe: multivariate TPE over the conditional space, constant liar for concurrent workers.
-# nsga2: Optuna's NSGA-II, constrained domination. random: the control.
-SAMPLERS = ("tpe", "nsga2", "random")
+# nsga2, nsga3: Optuna's NSGA-II and NSGA-III, constrained domination. gp: Optuna's Gaussian
+# process sampler (needs scipy). random: the control.
+SAMPLERS = ("tpe", "nsga2", "nsga3", "gp", "random")
 DEFAULT_SAMPLER = "tpe"
 CONSTRAINTS = ("unverified", "max_vram_gb", "max_compile_s")
 # The trial system attribute Optuna's samplers, Study.best_trials and optuna-dashboard read the
@@ -68,8 +69,22 @@ def make_sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if kind == "nsga2":
             return optuna.samplers.NSGAIISampler(seed=seed, **told)
+        if kind == "nsga3":
+            return optuna.samplers.NSGAIIISampler(seed=seed, **told)
+        if kind == "gp":
+            _needs("scipy", "--sampler gp")
+            # The conditional options (inductor only) are outside GP's joint space: sampled
+            # at random, as Optuna says at every trial unless told not to.
+            return optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False, **told)
         return optuna.samplers.TPESampler(multivariate=True, group=True, constant_liar=True,
                                           seed=seed, **told)
+
+
+def _needs(module: str, what: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise UserError(f"{what} needs {module}: pip install {module}")
 
 
 def stored_constraints(trial: FrozenTrial) -> Sequence[float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -124,9 +125,10 @@ def ensure_folder(spec: StudySpec) -> None:
     if spec.storage is None:
         try:
             spec.directory.mkdir(parents=True, exist_ok=True)
-            probe = spec.directory / ".write-test"
-            probe.write_text("")
-            probe.unlink()
+            # A name of its own: workers of one fleet start together, and a shared probe name
+            # let one delete another's ("cannot write ...: No such file or directory").
+            with tempfile.NamedTemporaryFile(dir=spec.directory, prefix=".write-test-"):
+                pass
         except OSError as exc:
             raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; "
                             "pass --studies-dir to a writable folder") from exc
