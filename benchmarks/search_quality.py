@@ -170,8 +170,11 @@ def report(results: Sequence[tuple[Landscape, Sequence[Outcome]]], default_name:
         "the whole grid's. Default sampler: what a new study gets "
         f"(`{default_name}` when this was written); control: `random`, with the same seed. "
         "TPE proposes its first configs at random from a generator seeded alike, so a seed "
-        "that reaches the target within them gives both samplers the same count.", "",
-        f"One seed (both samplers) took {sum(seconds) / seeds:.1f} s on average on this "
+        "that reaches the target within them gives both samplers the same count (so do "
+        "NSGA-II and NSGA-III, whose first generation is 50 random configs, and GP, whose first "
+        "10 are random).", "",
+        f"One seed ({len({o.sampler for _, r in results for o in r})} samplers) took "
+        f"{sum(seconds) / seeds:.1f} s on average on this "
         f"machine; one search {min(seconds):.1f}-{max(seconds):.1f} s ({len(seconds)} "
         "searches).", ""]
     for landscape, outcomes in results:

@@ -353,3 +353,11 @@ def test_repeats_parse_auto_or_a_number():
     assert finalists.Repeats.parse("3").fixed == 3 and not finalists.Repeats.parse(0).any
     with pytest.raises(finalists.UserError, match="give auto or a whole number"):
         finalists.Repeats.parse("lots")
+
+
+def test_finalists_measured_again_load_the_eager_references_the_search_kept(tmp_path):
+    s, summary = search(tmp_path)
+    trials, repeats = s.runner.requests[:CONFIGS], s.runner.requests[CONFIGS:]
+    assert len(repeats) == 2 * len(select.pareto(summary.trials))
+    kept = str(s.spec.layout.references_dir)
+    assert {r.references for r in trials} == {r.references for r in repeats} == {kept}

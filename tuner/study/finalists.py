@@ -249,9 +249,12 @@ def _still_noisy(config: TrialConfig, p50s: list[float], records: list[dict[str,
 
 def _next(spec: StudySpec, number: int, config: TrialConfig,
           records: list[dict[str, Any]]) -> tuple[str, TrialRequest, Path | None]:
-    """The next re-measurement of a finalist: (kind, request, cache folder; None = empty)."""
+    """The next re-measurement of a finalist: (kind, request, cache folder; None = empty). It
+    loads the eager references the search kept, as the search's trials do."""
+    references = str(spec.layout.references_dir)
     if not config.compiled:
-        return EAGER_REPEAT, TrialRequest(config, spec.workload, spec.protocol), None
+        return EAGER_REPEAT, TrialRequest(config, spec.workload, spec.protocol,
+                                          references=references), None
     saved = spec.layout.artifacts_file(config.key)
     cache = spec.layout.cache_root
     if not spec.protocol.warm_cache:
@@ -259,11 +262,12 @@ def _next(spec: StudySpec, number: int, config: TrialConfig,
     warm = any(r["kind"] == WARM and r["status"] == Status.OK.value for r in records)
     if warm and saved.exists() and not any(r["kind"] == ARTIFACTS for r in records):
         return (ARTIFACTS, TrialRequest(config, spec.workload, spec.protocol,
-                                        load_artifacts=str(saved.resolve())), None)
+                                        load_artifacts=str(saved.resolve()),
+                                        references=references), None)
     # Warm on the trial's cache; if it is gone, a cold compile fills it for the next one.
     kind = WARM if cache.is_dir() and any(cache.iterdir()) else COLD
     return kind, TrialRequest(config, spec.workload, spec.protocol,
-                              save_artifacts=str(saved.resolve())), cache
+                              save_artifacts=str(saved.resolve()), references=references), cache
 
 
 def _record(kind: str, result: TrialResult) -> dict[str, Any]:
