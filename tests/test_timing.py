@@ -52,13 +52,14 @@ class FakeCudaEvents:
                     outer.gaps_with_creations.add(outer.calls)
                 self.t: float | None = None
 
-            def record(self) -> None:
+            def record(self, stream: object = None) -> None:
                 self.t = time.perf_counter()
 
             def elapsed_time(self, end: Event) -> float:
                 return (end.t - self.t) * 1e3
 
         self.Event = Event
+        self.current_stream = object
 
     def call(self) -> None:
         self.calls += 1

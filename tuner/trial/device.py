@@ -64,19 +64,20 @@ class Device:
             # launch-bound stream would be counted as the call's. The pool doubles if a stream
             # outlasts it (one gap per doubling, in one sample).
             pool = self._events(max(2 * min_calls, 512))
+            stream = self.torch.cuda.current_stream()  # looked up once, not at every record
             self.sync()
             start = time.perf_counter()
             n = 0
             while True:
                 if n == len(pool) - 1:
                     pool += self._events(len(pool))
-                pool[n].record()
+                pool[n].record(stream)
                 n += 1
                 fn()
                 elapsed = time.perf_counter() - start
                 if (n >= min_calls and elapsed >= min_seconds) or elapsed >= max_seconds:
                     break
-            pool[n].record()
+            pool[n].record(stream)
             events = pool[:n + 1]
             self.sync()
             samples = [a.elapsed_time(b) for a, b in zip(events, events[1:])]

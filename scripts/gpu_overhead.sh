@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 12's per-trial figures on the two-H200 machine, in one call (carry .whl): the tuner's
+# overhead per trial, fresh processes against pre-started ones, for a torchvision model on
+# GPU 0 and a factory model on GPU 1 at the same time, each on its own half of the host's
+# cores (benchmarks/trial_overhead.py --measure); then, if time is left (IMPORT=1), the import
+# beside the compile on GPU 0. LIMIT bounds each measurement (seconds, default 540). Writes
+# trial-overhead-h200.md, trial-overhead-h200-factory.md (and import-beside-compile-h200.md)
+# under $OUT.
+source "$(dirname "$0")/gpu_env.sh"
+half=$(( $(nproc) / 2 ))
+overhead() {  # GPU CORES MODEL OUT
+  CUDA_VISIBLE_DEVICES=$1 taskset -c "$2" timeout -s INT "${LIMIT:-540}" \
+    python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda --model "$3" \
+      --dtype bfloat16 --batch-sizes 1,32 --dynamic "${DYNAMIC:-false}" --out "$OUT/$4" \
+      2> "$OUT/$4.log" | tail -2
+}
+overhead 0 "0-$(( half - 1 ))" resnet50 trial-overhead-h200.md &
+overhead 1 "$half-$(( 2 * half - 1 ))" tuner.examples:text_encoder trial-overhead-h200-factory.md &
+wait
+if [ "${IMPORT:-0}" = 1 ]; then
+  CUDA_VISIBLE_DEVICES=0 timeout -s INT "${LIMIT:-540}" python3 benchmarks/import_beside_compile.py \
+      --device cuda --model resnet18 --dtype float32 --batch-size 1 --repeats 3 \
+      --out "$OUT/import-beside-compile-h200.md" 2> "$OUT/import-beside-compile.log" | tail -1
+fi
