@@ -173,10 +173,7 @@ def run_trial(request: TrialRequest, started: float,
             result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
             result.host_steal_cores = host.steal_cores
         except Exception as exc:  # noqa: BLE001
-            if _is_cuda_error(exc) and not _is_oom(exc):
-                return _cuda_failure(result, "", exc)
-            status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
-            return _fail(result, status, describe_error(exc))
+            return _raised(result, "", exc)
 
     result.vram_bytes_steady_allocated, result.vram_bytes_steady_reserved = dev.peaks()
     result.vram_bytes_process_nvml = dev.process_memory_nvml()
@@ -193,10 +190,7 @@ def run_trial(request: TrialRequest, started: float,
         except build.WorkloadError as exc:
             return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
         except Exception as exc:  # noqa: BLE001
-            if _is_cuda_error(exc) and not _is_oom(exc):
-                return _cuda_failure(result, "shape schedule: ", exc)
-            status = Status.OOM if _is_oom(exc) else Status.COMPILE_ERROR
-            return _fail(result, status, f"shape schedule: {describe_error(exc)}")
+            return _raised(result, "shape schedule: ", exc)
         finally:
             result.replay_s = time.perf_counter() - t
 
@@ -273,6 +267,16 @@ def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
     result.status = status
     result.message = one_line(message)
     return result
+
+
+def _raised(result: TrialResult, where: str, exc: BaseException) -> TrialResult:
+    """The record of an error raised while compiling, measuring or replaying: oom, cuda_error
+    or compile_error, its message prefixed with ``where``."""
+    if _is_oom(exc):
+        return _fail(result, Status.OOM, f"{where}{describe_error(exc)}")
+    if _is_cuda_error(exc):
+        return _cuda_failure(result, where, exc)
+    return _fail(result, Status.COMPILE_ERROR, f"{where}{describe_error(exc)}")
 
 
 def one_line(message: str) -> str:
