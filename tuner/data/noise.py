@@ -8,9 +8,10 @@ sd(log p50) / sqrt(n))``, with sd the sample standard deviation of the log p50s.
 is multiplicative, and on the log scale the interval stays above zero however noisy the
 processes were. With the default two repeats n is 3 and t is 4.30: the interval is wide, which
 is what three processes can honestly say (a bootstrap over three values would claim far more).
-Within each batch size the finalists are ranked on these intervals: overlapping intervals,
-directly or through a chain of overlapping ones, share a rank (``rank_within_noise``), so no
-two configs within noise are ever ranked one above the other.
+Within each batch size the finalists are ranked on these intervals (``rank_within_noise``):
+rank 1 where no finalist is faster beyond noise (its interval ending below this one's start),
+otherwise one below the lowest-ranked finalist that is. Equal ranks are within noise of each
+other; a wide interval does not pull a fast and a slow config onto one rank.
 """
 
 from __future__ import annotations

@@ -176,9 +176,8 @@ class Constraints:
 def with_ranks(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``rank_within_noise`` filled for the finalists that have an interval.
 
-    Within each batch size: sorted by the interval's low end, a finalist whose interval starts
-    past every interval before it opens a new rank; otherwise it overlaps one of them (directly
-    or through a chain) and shares that rank. Rank 1 holds the fastest.
+    Within each batch size (see :func:`rank_intervals`): rank 1 where no finalist is faster
+    beyond noise, otherwise one below the lowest-ranked finalist that is.
     """
     df = df.copy()
     ranks = pd.Series(pd.NA, index=df.index, dtype="Int64")
@@ -195,13 +194,15 @@ def with_ranks(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_intervals(lows: list[float], highs: list[float]) -> list[int]:
-    """Dense ranks of intervals [low, high]: overlapping ones, directly or through a chain of
-    overlapping ones, share a rank; rank 1 holds the lowest."""
+    """Ranks of intervals [low, high], lower is faster: 1 where no interval ends below this
+    one's start, otherwise 1 + the highest rank among those that do (those faster beyond noise).
+
+    Two intervals of equal rank overlap (if one ended below the other's start, the other would
+    rank below it), so equal ranks are within noise of each other. Overlap is not passed on: a
+    wide interval that overlaps both a fast and a slow one does not put those two on one rank.
+    """
     ranks = [0] * len(lows)
-    rank, reach = 0, -math.inf
-    for i in sorted(range(len(lows)), key=lambda i: lows[i]):
-        if lows[i] > reach:
-            rank += 1
-        reach = max(reach, highs[i])
-        ranks[i] = rank
+    order = sorted(range(len(lows)), key=lambda i: lows[i])
+    for n, i in enumerate(order):
+        ranks[i] = 1 + max((ranks[j] for j in order[:n] if highs[j] < lows[i]), default=0)
     return ranks

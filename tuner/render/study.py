@@ -119,9 +119,10 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
     counts = sorted({len(v) for v in rows["latency_ms_p50_repeats"] if is_list(v)})
     processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
         if counts else "several"
-    return (f"rank: latency beyond noise, 1 = fastest. Configs of equal rank are within noise "
-            f"of each other (95% t-intervals over the p50s of {processes} fresh processes "
-            "overlap), so neither is faster.")
+    return (f"rank: latency beyond noise (95% t-intervals over the p50s of {processes} fresh "
+            "processes). 1 = no config is faster beyond noise; otherwise one below the "
+            "lowest-ranked config that is. Configs of equal rank are within noise of each "
+            "other, so neither is faster.")
 
 
 def _flag(value: Any) -> bool:
