@@ -99,7 +99,8 @@ def measure(args: argparse.Namespace) -> str:
     modes = args.modes or ("default,reduce-overhead" if device.startswith("cuda") else "default")
     space = ["--model", args.model, "--device", device, "--image-size", str(args.image_size),
              "--batch-sizes", args.batch_sizes, "--dtype", args.dtype,
-             "--backend", "eager,inductor", "--mode", modes, "--dynamic", args.dynamic]
+             "--backend", "eager,inductor", "--mode", modes, "--dynamic", args.dynamic,
+             "--inductor-option", "none", "--channels-last", "false"]
     lines = [f"# trial overhead, {datetime.date.today()}, {args.machine}: {_machine(device)}, "
              f"torch {torch.__version__}", "",
              f"{'A CPU figure. ' if device == 'cpu' else ''}`tuner search {' '.join(space)} "

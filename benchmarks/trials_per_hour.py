@@ -63,7 +63,7 @@ FAKE_PHASES = ("tuner_overhead_s",)  # the only phase a fake row measures
 def space_args(batch_sizes: str) -> list[str]:
     return ["--model", "resnet18", "--dtype", "float32", "--backend", ",".join(BACKENDS),
             "--mode", ",".join(MODES), "--dynamic", ",".join(str(d).lower() for d in DYNAMIC),
-            "--batch-sizes", batch_sizes]
+            "--batch-sizes", batch_sizes, "--inductor-option", "none", "--channels-last", "false"]
 
 
 def grid(batch_sizes: str) -> list[str]:

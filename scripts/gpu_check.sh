@@ -26,7 +26,7 @@ if [ "${GPU_SEARCH:-1}" = 1 ]; then
 timeout -s TERM $(( ${GPU_SEARCH_BUDGET:-250} + ${GPU_SEARCH_GRACE:-200} )) python3 -m tuner search \
     --model resnet18 --batch-sizes 1,32 --dtype float32 \
     --backend eager,inductor --mode default,reduce-overhead,max-autotune-no-cudagraphs \
-    --dynamic false --name h200-resnet18 --budget "${GPU_SEARCH_BUDGET:-250}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
+    --dynamic false --inductor-option none --channels-last false --name h200-resnet18 --budget "${GPU_SEARCH_BUDGET:-250}" --timeout ${GPU_TRIAL_TIMEOUT:-420} \
     --confirm 0 > "$OUT/search.txt" 2> "$OUT/search.log"
 echo "search exit: $?"
 tail -5 "$OUT/search.log"

@@ -7,6 +7,7 @@ export CUDA_VISIBLE_DEVICES=${GPU:-0}
 NAME=${NAME:-h200-resnet50-bf16}
 python3 -m tuner search --model resnet50 --dtype bfloat16 --batch-sizes 16 \
     --backend eager,inductor --mode default,reduce-overhead --dynamic false --name "$NAME" \
+    --inductor-option none --channels-last false \
     --timeout 300 --confirm 0 > "$OUT/search.txt" 2> "$OUT/search.log"
 echo "search exit: $?"
 timeout -s INT -k 60 "${CONFIRM_BUDGET:-330}" python3 -m tuner confirm "studies/$NAME" --repeats auto \

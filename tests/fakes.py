@@ -55,6 +55,7 @@ class FakeRunner:
         self.calls: list[str] = []
         self.requests: list[TrialRequest] = []  # every request, in order
         self.cache_dirs: list[Path | None] = []  # the cache_dir of each call
+        self.spares: list[tuple[Any, int]] = []  # start_spare's (prebuild, calls before it)
 
     def run(self, request: TrialRequest, workdir: Path,
             abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
@@ -114,6 +115,9 @@ class FakeRunner:
             unique_graphs=1 if cfg.compiled else None, recompiles=0 if cfg.compiled else None,
             cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint, **cache,
             **schedule)
+
+    def start_spare(self, prebuild: Any = None) -> None:
+        self.spares.append((prebuild, len(self.calls)))
 
     def close(self) -> None:
         self.closed += 1

@@ -15,12 +15,12 @@ import pytest
 from tests.fakes import FakeRunner
 from tests.processes import wait_until_gone
 from tests.test_cli import invoke
-from tests.test_study import make_space, make_spec
+from tests.test_study import BACKENDS, MODES, make_space, make_spec
 from tuner.files import write_json_atomic
 from tuner.launch.compile_budget import MARKER_FILE, CompileWatch
 from tuner.launch.runner import ProcessRunner, _wait
 from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
-from tuner.spec.space import TrialConfig
+from tuner.spec.space import TrialConfig, build_space
 from tuner.spec.workload import Workload
 from tuner.study.search import Search
 from tuner.study.storage import KEY_ATTR, PROTOCOL_ATTR, join_spec
@@ -199,3 +199,32 @@ def test_a_real_compile_past_its_budget_is_killed_with_its_children(tmp_path, mo
     assert children and all(wait_until_gone(pid) for pid in children)  # they died with it
     assert not (tmp_path / "trial" / MARKER_FILE).exists()
     assert os.path.exists(tmp_path / "trial" / "trial.log")
+
+
+def test_a_mode_that_compiled_past_the_budget_is_not_tried_again_at_that_batch_size(tmp_path):
+    # A night must not go to max-autotune timeouts: once a config of a mode ran past the compile
+    # budget at a batch size, that mode's other configs there are rows saying so, not trials.
+    # Fake cold compiles: default 15 s, max-autotune-no-cudagraphs 60 s, budget 30 s.
+    space = build_space(device="cuda", batch_sizes=[1, 8], backends=["eager", "inductor"],
+                        modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
+                        options={"epilogue_fusion": ["true", "false"]},
+                        available_backends=BACKENDS, available_modes=MODES,
+                        available_options={"epilogue_fusion": bool})
+    spec = make_spec(tmp_path, space=space, protocol=BUDGET)
+    runner = FakeRunner()
+    summary = Search(spec, runner).run()
+    df = summary.trials
+    autotune = df[df["mode"] == "max-autotune-no-cudagraphs"]
+    assert len(autotune) == 8 and (autotune["status"] == "compile_timeout").all()
+    ran = autotune[~autotune["message"].str.startswith("not run")]
+    assert sorted(ran["batch_size"]) == [1, 8]  # one trial a batch size spent the budget
+    autotune_keys = {c.key for c in space.configs() if c.mode == "max-autotune-no-cudagraphs"}
+    assert sum(key in autotune_keys for key in runner.calls) == 2
+    skipped = autotune[autotune["message"].str.startswith("not run")]
+    assert skipped["message"].str.contains("compiled past --compile-timeout at batch size").all()
+    # Everything else ran, once.
+    assert sorted(runner.calls) == sorted(
+        c.key for c in space.configs() if c.mode != "max-autotune-no-cudagraphs" or
+        c.key in set(ran["config_key"]))
+    assert (df[df["mode"] != "max-autotune-no-cudagraphs"]["status"] == "ok").all()
+    assert summary.stop_reason.startswith("every config in the search space is measured")

@@ -261,6 +261,41 @@ def test_a_search_over_the_dimensions_writes_their_columns_and_resumes(tmp_path)
     assert len(files.read(tmp_path / "resnet18-cpu")[0]) == len(df)
 
 
+@pytest.mark.usefixtures("fake_cli")
+def test_a_cuda_search_covers_the_knobs_the_user_left_unset(tmp_path):
+    # The default space on CUDA: four inductor options both ways, with this torch's value in
+    # the baselines, and channels_last for a torchvision model; what the user names wins.
+    def space_of(*extra: str, model: str = "resnet18") -> dict:
+        name = f"s{len(list(tmp_path.iterdir()))}"
+        result = CliRunner().invoke(main, [
+            "search", "--model", model, "--device", "cuda", "--batch-sizes", "1",
+            "--trials", "1", "--confirm", "0", "--name", name, "--studies-dir", str(tmp_path),
+            "-q", *extra])
+        assert result.exit_code == 0, result.output
+        stored = files.read(tmp_path / name)[1]["space"]
+        return {"options": {}, "channels_last": [], **stored}  # a dimension not searched: absent
+
+    from torch._inductor import config
+
+    default = space_of()
+    assert default["options"] == {name: [getattr(config, name), not getattr(config, name)]
+                                  for name in ("coordinate_descent_tuning", "epilogue_fusion",
+                                               "freezing", "shape_padding")}
+    assert default["channels_last"] == [False, True]
+    factory = space_of(model="tests.models:tiny_cnn")  # not known to take 4-D images
+    assert factory["options"] == default["options"] and factory["channels_last"] == []
+    named = space_of("--inductor-option", "epilogue_fusion=false,true", "--channels-last", "false")
+    assert named["options"] == {"epilogue_fusion": [False, True]} and named["channels_last"] == []
+    assert space_of("--inductor-option", "none")["options"] == {}
+    assert space_of("--backend", "eager")["options"] == {}  # options need inductor
+    cpu = CliRunner().invoke(main, ["search", "--model", "resnet18", "--device", "cpu",
+                                    "--trials", "1", "--confirm", "0", "--name", "cpu",
+                                    "--studies-dir", str(tmp_path), "-q"])
+    assert cpu.exit_code == 0, cpu.output
+    cpu_space = files.read(tmp_path / "cpu")[1]["space"]
+    assert not cpu_space.get("options") and not cpu_space.get("channels_last")
+
+
 # -- into production ----------------------------------------------------------------------------
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monke
     fleet = fleets.Fleet(spec, [0, 1, 2], LaunchSettings(timeout_s=60), quiet=True)
     assert [fleet.plan(i, g).launch.gpu for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
     assert [fleet.plan(i, g).seed for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
-    assert not fleet.plan(0, 0).launch.prestart  # off unless asked for
+    assert not fleet.plan(0, 0).launch.prestart  # as the command decided it
     assert fleets.Fleet(spec, [0], LaunchSettings(60, prestart=True)).plan(0, 0).launch.prestart
     summary = fleet.run()
     assert [e.returncode for e in fleet.exits] == [0, 0, 0]
@@ -58,6 +58,55 @@ def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monke
     assert summary.stop_reason == "all 3 workers finished"
     df, _ = files.read(tmp_path / "fleet")
     assert df["config_key"].is_unique and len(df) == len(spec.space.configs())
+
+
+def test_a_fleet_worker_starts_its_first_trials_process_at_once_and_counts_no_gpus(
+        tmp_path, monkeypatch):
+    # On the H200 a fleet worker imported torch to count the GPUs its parent had counted, then
+    # its first trial imported it again: 7.6 s more start-up for two GPUs than for one.
+    from tuner.cli import measure
+    from tuner.launch import runner as runners
+    from tuner.trial.prebuild import PrebuildRequest
+
+    spec = workers.create(tmp_path, "early", storage=None, space=workers.SPACE_SMALL)
+    plan = fleets.WorkerPlan.from_json(
+        fleets.Fleet(spec, [0, 1], LaunchSettings(timeout_s=60)).plan(1, 1).to_json())
+    made: list[FakeRunner] = []
+    monkeypatch.setattr(runners, "make_runner",
+                        lambda settings, shared=None: made.append(FakeRunner()) or made[-1])
+
+    def counted() -> int:
+        raise AssertionError("the fleet worker counted the GPUs again (importing torch)")
+
+    monkeypatch.setattr(gpus, "visible_gpus", counted)
+    measure.run_worker(plan, None, as_json=False)
+    first = PrebuildRequest(spec.workload, spec.space.batch_sizes[0])
+    assert made[0].spares == [(first, 0)]  # before any trial, for the first batch size
+    assert len(made[0].calls) == len(spec.space.configs())
+    # `tuner worker` has no parent that counted: it still checks, with its one-line error.
+    with pytest.raises(AssertionError, match="counted the GPUs"):
+        measure.run_worker(dataclasses.replace(plan, gpus_checked=False), None, as_json=False)
+    assert made[1].closed == 1  # its first trial's process is not left behind
+
+
+def test_a_search_starts_its_first_trials_process_before_it_opens_the_study(tmp_path,
+                                                                            monkeypatch):
+    from tuner.launch import runner as runners
+
+    made: list[FakeRunner] = []
+    settings: list[LaunchSettings] = []
+    monkeypatch.setattr(runners, "make_runner", lambda s, shared=None: settings.append(s) or
+                        made.append(FakeRunner()) or made[-1])
+    result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--device", "cpu",
+                                       "--batch-sizes", "8,1", "--backend", "eager",
+                                       "--studies-dir", str(tmp_path), "-q"])
+    assert result.exit_code == 0, result.output
+    (prebuild, calls_before), = made[0].spares
+    assert calls_before == 0 and prebuild.batch_size == 8 and prebuild.workload.model == "resnet18"
+    # Pre-started processes: on by default for CUDA (measured on the H200), off on the CPU.
+    assert settings[0].prestart is False
+    assert runners.prestart_for("cuda", None) and runners.prestart_for("cuda:1", None)
+    assert not runners.prestart_for("cuda", False) and runners.prestart_for("cpu", True)
 
 
 def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypatch):
@@ -82,6 +131,7 @@ def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
     result = CliRunner().invoke(main, [
         "search", "--model", "resnet18", "--backend", "eager,inductor",
         "--mode", "default", "--batch-sizes", "1,2", "--gpus", "all", "--json",
+        "--inductor-option", "none", "--channels-last", "false",
         "--studies-dir", str(tmp_path)])
     assert result.exit_code == 0, result.stderr
     assert "one worker per GPU (0, 1)" in result.stderr

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -32,8 +32,10 @@ from tuner.cli.options import (
     teller,
     timeout_option,
     user_errors,
+    with_space_file,
 )
 from tuner.errors import UserError
+from tuner.trial.prebuild import PrebuildRequest
 
 SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accepts
 
@@ -51,17 +53,19 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "each row's error against float32 eager is recorded.")
 @click.option("--image-size", type=click.IntRange(min=1), default=224, show_default=True,
               help="Input height and width for torchvision models.")
-@click.option("--channels-last", is_flag=False, flag_value="true", default="false",
-              show_default=True, metavar="[BOOL,...]",
+@click.option("--channels-last", is_flag=False, flag_value="true", metavar="[BOOL,...]",
               help="The channels_last memory format (the model and its 4-D inputs); "
-                   "--channels-last alone means true; false,true searches both.")
+                   "--channels-last alone means true; false,true searches both. Default: "
+                   "false,true for a torchvision model on CUDA, false otherwise.")
 @click.option("--cudnn-benchmark", default="true", show_default=True, metavar="BOOL,...",
               help="torch.backends.cudnn.benchmark (CUDA only); true,false searches both.")
 @click.option("--inductor-option", "inductor_options", multiple=True, metavar="NAME=V1,V2",
               help="Search an option of torch._inductor.config (repeatable; inductor only), "
                    "e.g. epilogue_fusion=true,false or triton.cudagraphs=false,true; modes "
                    "combine with them. Each gets a Parquet column opt_NAME (dots as "
-                   "underscores). List the default value first: the baseline uses it.")
+                   "underscores). List the default value first: the baseline uses it. Default "
+                   "on CUDA: coordinate_descent_tuning, epilogue_fusion, freezing and "
+                   "shape_padding, each both ways; none: no option.")
 @click.option("--space", "space_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A TOML file that narrows the dimensions, one key per option (batch_sizes, "
                    "backends, modes, dynamic, dtypes, channels_last, cudnn_benchmark, and an "
@@ -129,14 +133,15 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
            max_vram_gb, max_compile_s, as_json, quiet) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
-    Each trial runs in a fresh process (timeout, failures kept as data). Eager and inductor
-    in each mode are measured first at every batch size, so every row has a speedup vs eager
-    and the plain modes to compare with. Then
-    the batch size with the fewest trials gets the next one, its config proposed by that batch
-    size's own sampler (one Optuna study, one Pareto front, per batch size). Failed configs,
-    and those over --max-vram-gb or --max-compile-s, are infeasible points it learns from.
-    Run the same command again to resume; Ctrl-C stops after the current trial. Then the
-    finalists are measured again (--confirm; after --budget too, since it bounds the search).
+    Each trial runs in its own process (timeouts and failures kept as data). Eager and
+    inductor in each mode are measured first at every batch size, so every row has a speedup
+    vs eager. On CUDA the space also holds four inductor options both ways and, for a
+    torchvision model, channels_last; a mode that compiles past --compile-timeout is not tried
+    again at that batch size. Then the batch size with the fewest trials gets the next trial,
+    proposed by its own sampler (one Optuna study per batch size); failed configs, and those
+    over --max-vram-gb or --max-compile-s, are infeasible points it learns from. The same
+    command resumes; Ctrl-C stops after the current trial. Then the finalists are measured
+    again (--confirm; after --budget too, since it bounds the search).
 
     \b
     Examples:
@@ -150,7 +155,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.launch import gpus as gpu_list
     from tuner.launch import runner as runners
     from tuner.spec.records import TrialProtocol
-    from tuner.spec.space import build_space
+    from tuner.spec.space import build_space, default_knobs
     from tuner.spec.workload import Workload, parse_shapes, validate
     from tuner.study.finalists import Repeats
     from tuner.study.fleet import Fleet
@@ -160,7 +165,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     repeats = Repeats.parse(confirm_repeats)
     if space_file is not None:
         dtype, channels_last, cudnn_benchmark, inductor_options, batch_sizes, backends, modes, \
-            dynamic = _with_space_file(space_file, dtype=dtype, channels_last=channels_last,
+            dynamic = with_space_file(space_file, dtype=dtype, channels_last=channels_last,
                                        cudnn_benchmark=cudnn_benchmark,
                                        inductor_options=inductor_options,
                                        batch_sizes=batch_sizes, backends=backends, modes=modes,
@@ -177,7 +182,11 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     device = device or _default_device()
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
     dtypes = split((dtype,)) or ["float32"]
-    formats = bool_values(channels_last, "--channels-last")
+    # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_knobs), not on CPU.
+    knobs, image_formats = (None, [False]) if space_file else default_knobs(
+        device, split(backends) or None, image_model=":" not in model)
+    formats = image_formats if channels_last is None else bool_values(channels_last,
+                                                                       "--channels-last")
     cudnn = bool_values(cudnn_benchmark, "--cudnn-benchmark")
     workload = Workload(model=model, device=device, image_size=image_size,
                         dtype=dtypes[0] if len(dtypes) == 1 else "float32",
@@ -193,7 +202,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         dtypes=dtypes if len(dtypes) > 1 else None,
                         channels_last=formats if len(formats) > 1 else None,
                         cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
-                        options=option_values(inductor_options))
+                        options=knobs if not inductor_options else option_values(inductor_options))
     spec = StudySpec(name=_study_name(model, device) if name is None else name,
                      workload=workload, space=space,
                      protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
@@ -203,6 +212,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                      seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
                      sampler=sampler, limits=None if max_vram_gb is None and max_compile_s is None
                      else Constraints(max_vram_gb=max_vram_gb, max_compile_s=max_compile_s))
+    prestart = runners.prestart_for(device, prestart)
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
     say = teller(quiet)
     if chosen is not None:
@@ -215,24 +225,10 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         run.run_fleet(Fleet(spec, chosen, launch, quiet=quiet), say, as_json,
                       then=confirm_after if repeats.any else None)
         return
-    search_ = Search(spec, runners.make_runner(launch, spec.layout.cache_root), **run.progress(say))
+    runner = runners.make_runner(launch, spec.layout.cache_root)
+    runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
+    search_ = Search(spec, runner, **run.progress(say))
     run.run_search(search_, say, as_json)
-
-
-def _with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
-    """The dimension options with the space file's values where the command line gave none."""
-    from tuner.spec.space_file import read_space_file
-
-    ctx = click.get_current_context()
-    from_file = read_space_file(path)
-    names = {"dtype": "dtypes"}  # parameter -> the file's key, where they differ
-    out = []
-    for param, value in given.items():
-        in_file = getattr(from_file, names.get(param, param))
-        typed = ctx.get_parameter_source(param) in (click.core.ParameterSource.COMMANDLINE,
-                                                    click.core.ParameterSource.ENVIRONMENT)
-        out.append(value if typed or in_file is None else in_file)
-    return tuple(out)
 
 
 @click.command("worker", context_settings=CONTEXT,
@@ -292,7 +288,7 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
 def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False) -> None:
     """One worker on an existing study: ``tuner worker``, and each worker of a fleet."""
     from tuner.launch import runner as runners
-    from tuner.launch.gpus import check_device, choose_gpus, visible_gpus
+    from tuner.launch.gpus import check_worker_gpu
     from tuner.study.export import export_study
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
@@ -305,18 +301,18 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
         run.print_study(spec.layout, as_json)
         return
     device = spec.workload.device
-    check_device(device, visible_gpus(), f"study {plan.study!r} runs on {device}")
-    gpu = plan.launch.gpu
-    if gpu is not None:
-        if device != "cuda":
-            raise UserError(f"study {plan.study!r} runs on {device}; --gpu shows a worker's trials "
-                            "one GPU, as cuda: drop --gpu" + (
-                                " (or start a study with --device cuda)"
-                                if device.startswith("cuda") else ""))
-        choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
-    say = teller(plan.quiet, prefix="" if gpu is None else f"gpu{gpu} ")
-    search_ = Search(spec, runners.make_runner(plan.launch, spec.layout.cache_root),
-                     **run.progress(say))
+    launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(device, plan.launch.prestart))
+    runner = runners.make_runner(launch, spec.layout.cache_root)
+    # The first trial's process imports torch while this one checks the GPUs and opens the study.
+    runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
+    if not plan.gpus_checked:  # a fleet's workers were checked by the process that started them
+        try:
+            check_worker_gpu(plan.study, device, plan.launch.gpu)
+        except BaseException:
+            runner.close()
+            raise
+    say = teller(plan.quiet, prefix="" if plan.launch.gpu is None else f"gpu{plan.launch.gpu} ")
+    search_ = Search(spec, runner, **run.progress(say))
     run.run_search(search_, say, as_json)
 
 
@@ -371,7 +367,7 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     device = spec.workload.device
     check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}")
     say = teller(quiet)
-    launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
+    launch = runners.LaunchSettings(timeout_s, runners.prestart_for(device, prestart))
     stopped = run.run_confirm(
         Search(spec, runners.make_runner(launch, spec.layout.cache_root), on_message=say),
         say, plan, redo=redo)

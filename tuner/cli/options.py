@@ -153,7 +153,10 @@ def bool_values(text: str, option: str) -> list[bool]:
 
 def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
     """``("epilogue_fusion=true,false", ...)`` -> {"epilogue_fusion": ["true", "false"]}; the
-    names and values are checked against torch by :func:`tuner.spec.space.build_space`."""
+    names and values are checked against torch by :func:`tuner.spec.space.build_space`.
+    Nothing given: None (the device's default options); ``none``: {} (no option searched)."""
+    if [v.strip().lower() for v in values] == ["none"]:
+        return {}
     out: dict[str, list[str]] = {}
     for value in values:
         name, sep, rest = value.partition("=")
@@ -217,10 +220,13 @@ compile_timeout_option = click.option(
          "--timeout. none: no budget. Stored with the study "
          "(a resume must ask the same); a study made before the option has none.")
 prestart_option = click.option(
-    "--prestart/--no-prestart", default=False, show_default=True,
-    help="Start the next trial's process (importing torch) while a trial runs, so the import "
-         "costs no search time; still one process per trial. Off by default until measured on "
-         "a GPU (README: pre-started trial processes).")
+    "--prestart/--no-prestart", default=None,
+    help="Start the next trial's process (importing torch, building the model on the CPU) "
+         "while a trial runs, so the import costs no search time; still one process per trial. "
+         "Default: on for a CUDA study, where on the H200 it cut the tuner's own time per trial "
+         "from 13.7 s to 1.6 s (resnet50); off on the CPU, where that work would share the "
+         "cores the trial runs on. --no-prestart: a fresh process per trial (README: "
+         "pre-started trial processes).")
 
 
 def storage_option(what: str) -> Callable[[Any], Any]:
@@ -238,3 +244,19 @@ def max_compile_s_option(what: str) -> Callable[[Any], Any]:
 
 
 SAMPLERS = ("tpe", "nsga2", "nsga3", "gp", "random")  # tuner.study.sampler.SAMPLERS, without importing optuna
+
+
+def with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
+    """The dimension options with the space file's values where the command line gave none."""
+    from tuner.spec.space_file import read_space_file
+
+    ctx = click.get_current_context()
+    from_file = read_space_file(path)
+    names = {"dtype": "dtypes"}  # parameter -> the file's key, where they differ
+    out = []
+    for param, value in given.items():
+        in_file = getattr(from_file, names.get(param, param))
+        typed = ctx.get_parameter_source(param) in (click.core.ParameterSource.COMMANDLINE,
+                                                    click.core.ParameterSource.ENVIRONMENT)
+        out.append(value if typed or in_file is None else in_file)
+    return tuple(out)

@@ -32,6 +32,20 @@ def check_device(device: str, available: int, where: str) -> None:
                         f"(cuda:0-cuda:{available - 1})")
 
 
+def check_worker_gpu(study: str, device: str, gpu: int | None) -> None:
+    """A one-line error for a worker (``tuner worker``) whose study or ``--gpu`` this host
+    cannot serve. It imports torch to count the GPUs: a fleet's workers skip it, their parent
+    checked."""
+    check_device(device, visible_gpus(), f"study {study!r} runs on {device}")
+    if gpu is not None:
+        if device != "cuda":
+            raise UserError(f"study {study!r} runs on {device}; --gpu shows a worker's trials "
+                            "one GPU, as cuda: drop --gpu" + (
+                                " (or start a study with --device cuda)"
+                                if device.startswith("cuda") else ""))
+        choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
+
+
 def choose_gpus(text: str, available: int) -> list[int]:
     """``--gpus`` as GPU indices: ``all``, or a comma-separated list such as ``0,1``."""
     if available == 0:

@@ -176,6 +176,32 @@ class SearchSpace:
                    options=tuple((data.get("options") or {}).items()))
 
 
+# The inductor options a CUDA search covers when the user names none: those that moved resnet50
+# bf16 latency both ways on the H200 (README, "Example: the extended space"), each with the
+# installed torch's value first, so the baselines keep it.
+CUDA_DEFAULT_OPTIONS = ("coordinate_descent_tuning", "epilogue_fusion", "freezing", "shape_padding")
+
+
+def default_knobs(device: str, backends: Sequence[str] | None, image_model: bool,
+                  current: Mapping[str, Any] | None = None
+                  ) -> tuple[dict[str, list[Any]] | None, list[bool]]:
+    """The inductor options and memory formats a search covers where the user gave none: on
+    CUDA, :data:`CUDA_DEFAULT_OPTIONS` at their current value and the other (where inductor is
+    in the space), and channels_last off and on for a torchvision model (4-D images); on the
+    CPU, neither. ``current``: option name -> value (default: this torch's inductor config)."""
+    if not device.startswith("cuda"):
+        return None, [False]
+    options = None
+    if backends is None or INDUCTOR in backends:
+        if current is None:
+            from torch._inductor import config
+
+            current = config.get_config_copy()
+        options = {name: [current[name], not current[name]] for name in CUDA_DEFAULT_OPTIONS
+                   if isinstance(current.get(name), bool)} or None
+    return options, [False, True] if image_model else [False]
+
+
 def inductor_option_types() -> dict[str, Any]:
     """Every option of the installed ``torch._inductor.config`` and its declared type."""
     from torch._inductor import config

@@ -47,6 +47,9 @@ class WorkerPlan:
     n_trials: int | None = None
     budget_s: float | None = None
     quiet: bool = False
+    # The process that made the plan checked this host's GPUs (a fleet's parent): the worker
+    # does not import torch again to count them, seconds before its first trial.
+    gpus_checked: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -94,7 +97,7 @@ class Fleet:
                               self.launch, gpu=gpu, compile_threads=self.launch.compile_threads
                               or compile_threads(len(self.gpus))),
                           seed=spec.seed + index, n_trials=spec.n_trials, budget_s=spec.budget_s,
-                          quiet=self.quiet)
+                          quiet=self.quiet, gpus_checked=True)
 
     def command(self, index: int, gpu: int) -> list[str]:
         return [self.python, "-m", self.worker_module, self.plan(index, gpu).to_json()]

@@ -61,9 +61,10 @@ def summary(row: Mapping[str, Any]) -> dict[str, float | int | bool]:
 def record_not_run(fronts: Fronts, space: SearchSpace, config: TrialConfig,
                    result: TrialResult) -> None:
     """Add a finished, failed trial for ``config`` that was never started, its record
-    ``result`` saying why (its batch size's model fails in eager): a row in the files, like
-    every config the search decided on. Its status is ``workload_error``, so once the model
-    is fixed, the same command measures the config."""
+    ``result`` saying why: a row in the files, like every config the search decided on.
+    Its batch size's model fails in eager (``workload_error``: once the model is fixed, the
+    same command measures the config), or its mode compiled past the budget there
+    (``compile_timeout``)."""
     study = fronts.of(config.batch_size)
     recorder = _Distributions(params_of(config))
     suggest(recorder, space, fronts.batch_size_of(study))

@@ -230,6 +230,8 @@ class Search:
                         record_not_run(self.fronts, spec.space, other,
                                        _not_run(config.batch_size, broken))
                         not_run.add(other.key)
+            elif result.status is Status.COMPILE_TIMEOUT:
+                self._skip_mode(config, number, not_run)
         if broken and not _any_ok(self.export().trials):
             raise UserError("the model cannot run at any batch size: " + "; ".join(
                 f"batch size {bs}: {why}" for bs, why in sorted(broken.items())))
@@ -245,6 +247,29 @@ class Search:
         df = exported.trials
         return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
                              new, stop_reason, df, exported.pareto)
+
+    def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> None:
+        """After a compile past --compile-timeout, the other configs of that backend and mode at
+        that batch size are rows that say so, not trials: each would spend the budget again
+        (max-autotune of resnet18 ran past 380 s on the H200 whatever else was set), and a
+        night would go to failures. They are ``compile_timeout`` rows, failures to the sampler
+        like the one that ran, and their message says ``not run``."""
+        why = TrialResult.failure(
+            Status.COMPILE_TIMEOUT, f"not run: trial {number}, {config.label}, compiled past "
+            f"--compile-timeout at batch size {config.batch_size}; this mode's other configs "
+            "there are skipped (a new study with a larger --compile-timeout measures them)")
+        taken = self.claims.state()
+        skipped = [other for other in self.spec.space.configs()
+                   if (other.batch_size, other.backend, other.mode) == (
+                       config.batch_size, config.backend, config.mode)
+                   and other.key != config.key and not taken.taken(other.key)]
+        for other in skipped:
+            record_not_run(self.fronts, self.spec.space, other, why)
+            not_run.add(other.key)
+        if skipped:
+            self.on_message(f"{config.label} compiled past --compile-timeout at batch size "
+                            f"{config.batch_size}: its {len(skipped)} other config(s) there are "
+                            "skipped")
 
     def confirm(self, repeats: int | str | finalists.Repeats,
                 redo: bool = False) -> finalists.ConfirmSummary:
