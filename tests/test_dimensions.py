@@ -296,6 +296,21 @@ def test_a_cuda_search_covers_the_knobs_the_user_left_unset(tmp_path):
     assert not cpu_space.get("options") and not cpu_space.get("channels_last")
 
 
+@pytest.mark.usefixtures("fake_cli")
+def test_a_cuda_study_made_before_the_default_knobs_is_told_how_to_resume(tmp_path):
+    old = ["search", "--model", "resnet18", "--device", "cuda", "--trials", "1", "--confirm", "0",
+           "--studies-dir", str(tmp_path), "-q"]
+    made = CliRunner().invoke(main, [*old, "--inductor-option", "none", "--channels-last", "false"])
+    assert made.exit_code == 0, made.output
+    refused = CliRunner().invoke(main, old)  # the same command as before the defaults changed
+    assert refused.exit_code not in (0, 130)
+    assert "--inductor-option none --channels-last false" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    again = CliRunner().invoke(main, [*old, "--inductor-option", "none", "--channels-last",
+                                      "false", "--trials", "2"])
+    assert again.exit_code == 0, again.output
+
+
 # -- into production ----------------------------------------------------------------------------
 
 @pytest.fixture

@@ -278,5 +278,11 @@ def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: 
     diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}"
             for k in sorted(compared(stored, wanted)) if stored.get(k) != wanted.get(k)]
     if diff:
+        differ = {k for k in compared(stored, wanted) if stored.get(k) != wanted.get(k)}
+        hint = ("; a CUDA search now also covers inductor options and channels_last where "
+                "they are not given: --inductor-option none --channels-last false asks for the "
+                "space of a study made before that") if what == "search space" and differ <= {"options", "channels_last"} \
+            and not stored.get("options") and not stored.get("channels_last") else ""
         raise UserError(f"study {study.study_name!r} was made with another {what} "
-                        f"({'; '.join(diff)}); rerun with the same options or pick a new --name")
+                        f"({'; '.join(diff)}); rerun with the same options or pick a new "
+                        f"--name{hint}")
