@@ -155,7 +155,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.launch import gpus as gpu_list
     from tuner.launch import runner as runners
     from tuner.spec.records import TrialProtocol
-    from tuner.spec.space import build_space, default_knobs
+    from tuner.spec.space import build_space, default_formats, default_options
     from tuner.spec.workload import Workload, parse_shapes, validate
     from tuner.study.finalists import Repeats
     from tuner.study.fleet import Fleet
@@ -182,11 +182,10 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     device = device or _default_device()
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
     dtypes = split((dtype,)) or ["float32"]
-    # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_knobs), not on CPU.
-    knobs, image_formats = (None, [False]) if space_file else default_knobs(
-        device, split(backends) or None, image_model=":" not in model)
-    formats = image_formats if channels_last is None else bool_values(channels_last,
-                                                                       "--channels-last")
+    # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;
+    # a space file is the whole space.
+    formats = bool_values(channels_last, "--channels-last") if channels_last is not None else \
+        [False] if space_file else default_formats(device, image_model=":" not in model)
     cudnn = bool_values(cudnn_benchmark, "--cudnn-benchmark")
     workload = Workload(model=model, device=device, image_size=image_size,
                         dtype=dtypes[0] if len(dtypes) == 1 else "float32",
@@ -195,6 +194,8 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         shape_schedule=parse_shapes(shape_schedule))
     validate(workload)
     gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
+    knobs = None if space_file or inductor_options else default_options(device,
+                                                                         split(backends) or None)
     space = build_space(device=device,
                         batch_sizes=positive_ints(batch_sizes, "batch size", "--batch-sizes"),
                         backends=split(backends), modes=split(modes),

@@ -182,24 +182,26 @@ class SearchSpace:
 CUDA_DEFAULT_OPTIONS = ("coordinate_descent_tuning", "epilogue_fusion", "freezing", "shape_padding")
 
 
-def default_knobs(device: str, backends: Sequence[str] | None, image_model: bool,
-                  current: Mapping[str, Any] | None = None
-                  ) -> tuple[dict[str, list[Any]] | None, list[bool]]:
-    """The inductor options and memory formats a search covers where the user gave none: on
-    CUDA, :data:`CUDA_DEFAULT_OPTIONS` at their current value and the other (where inductor is
-    in the space), and channels_last off and on for a torchvision model (4-D images); on the
-    CPU, neither. ``current``: option name -> value (default: this torch's inductor config)."""
-    if not device.startswith("cuda"):
-        return None, [False]
-    options = None
-    if backends is None or INDUCTOR in backends:
-        if current is None:
-            from torch._inductor import config
+def default_options(device: str, backends: Sequence[str] | None,
+                    current: Mapping[str, Any] | None = None) -> dict[str, list[Any]] | None:
+    """The inductor options a search covers where the user named none: on CUDA, with inductor
+    in the space, :data:`CUDA_DEFAULT_OPTIONS` at their current value and the other; otherwise
+    none. ``current``: option name -> value (default: this torch's inductor config)."""
+    if not device.startswith("cuda") or (backends is not None and INDUCTOR not in backends):
+        return None
+    if current is None:
+        from torch._inductor import config
 
-            current = config.get_config_copy()
-        options = {name: [current[name], not current[name]] for name in CUDA_DEFAULT_OPTIONS
-                   if isinstance(current.get(name), bool)} or None
-    return options, [False, True] if image_model else [False]
+        current = config.get_config_copy()
+    return {name: [current[name], not current[name]] for name in CUDA_DEFAULT_OPTIONS
+            if isinstance(current.get(name), bool)} or None
+
+
+def default_formats(device: str, image_model: bool) -> list[bool]:
+    """The memory formats a search covers where the user gave none: channels_last off and on
+    for a torchvision model (4-D images) on CUDA; off otherwise (a factory's inputs need not
+    be images)."""
+    return [False, True] if device.startswith("cuda") and image_model else [False]
 
 
 def inductor_option_types() -> dict[str, Any]:

@@ -250,9 +250,9 @@ class Search:
 
     def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> None:
         """After a compile past --compile-timeout, the other configs of that backend and mode at
-        that batch size are rows that say so, not trials: each would spend the budget again
-        (max-autotune of resnet18 ran past 380 s on the H200 whatever else was set), and a
-        night would go to failures. They are ``compile_timeout`` rows, failures to the sampler
+        that batch size are rows that say so, not trials: each would likely spend the budget
+        again (max-autotune of resnet18 ran past 380 s on the H200), and a night would go to
+        failures. They are ``compile_timeout`` rows, failures to the sampler
         like the one that ran, and their message says ``not run``."""
         why = TrialResult.failure(
             Status.COMPILE_TIMEOUT, f"not run: trial {number}, {config.label}, compiled past "
