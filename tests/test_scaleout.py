@@ -89,8 +89,8 @@ def test_a_fleet_worker_starts_its_first_trials_process_at_once_and_counts_no_gp
     assert made[1].closed == 1  # its first trial's process is not left behind
 
 
-def test_a_search_starts_its_first_trials_process_before_it_opens_the_study(tmp_path,
-                                                                            monkeypatch):
+def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_path,
+                                                                         monkeypatch):
     from tuner.launch import runner as runners
 
     made: list[FakeRunner] = []

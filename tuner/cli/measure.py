@@ -194,8 +194,8 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         shape_schedule=parse_shapes(shape_schedule))
     validate(workload)
     gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
-    knobs = None if space_file or inductor_options else default_options(device,
-                                                                         split(backends) or None)
+    options = option_values(inductor_options) if inductor_options else \
+        None if space_file else default_options(device, split(backends) or None)
     space = build_space(device=device,
                         batch_sizes=positive_ints(batch_sizes, "batch size", "--batch-sizes"),
                         backends=split(backends), modes=split(modes),
@@ -203,7 +203,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         dtypes=dtypes if len(dtypes) > 1 else None,
                         channels_last=formats if len(formats) > 1 else None,
                         cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
-                        options=knobs if not inductor_options else option_values(inductor_options))
+                        options=options)
     spec = StudySpec(name=_study_name(model, device) if name is None else name,
                      workload=workload, space=space,
                      protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,

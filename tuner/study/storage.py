@@ -75,7 +75,8 @@ def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = No
             study_name=spec.name, storage=storage,
             directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
         _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
-        _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space")
+        _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space",
+                      hint=_space_hint)
         _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
                       compared=_protocol_keys)
         kind = _sampler_of(study, spec.sampler)
@@ -266,23 +267,30 @@ def _every_key(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     return set(stored) | set(wanted)
 
 
+def _space_hint(stored: dict[str, Any], differ: set[str]) -> str:
+    """Why a study made before the default knobs (tuner.spec.space.default_options) differs
+    from the same command now, and how to ask for its space."""
+    if differ <= {"options", "channels_last"} and not stored.get("options") \
+            and not stored.get("channels_last"):
+        return ("; a CUDA search now also covers inductor options and channels_last where they "
+                "are not given: --inductor-option none --channels-last false asks for the space "
+                "of a study made before that")
+    return ""
+
+
 def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str,
-                  compared: Callable[[dict[str, Any], dict[str, Any]], set[str]] = _every_key
-                  ) -> None:
+                  compared: Callable[[dict[str, Any], dict[str, Any]], set[str]] = _every_key,
+                  hint: Callable[[dict[str, Any], set[str]], str] | None = None) -> None:
     """Store what defines the study on first use; after that, refuse a run that asks for
-    another one, since its trials would not be comparable with the stored ones."""
+    another one, since its trials would not be comparable with the stored ones. ``hint``:
+    more to say, given the stored value and the keys that differ."""
     stored = study.user_attrs.get(attr)
     if stored is None:
         study.set_user_attr(attr, wanted)
         return
-    diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}"
-            for k in sorted(compared(stored, wanted)) if stored.get(k) != wanted.get(k)]
-    if diff:
-        differ = {k for k in compared(stored, wanted) if stored.get(k) != wanted.get(k)}
-        hint = ("; a CUDA search now also covers inductor options and channels_last where "
-                "they are not given: --inductor-option none --channels-last false asks for the "
-                "space of a study made before that") if what == "search space" and differ <= {"options", "channels_last"} \
-            and not stored.get("options") and not stored.get("channels_last") else ""
+    differ = {k for k in compared(stored, wanted) if stored.get(k) != wanted.get(k)}
+    if differ:
+        diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}" for k in sorted(differ)]
         raise UserError(f"study {study.study_name!r} was made with another {what} "
                         f"({'; '.join(diff)}); rerun with the same options or pick a new "
-                        f"--name{hint}")
+                        f"--name{hint(stored, differ) if hint else ''}")
