@@ -57,7 +57,8 @@ class BesideRunner(ProcessRunner):
 
     def __init__(self, beside: bool, prebuild: PrebuildRequest, timeout_s: float,
                  env: dict[str, str]) -> None:
-        super().__init__(timeout_s=timeout_s, env=env, prestart=True)
+        # template=False: the next process imports, as measured here, instead of being forked.
+        super().__init__(timeout_s=timeout_s, env=env, prestart=True, template=False)
         self.beside = beside
         self._spare = Spare.start(self.python, self._env(), prebuild)
 

@@ -3,10 +3,15 @@
 # overhead per trial, fresh processes against pre-started ones, for a torchvision model on
 # GPU 0 and a factory model on GPU 1 at the same time, each on its own half of the host's
 # cores (benchmarks/trial_overhead.py --measure); then, if time is left (IMPORT=1), the import
-# beside the compile on GPU 0. LIMIT bounds each measurement (seconds, default 540). Writes
-# trial-overhead-h200.md, trial-overhead-h200-factory.md (and import-beside-compile-h200.md)
-# under $OUT.
+# beside the compile on GPU 0. FIRST_CALL=1 first runs benchmarks/first_call.py on GPU 0 (what
+# a trial process's first eager call of resnet50 costs). LIMIT bounds each measurement (seconds,
+# default 540). Writes trial-overhead-h200.md, trial-overhead-h200-factory.md (and
+# first-call-h200.md, import-beside-compile-h200.md) under $OUT.
 source "$(dirname "$0")/gpu_env.sh"
+if [ "${FIRST_CALL:-0}" = 1 ]; then
+  CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/first_call.py --repeats 1 \
+      --out "$OUT/first-call-h200.md" 2> "$OUT/first-call.log" | tail -6
+fi
 half=$(( $(nproc) / 2 ))
 overhead() {  # GPU CORES MODEL OUT
   CUDA_VISIBLE_DEVICES=$1 taskset -c "$2" timeout -s INT "${LIMIT:-540}" \

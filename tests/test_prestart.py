@@ -58,6 +58,49 @@ def test_prestarted_trials_get_their_own_cache_and_log_and_failures_stay_data(tm
     assert all((tmp_path / n / "trial.log").exists() for n in "012")
     assert not alive(spare)  # it ran the crashed trial and is gone: one process per trial
     assert runner._spare is None  # closed: nothing left waiting
+    assert runner._template.proc.poll() is not None  # and no template left forking
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[1])
+
+
+@pytest.mark.slow
+def test_trial_processes_are_forked_from_a_template_that_imported_once(tmp_path):
+    runner = ProcessRunner(timeout_s=240, prestart=True)
+    try:
+        first = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 2)),
+                           tmp_path / "0")
+        waiting = runner._spare.proc.pid  # forked while the first trial ran
+        template = runner._template.proc.pid
+        assert parent_of(waiting) == template and alive(template)
+        second = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 2)),
+                            tmp_path / "1")
+    finally:
+        runner.close()
+    for r in (first, second):
+        assert r.status is Status.OK and r.prestarted is True, r.stderr_tail
+    assert second.prebuilt is True and second.import_s < 0.5  # nothing left to import
+    assert not alive(waiting) and not alive(template)
+
+
+@pytest.mark.slow
+def test_a_factory_module_that_starts_cuda_when_imported_gets_fresh_processes(tmp_path, capfd):
+    runner = ProcessRunner(timeout_s=240, prestart=True)
+    model = "tests.starts_cuda_at_import:tiny_cnn"
+    try:
+        results = [runner.run(request(model, TrialConfig("eager", 2)), tmp_path / str(n))
+                   for n in range(2)]
+        assert runner._template.proc.poll() == 3  # it refused to fork anything
+        assert parent_of(runner._spare.proc.pid) == os.getpid()  # a fresh process instead
+    finally:
+        runner.close()
+    for r in results:
+        assert r.status is Status.OK and r.prestarted is True, r.stderr_tail
+    err = capfd.readouterr().err
+    assert err.count("trial processes now start fresh") == 1, err  # said once
+    assert "importing tests.starts_cuda_at_import started CUDA" in err
 
 
 @pytest.mark.slow

@@ -18,8 +18,9 @@ from typing import Protocol
 
 from tuner.files import write_json_atomic
 from tuner.launch.compile_budget import CompileWatch
-from tuner.launch.prestart import Spare, kill_group
+from tuner.launch.prestart import Spare, Template, kill_group
 from tuner.spec.records import Status, TrialRequest, TrialResult
+from tuner.spec.workload import Workload
 from tuner.trial.contract import LAUNCHED_AT_ENV, PARENT_PID_ENV, QUIET_FILE_ENV
 from tuner.trial.prebuild import PrebuildRequest
 
@@ -89,22 +90,29 @@ class ProcessRunner:
     ``env``: extra environment for the worker (``CUDA_VISIBLE_DEVICES`` to pin a GPU).
 
     ``prestart``: hide the seconds a fresh process spends importing torch. While a trial runs,
-    the process for the next one is already started and importing (``tuner.trial --wait``;
-    CUDA untouched); the next :meth:`run` hands it its request. Still one process per trial.
-    The running trial waits after its first call until that import is done (``quiet_wait_s``),
-    so its warm-up and measurement never share the machine with it. :meth:`close` ends the
-    waiting process (it also dies with this one).
+    the process for the next one is already started (CUDA untouched) and builds the model it
+    expects; the next :meth:`run` hands it its request. Still one process per trial. With
+    ``template`` (the default), a template process imports torch, inductor and the user's
+    module once, and forks each of those processes (:mod:`tuner.trial.template`); without it,
+    or where the template is unusable, each is a fresh ``tuner.trial --wait`` that imports.
+    The running trial waits after its first call until the next process is ready
+    (``quiet_wait_s``), so its warm-up and measurement never share the machine with an import
+    or a build. :meth:`close` ends the waiting process and the template (both also die with
+    this one).
     """
 
     def __init__(self, timeout_s: float, cache_dir: Path | None = None,
                  env: dict[str, str] | None = None, python: str = sys.executable,
-                 prestart: bool = False) -> None:
+                 prestart: bool = False, template: bool = True) -> None:
         self.timeout_s = timeout_s
         self.cache_dir = cache_dir
         self.env = dict(env or {})
         self.python = python
         self.prestart = prestart
+        self.template = template
         self._spare: Spare | None = None  # started, importing or waiting for its request
+        self._template: Template | None = None  # started with the first spare
+        self._gone_told = False  # the user was told the template ended
         self._batch_sizes: list[int] = []  # of the trials run, least recently run first
 
     def run(self, request: TrialRequest, workdir: Path,
@@ -173,12 +181,29 @@ class ProcessRunner:
         worker calls it as early as it knows its workload; without it the first :meth:`run`
         starts the process."""
         if self.prestart and self._spare is None:
-            self._spare = Spare.start(self.python, self._env(), prebuild)
+            self._spare = self._new_spare(prebuild.workload if prebuild else None, prebuild)
 
     def close(self) -> None:
+        if self._template is not None:  # first: a spare it has not forked yet never will be
+            self._template.close()
         if self._spare is not None:
             self._spare.discard()
             self._spare = None
+
+    def _new_spare(self, workload: Workload | None,
+                   prebuild: PrebuildRequest | None = None) -> Spare:
+        """Forked by the template (started here the first time, with the workload's factory
+        module); started fresh where there is no usable template."""
+        if self.template and self._template is None:
+            module = workload.model.partition(":")[0] if workload and workload.is_factory else None
+            self._template = Template.start(self.python, self._env(), module)
+        if self._template is not None and self._template.alive():
+            return Spare.fork(self._template, prebuild)
+        if self._template is not None and not self._gone_told:
+            self._gone_told = True
+            print(f"tuner: trial processes now start fresh, importing torch each: their "
+                  f"template process ended ({self._template.why_gone()})", file=sys.stderr)
+        return Spare.start(self.python, self._env(), prebuild)
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
@@ -189,11 +214,14 @@ class ProcessRunner:
         """The trial's process: the pre-started one (a new one if none is alive), given the
         request; the next trial's process is started at once."""
         spare, self._spare = self._spare, None
-        if spare is None or spare.proc.poll() is not None:
+        for _ in range(2):  # a second try: a fresh process, where the template just ended
+            if spare is not None and spare.started(self.timeout_s) and spare.proc.poll() is None:
+                break
             if spare is not None:
                 spare.discard()
-            spare = Spare.start(self.python, self._env())
-        self._spare = Spare.start(self.python, self._env(), self._next_build(request))
+            spare = self._new_spare(request.workload)
+        assert spare is not None
+        self._spare = self._new_spare(request.workload, self._next_build(request))
         spare.give(request_path, result_path, {**trial_env, QUIET_FILE_ENV: str(self._spare.ready)})
         return spare
 

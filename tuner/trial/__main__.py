@@ -24,15 +24,16 @@ from tuner.trial.contract import EXIT_CODES, LAUNCHED_AT_ENV, PARENT_PID_ENV
 from tuner.trial.prebuild import Prebuilt
 
 
-def die_with_parent() -> None:
-    """Be killed when the process named by TUNER_PARENT_PID dies (Linux; elsewhere a no-op).
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Be killed when the process named by TUNER_PARENT_PID (or ``parent_pid``) dies (Linux;
+    elsewhere a no-op).
 
     The parent kills this trial's process group whenever it ends a trial, but killed outright
     (SIGKILL, the OOM killer) it cannot, and an orphaned trial would go on computing on the GPU
     beside the trial that measures its config again. The kernel signals us when the parent's
     thread that started us exits: the runner starts trials from the search loop's thread.
     """
-    parent = os.environ.get(PARENT_PID_ENV, "")
+    parent = str(parent_pid) if parent_pid else os.environ.get(PARENT_PID_ENV, "")
     if not parent.isdigit() or not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -57,12 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     launch_s = max(0.0, time.time() - float(launched_at)) if launched_at else None
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) in (1, 2) and argv[0] == "--template":
+        from tuner.trial import template
+
+        return template.main(argv[1] if len(argv) == 2 else None)
     if len(argv) in (2, 3) and argv[0] == "--wait":
         return wait_for_job(Path(argv[1]), Path(argv[2]) if len(argv) == 3 else None)
     if len(argv) != 2 or argv[0].startswith("-"):
         print("usage: python -m tuner.trial REQUEST.json RESULT.json\n"
               "       python -m tuner.trial --wait READY [PREBUILD.json]  (then one JSON job "
-              "line on stdin)", file=sys.stderr)
+              "line on stdin)\n"
+              "       python -m tuner.trial --template [MODULE]  (see tuner.trial.template)",
+              file=sys.stderr)
         return 2
     return serve(Path(argv[0]), Path(argv[1]), started, launch_s=launch_s)
 
@@ -71,22 +78,9 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     """Pre-started: import what every trial needs (CUDA untouched), build the model of
     ``prebuild_file`` on the CPU if given one, create ``ready``, then run the one job that
     arrives on stdin. No job (stdin closed) is a quiet exit."""
-    # Besides torch and torchvision, what torch.compile(backend="inductor") imports when it is
-    # called (1-2 s); the caches' folders are still the job's (read when they are used).
-    import torch  # noqa: F401
-    import torch._inductor.compile_fx  # noqa: F401
-    import torchvision  # noqa: F401
+    from tuner.trial.template import preload
 
-    from tuner.trial import (  # noqa: F401
-        artifacts,
-        build,
-        checks,
-        device,
-        fingerprint,
-        health,
-        protocol,  # noqa: F401
-    )
-
+    preload()  # nothing left to import where a template forked this process
     imported_at = time.time()
     prebuilt = None
     if prebuild_file is not None:

@@ -1,0 +1,153 @@
+"""A template process: it imports what every trial needs once, then forks each pre-started
+trial process from itself, so that no trial process imports torch.
+
+``python -m tuner.trial --template [MODULE]`` (started by :class:`tuner.launch.prestart.Template`)
+imports torch, inductor, torchvision, the trial's modules and, given one, the user's factory
+module; it never touches CUDA (a forked child can use CUDA only where its parent never did). It
+then reads commands on stdin, one JSON line each:
+
+- ``{"fork": FOLDER, "prebuild": PATH or null}``: fork a child. The child is its own process
+  group, logs to FOLDER/trial.log and runs :func:`tuner.trial.__main__.wait_for_job` exactly as a
+  fresh ``tuner.trial --wait`` process does, its stdin a pipe the template holds. The template
+  writes the child's pid to FOLDER/pid.
+- ``{"job": FOLDER, "line": JOB}``: write the job line to that child's stdin and close it.
+
+When a child exits, the template writes its exit status (as ``Popen.returncode`` says it) to
+FOLDER/exit. A template that finds CUDA started after its imports (a factory module that touches
+CUDA when imported) exits with code 3 before forking anything; the runner then starts fresh
+processes instead. Stdin closed: the template exits, and its children with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import traceback
+from pathlib import Path
+
+
+UNUSABLE_EXIT = 3  # CUDA started in the template: its children could not use it
+
+
+def preload(module: str | None = None) -> None:
+    """Import what a trial imports before its request: torch, and what torch.compile(backend=
+    "inductor") imports when called (1-2 s, more on a slow disk), torchvision, the trial's own
+    modules; with ``module``, the user's factory module (an import error is the trial's to
+    report). CUDA untouched; the caches' folders are read when used, so still the job's."""
+    import importlib
+
+    import torch  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+    import torchvision  # noqa: F401
+
+    from tuner.trial import (  # noqa: F401
+        artifacts,
+        build,
+        checks,
+        device,
+        fingerprint,
+        health,
+        protocol,
+    )
+
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the trial's build says what is wrong
+            traceback.print_exc()
+
+
+def main(module: str | None) -> int:
+    preload(module)
+    import torch
+
+    if torch.cuda.is_initialized():
+        print(f"template unusable: importing {module} started CUDA", file=sys.stderr)
+        return UNUSABLE_EXIT
+    children: dict[int, Path] = {}  # pid -> folder, until it exits
+    stdins: dict[str, int] = {}  # folder -> the write end of a waiting child's stdin
+    pending = b""
+    while True:
+        readable, _, _ = select.select([0], [], [], 0.01)
+        _reap(children)
+        if not readable:
+            continue
+        data = os.read(0, 65536)
+        if not data:
+            return 0  # the runner is gone or done; children die with this process
+        pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            command = json.loads(line)
+            if "fork" in command:
+                folder = Path(command["fork"])
+                pid, stdin = _fork(folder, command.get("prebuild"), stdins)
+                children[pid] = folder
+                stdins[str(folder)] = stdin
+                _put(folder / "pid", str(pid))
+            elif "job" in command:
+                stdin = stdins.pop(command["job"], None)
+                if stdin is not None:
+                    try:
+                        os.write(stdin, (command["line"] + "\n").encode())
+                    except OSError:
+                        pass  # it died while waiting: its exit status says so
+                    os.close(stdin)
+
+
+def _fork(folder: Path, prebuild: str | None, stdins: dict[str, int]) -> tuple[int, int]:
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.setpgid(0, 0)  # its own group, killed whole by the runner
+            os.close(write)
+            for other in stdins.values():  # another child's stdin must see EOF without us
+                os.close(other)
+            os.dup2(read, 0)
+            os.close(read)
+            log = os.open(folder / "trial.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            from tuner.trial.__main__ import die_with_parent, wait_for_job
+
+            die_with_parent(os.getppid())  # dies with the template, which dies with the runner
+            code = wait_for_job(folder / "ready", Path(prebuild) if prebuild else None)
+        except BaseException:  # noqa: BLE001 - whatever happens, the child must not return
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(read)
+    try:
+        os.setpgid(pid, pid)  # also here, so the group exists before the runner can kill it
+    except OSError:
+        pass  # the child did it first
+    return pid, write
+
+
+def _reap(children: dict[int, Path]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        folder = children.pop(pid, None)
+        if folder is not None:
+            _put(folder / "exit", str(os.waitstatus_to_exitcode(status)))
+
+
+def _put(path: Path, text: str) -> None:
+    """Write a small file whole (a reader polls for it): written aside, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
