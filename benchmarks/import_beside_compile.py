@@ -46,6 +46,9 @@ class _NoSpare:
     def watch(self) -> None:
         pass
 
+    def let_build(self) -> None:
+        pass
+
     def discard(self) -> None:
         pass
 

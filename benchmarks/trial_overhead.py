@@ -17,13 +17,16 @@ the trials after the first of each batch size: a first one has no eager referenc
 --measure runs the same short search twice, each in a fresh temporary study (`tuner search`,
 eager and inductor at each batch size): with a fresh process per trial (--no-prestart), then
 with the next trial's process pre-started (--prestart). It writes both tables and ends with the
-line `overhead per trial: fresh X s, pre-started Y s`.
+line `overhead per trial: fresh X s, pre-started Y s`. `--ways` picks other ways, in its order:
+"no-template" is --prestart with TUNER_TEMPLATE=0 (each pre-started process imports, instead
+of being forked from a template); the last line then names the ways measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import subprocess
 import sys
 import tempfile
@@ -110,21 +113,22 @@ def measure(args: argparse.Namespace) -> str:
              "benchmarks/trial_overhead.py.", ""]
     overhead = {}
     with tempfile.TemporaryDirectory(prefix="tuner-overhead-") as tmp:
-        for way in ("fresh", "pre-started"):
-            flag = "--prestart" if way == "pre-started" else "--no-prestart"
+        for way in args.ways.split(","):
+            flag = "--no-prestart" if way == "fresh" else "--prestart"
+            env = {**os.environ, **({"TUNER_TEMPLATE": "0"} if way == "no-template" else {})}
             cmd = [sys.executable, "-m", "tuner", "search", *space, flag, "--name", "overhead",
                    "--studies-dir", str(Path(tmp) / way), "--min-seconds", str(args.min_seconds),
                    "--timeout", f"{args.timeout}s", "--confirm", "0", "--quiet"]
             print(f"{way}: {' '.join(cmd[2:])}", file=sys.stderr)
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if proc.returncode != 0:
                 raise SystemExit(f"{way}: tuner search exited {proc.returncode}: "
                                  f"{proc.stderr.strip()[-2000:]}")
             table = overhead_table(files.read(Path(tmp) / way / "overhead")[0])
             overhead[way] = mean_after_first(table)
-            lines += [f"## {way} ({flag})", "", *report(table)]
-    lines.append(f"overhead per trial: fresh {_s(overhead['fresh'])} s, "
-                 f"pre-started {_s(overhead['pre-started'])} s")
+            lines += [f"## {way} ({flag}{', TUNER_TEMPLATE=0' if way == 'no-template' else ''})",
+                      "", *report(table)]
+    lines.append("overhead per trial: " + ", ".join(f"{way} {_s(v)} s" for way, v in overhead.items()))
     text = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).write_text(text)
@@ -160,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="dynamic values, e.g. false,true for more trials per batch size")
     parser.add_argument("--min-seconds", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--ways", default="fresh,pre-started",
+                        help="ways to measure, in order: fresh, pre-started, no-template")
     parser.add_argument("--out", help="also write the report to this Markdown file, e.g. "
                                       "benchmarks/trial-overhead-h200.md")
     args = parser.parse_args(argv)

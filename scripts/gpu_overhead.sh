@@ -4,7 +4,8 @@
 # GPU 0 and a factory model on GPU 1 at the same time, each on its own half of the host's
 # cores (benchmarks/trial_overhead.py --measure); then, if time is left (IMPORT=1), the import
 # beside the compile on GPU 0. FIRST_CALL=1 first runs benchmarks/first_call.py on GPU 0 (what
-# a trial process's first eager call of resnet50 costs). LIMIT bounds each measurement (seconds,
+# a trial process's first eager call of resnet50 costs). AB=1 instead runs pre-started resnet50
+# trials forked from the template against fresh spares, on both GPUs. LIMIT bounds each measurement (seconds,
 # default 540). Writes trial-overhead-h200.md, trial-overhead-h200-factory.md (and
 # first-call-h200.md, import-beside-compile-h200.md) under $OUT.
 source "$(dirname "$0")/gpu_env.sh"
@@ -19,6 +20,20 @@ overhead() {  # GPU CORES MODEL OUT
       --dtype bfloat16 --batch-sizes 1,32 --dynamic "${DYNAMIC:-false}" --out "$OUT/$4" \
       2> "$OUT/$4.log" | tail -2
 }
+if [ "${AB:-0}" = 1 ]; then
+  # Pre-started trials of resnet50 forked from the template against fresh spares
+  # (TUNER_TEMPLATE=0), each GPU in the other order: trial-overhead-h200-template-ab-gpu{0,1}.md.
+  ab() {  # GPU CORES WAYS
+    CUDA_VISIBLE_DEVICES=$1 taskset -c "$2" timeout -s INT "${LIMIT:-540}" \
+      python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda --model resnet50 \
+        --dtype bfloat16 --batch-sizes 1,32 --dynamic false --ways "$3" \
+        --out "$OUT/trial-overhead-h200-template-ab-gpu$1.md" 2> "$OUT/template-ab-gpu$1.log" | tail -1
+  }
+  ab 0 "0-$(( half - 1 ))" pre-started,no-template &
+  ab 1 "$half-$(( 2 * half - 1 ))" no-template,pre-started &
+  wait
+  exit
+fi
 overhead 0 "0-$(( half - 1 ))" resnet50 trial-overhead-h200.md &
 overhead 1 "$half-$(( 2 * half - 1 ))" tuner.examples:text_encoder trial-overhead-h200-factory.md &
 wait

@@ -15,6 +15,8 @@ from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
 from tuner.spec.workload import Workload
 from tuner.trial import contract, protocol
+from tuner.trial.__main__ import wait_for_turn
+from tuner.trial.prebuild import PrebuildRequest
 
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
@@ -141,3 +143,65 @@ def test_a_waiting_worker_that_gets_no_job_exits_quietly(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tuner.trial", "--wait", str(tmp_path / "r")],
                           input="", capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and (tmp_path / "r").exists()
+
+
+def test_a_waiting_process_builds_once_the_trial_before_it_compiles_or_its_job_comes(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    build = tmp_path / "build"
+    threading.Timer(0.3, build.touch).start()
+    t = time.perf_counter()
+    quiet, _ = os.pipe()  # no job comes
+    wait_for_turn(build, quiet)
+    assert build.exists() and time.perf_counter() - t >= 0.25
+    # Its job came first (a trial that failed before its first call): it builds at once.
+    code = ("import sys, pathlib; from tuner.trial.__main__ import wait_for_turn; "
+            "wait_for_turn(pathlib.Path(sys.argv[1])); print('built')")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "never")],
+                          input='{"request": "..."}\n', capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "built", proc.stderr
+
+
+def test_a_trial_lets_the_next_process_build_when_it_starts_compiling(tmp_path, monkeypatch):
+    build = tmp_path / "build"
+    monkeypatch.setenv(contract.BUILD_FILE_ENV, str(build))
+    protocol.let_next_build()
+    assert build.exists()
+
+
+def test_the_runner_holds_the_next_build_until_the_trial_beside_it_compiles(tmp_path, monkeypatch):
+    made = []
+
+    class Stub:
+        def __init__(self, prebuild, build_now):
+            self.prebuild, self.build_now, self.given = prebuild, build_now, None
+            self.ready = self.build = tmp_path / f"{len(made)}" / "build"
+            self.proc = subprocess_like()
+
+        def started(self, timeout_s):
+            return True
+
+        def give(self, request_path, result_path, env):
+            self.given = env
+
+    def subprocess_like():
+        return type("P", (), {"poll": lambda self: None})()
+
+    runner = ProcessRunner(timeout_s=10, prestart=True)
+    monkeypatch.setattr(runner, "_new_spare", lambda workload, prebuild=None, build_now=True:
+                        made.append(Stub(prebuild, build_now)) or made[-1])
+    first = request("tests.models:tiny_cnn", TrialConfig("eager", 2))
+    runner.start_spare(PrebuildRequest(first.workload, 2))
+    trial = runner._hand_over(first, tmp_path / "req", tmp_path / "res", {})
+    assert trial is made[0] and made[0].build_now  # no trial runs beside the first: at once
+    assert made[1].prebuild is not None and made[1].build_now is False
+    assert trial.given[contract.BUILD_FILE_ENV] == str(made[1].build)
+
+
+def test_tuner_template_0_turns_the_template_off(monkeypatch):
+    monkeypatch.setenv(contract.TEMPLATE_ENV, "0")
+    assert ProcessRunner(timeout_s=10, prestart=True).template is False
+    monkeypatch.delenv(contract.TEMPLATE_ENV)
+    assert ProcessRunner(timeout_s=10, prestart=True).template is True

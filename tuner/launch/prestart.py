@@ -37,13 +37,16 @@ class Spare:
                  template: Template | None = None) -> None:
         self.proc, self.folder, self.template = proc, folder, template
         self.ready, self.log = folder / "ready", folder / "trial.log"
+        self.build = folder / "build"  # exists: it may build its model (contract.BUILD_FILE_ENV)
         self._waited_from: float | None = None  # when the runner began waiting for the fork
 
     @classmethod
-    def start(cls, python: str, env: dict[str, str],
-              prebuild: PrebuildRequest | None = None) -> Spare:
-        """Start the process; with ``prebuild``, it builds that model before it is ready."""
-        folder = _folder(prebuild)
+    def start(cls, python: str, env: dict[str, str], prebuild: PrebuildRequest | None = None,
+              build_now: bool = True) -> Spare:
+        """Start the process; with ``prebuild``, it builds that model before it is ready: at
+        once, or (``build_now`` False) once :meth:`let_build` or the trial running beside it
+        says so."""
+        folder = _folder(prebuild, build_now)
         build = [str(folder / "prebuild.json")] if prebuild is not None else []
         with open(folder / "trial.log", "wb") as log:
             proc = subprocess.Popen(
@@ -53,9 +56,11 @@ class Spare:
         return cls(proc, folder)
 
     @classmethod
-    def fork(cls, template: Template, prebuild: PrebuildRequest | None = None) -> Spare:
-        """Have ``template`` fork the process (once it has imported, if it is still at it)."""
-        folder = _folder(prebuild)
+    def fork(cls, template: Template, prebuild: PrebuildRequest | None = None,
+             build_now: bool = True) -> Spare:
+        """Have ``template`` fork the process (once it has imported, if it is still at it);
+        ``prebuild`` and ``build_now`` as for :meth:`start`."""
+        folder = _folder(prebuild, build_now)
         prebuild_file = folder / "prebuild.json" if prebuild is not None else None
         template.send({"fork": str(folder),
                        "prebuild": str(prebuild_file) if prebuild_file else None})
@@ -88,6 +93,9 @@ class Spare:
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died while importing: the trial ends as a crash, with its log
+
+    def let_build(self) -> None:
+        self.build.touch()
 
     def watch(self) -> None:
         """Called while the trial before this one runs: if this process died before it was
@@ -208,8 +216,10 @@ def kill_group(pgid: int | None) -> None:
         pass
 
 
-def _folder(prebuild: PrebuildRequest | None) -> Path:
+def _folder(prebuild: PrebuildRequest | None, build_now: bool) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="tuner-spare-"))
+    if build_now:
+        (folder / "build").touch()
     if prebuild is not None:
         write_json_atomic(folder / "prebuild.json", prebuild.to_dict())
     return folder

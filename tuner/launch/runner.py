@@ -21,7 +21,13 @@ from tuner.launch.compile_budget import CompileWatch
 from tuner.launch.prestart import Spare, Template, kill_group
 from tuner.spec.records import Status, TrialRequest, TrialResult
 from tuner.spec.workload import Workload
-from tuner.trial.contract import LAUNCHED_AT_ENV, PARENT_PID_ENV, QUIET_FILE_ENV
+from tuner.trial.contract import (
+    BUILD_FILE_ENV,
+    LAUNCHED_AT_ENV,
+    PARENT_PID_ENV,
+    QUIET_FILE_ENV,
+    TEMPLATE_ENV,
+)
 from tuner.trial.prebuild import PrebuildRequest
 
 STDERR_TAIL_CHARS = 4000
@@ -103,13 +109,14 @@ class ProcessRunner:
 
     def __init__(self, timeout_s: float, cache_dir: Path | None = None,
                  env: dict[str, str] | None = None, python: str = sys.executable,
-                 prestart: bool = False, template: bool = True) -> None:
+                 prestart: bool = False, template: bool | None = None) -> None:
         self.timeout_s = timeout_s
         self.cache_dir = cache_dir
         self.env = dict(env or {})
         self.python = python
         self.prestart = prestart
-        self.template = template
+        # None: on, unless TUNER_TEMPLATE=0 in the environment
+        self.template = os.environ.get(TEMPLATE_ENV) != "0" if template is None else template
         self._spare: Spare | None = None  # started, importing or waiting for its request
         self._template: Template | None = None  # started with the first spare
         self._gone_told = False  # the user was told the template ended
@@ -155,6 +162,8 @@ class ProcessRunner:
         proc.wait()
         if self.prestart:
             spare.finish(log_path)
+            if self._spare is not None:  # the trial may have ended before its first call
+                self._spare.let_build()
         if fresh_cache is not None:
             shutil.rmtree(fresh_cache, ignore_errors=True)
 
@@ -190,20 +199,21 @@ class ProcessRunner:
             self._spare.discard()
             self._spare = None
 
-    def _new_spare(self, workload: Workload | None,
-                   prebuild: PrebuildRequest | None = None) -> Spare:
+    def _new_spare(self, workload: Workload | None, prebuild: PrebuildRequest | None = None,
+                   build_now: bool = True) -> Spare:
         """Forked by the template (started here the first time, with the workload's factory
-        module); started fresh where there is no usable template."""
+        module); started fresh where there is no usable template. ``build_now`` False: it
+        builds once the trial running beside it starts compiling (BUILD_FILE_ENV)."""
         if self.template and self._template is None:
             module = workload.model.partition(":")[0] if workload and workload.is_factory else None
             self._template = Template.start(self.python, self._env(), module)
         if self._template is not None and self._template.alive():
-            return Spare.fork(self._template, prebuild)
+            return Spare.fork(self._template, prebuild, build_now)
         if self._template is not None and not self._gone_told:
             self._gone_told = True
             print(f"tuner: trial processes now start fresh, importing torch each: their "
                   f"template process ended ({self._template.why_gone()})", file=sys.stderr)
-        return Spare.start(self.python, self._env(), prebuild)
+        return Spare.start(self.python, self._env(), prebuild, build_now)
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, **self.env, "PYTHONUNBUFFERED": "1",
@@ -221,8 +231,9 @@ class ProcessRunner:
                 spare.discard()
             spare = self._new_spare(request.workload)
         assert spare is not None
-        self._spare = self._new_spare(request.workload, self._next_build(request))
-        spare.give(request_path, result_path, {**trial_env, QUIET_FILE_ENV: str(self._spare.ready)})
+        self._spare = self._new_spare(request.workload, self._next_build(request), build_now=False)
+        spare.give(request_path, result_path, {**trial_env, QUIET_FILE_ENV: str(self._spare.ready),
+                                               BUILD_FILE_ENV: str(self._spare.build)})
         return spare
 
     def _next_build(self, request: TrialRequest) -> PrebuildRequest:

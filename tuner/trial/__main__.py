@@ -1,8 +1,9 @@
 """Entry point of a trial process: ``python -m tuner.trial REQUEST.json RESULT.json``.
 
 Pre-started (``python -m tuner.trial --wait READY [PREBUILD.json]``): the process imports torch
-and, given a :class:`tuner.trial.prebuild.PrebuildRequest` file, builds that model on the CPU;
-it then creates the file READY and waits for one job on stdin, a JSON line ``{"request": ...,
+and, given a :class:`tuner.trial.prebuild.PrebuildRequest` file, builds that model on the CPU
+once the file BUILD beside READY exists or its job has come (contract.BUILD_FILE_ENV); it then
+creates the file READY and waits for one job on stdin, a JSON line ``{"request": ...,
 "result": ..., "env": {...}}``; it then runs that one trial exactly as above and exits. CUDA is
 not touched before the job arrives. See :mod:`tuner.launch.prestart`.
 
@@ -86,6 +87,7 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     if prebuild_file is not None:
         from tuner.trial.prebuild import PrebuildRequest, prebuild
 
+        wait_for_turn(ready.with_name("build"))
         prebuilt = prebuild(PrebuildRequest.from_dict(json.loads(prebuild_file.read_text())))
     ready_at = time.time()
     ready.touch()
@@ -104,6 +106,18 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     return serve(Path(job["request"]), Path(job["result"]), time.perf_counter() - left_s,
                  prestarted=True, prebuilt=prebuilt,
                  launch_s=max(0.0, received_at - max(ready_at, sent_at)))
+
+
+def wait_for_turn(build: Path, jobs: int | None = None) -> None:
+    """Wait until the file ``build`` exists (the trial before this one has started compiling:
+    BUILD_FILE_ENV) or this process's own job has come on stdin (or ``jobs``, a file
+    descriptor), whichever is first."""
+    import select
+
+    jobs = sys.stdin.fileno() if jobs is None else jobs
+    while not build.exists():
+        if select.select([jobs], [], [], 0.005)[0]:
+            return
 
 
 def serve(request_path: Path, result_path: Path, started: float, prestarted: bool = False,

@@ -30,6 +30,16 @@ QUIET_FILE_ENV = "TUNER_QUIET_FILE"
 
 QUIET_MAX_WAIT_S = 120.0
 
+# Set by the runner for a pre-started trial: a file the trial creates just before its first
+# (compiling) call. The next trial's process builds its model only once it exists (or its own
+# job has come), so that build runs beside this trial's compile, not beside its set-up and eager
+# call. The runner creates it itself for a process no trial runs beside, and after each trial.
+BUILD_FILE_ENV = "TUNER_NEXT_BUILD_FILE"
+
+# TUNER_TEMPLATE=0 in the tuner's environment: no template process; each pre-started process
+# starts fresh and imports (tuner.launch.prestart).
+TEMPLATE_ENV = "TUNER_TEMPLATE"
+
 # Set by the runner when the protocol has a compile budget (--compile-timeout): a file the trial
 # writes, holding its record so far, just before its first compiled call, and removes as soon
 # as that call returns or raises (tuner.trial.compiling). A marker older than the budget makes

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tuner.spec.config import uses_cudagraphs
 from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.trial.compiling import compiling
-from tuner.trial.contract import QUIET_FILE_ENV, QUIET_MAX_WAIT_S
+from tuner.trial.contract import BUILD_FILE_ENV, QUIET_FILE_ENV, QUIET_MAX_WAIT_S
 from tuner.trial.host import OtherProcesses
 
 if TYPE_CHECKING:
@@ -123,6 +123,7 @@ def run_trial(request: TrialRequest, started: float,
 
         # Cold compile: the first call, synchronised; then warm-up. NVML is sampled meanwhile.
         # The runner holds the first call to the compile budget (tuner.trial.compiling).
+        let_next_build()
         try:
             with dev.nvml_peak() as nvml:
                 with compiling(result, config.compiled):
@@ -199,8 +200,15 @@ def run_trial(request: TrialRequest, started: float,
     return result
 
 
+def let_next_build() -> None:
+    """Let the next trial's process build its model now (see BUILD_FILE_ENV)."""
+    path = os.environ.get(BUILD_FILE_ENV)
+    if path:
+        Path(path).touch()
+
+
 def wait_until_quiet() -> float | None:
-    """Wait until the next trial's process has finished importing (see QUIET_FILE_ENV); the
+    """Wait until the next trial's process is ready, imported and built (see QUIET_FILE_ENV); the
     seconds waited, or None when this trial has no such neighbour."""
     path = os.environ.get(QUIET_FILE_ENV)
     if not path:
