@@ -26,7 +26,7 @@ if [ "${AB:-0}" = 1 ]; then
   ab() {  # GPU CORES WAYS
     CUDA_VISIBLE_DEVICES=$1 taskset -c "$2" timeout -s INT "${LIMIT:-540}" \
       python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda --model resnet50 \
-        --dtype bfloat16 --batch-sizes 1,32 --dynamic false --ways "$3" \
+        --dtype bfloat16 --batch-sizes 1,32 --dynamic false --modes default --ways "$3" \
         --out "$OUT/trial-overhead-h200-template-ab-gpu$1.md" 2> "$OUT/template-ab-gpu$1.log" | tail -1
   }
   ab 0 "0-$(( half - 1 ))" pre-started,no-template &
