@@ -22,10 +22,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from tuner.files import write_json_atomic
 from tuner.trial.prebuild import PrebuildRequest
+
+
+class Process(Protocol):
+    """What the runner uses of a trial's process: ``subprocess.Popen``, or :class:`Forked`."""
+
+    returncode: int | None
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 class Spare:
@@ -33,7 +46,7 @@ class Spare:
     and its log, in a folder of its own until :meth:`finish` moves the log into the trial's
     folder."""
 
-    def __init__(self, proc: subprocess.Popen | Forked, folder: Path,
+    def __init__(self, proc: Process, folder: Path,
                  template: Template | None = None) -> None:
         self.proc, self.folder, self.template = proc, folder, template
         self.ready, self.log = folder / "ready", folder / "trial.log"
@@ -89,8 +102,9 @@ class Spare:
             self.template.send({"job": str(self.folder), "line": json.dumps(job)})
             return
         try:
-            self.proc.stdin.write((json.dumps(job) + "\n").encode())
-            self.proc.stdin.close()
+            stdin = _stdin(self.proc)
+            stdin.write((json.dumps(job) + "\n").encode())
+            stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died while importing: the trial ends as a crash, with its log
 
@@ -113,7 +127,7 @@ class Spare:
         kill_group(self.proc.pid)
         if isinstance(self.proc, subprocess.Popen):
             with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.close()
+                _stdin(self.proc).close()
         self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -145,8 +159,8 @@ class Template:
 
     def send(self, command: dict[str, Any]) -> None:
         try:
-            self.proc.stdin.write((json.dumps(command) + "\n").encode())
-            self.proc.stdin.flush()
+            _stdin(self.proc).write((json.dumps(command) + "\n").encode())
+            _stdin(self.proc).flush()
         except (BrokenPipeError, OSError, ValueError):
             pass  # it is gone: its spares say so (Forked.poll)
 
@@ -157,7 +171,7 @@ class Template:
 
     def close(self) -> None:
         with contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.close()
+            _stdin(self.proc).close()
         kill_group(self.proc.pid)  # the children it forked die with it
         self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -200,11 +214,11 @@ class Forked:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
+        while (returncode := self.poll()) is None:
+            if timeout is not None and deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired([sys.executable, "-m", "tuner.trial"], timeout)
             time.sleep(0.005)
-        return self.returncode
+        return returncode
 
 
 def kill_group(pgid: int | None) -> None:
@@ -223,6 +237,12 @@ def _folder(prebuild: PrebuildRequest | None, build_now: bool) -> Path:
     if prebuild is not None:
         write_json_atomic(folder / "prebuild.json", prebuild.to_dict())
     return folder
+
+
+def _stdin(proc: Any) -> IO[bytes]:
+    stdin = proc.stdin  # a Popen started with stdin=PIPE
+    assert stdin is not None
+    return stdin
 
 
 def _read(path: Path) -> str:

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from tuner.files import write_json_atomic
 from tuner.launch.compile_budget import CompileWatch
-from tuner.launch.prestart import Spare, Template, kill_group
+from tuner.launch.prestart import Process, Spare, Template, kill_group
 from tuner.spec.records import Status, TrialRequest, TrialResult
 from tuner.spec.workload import Workload
 from tuner.trial.contract import (
@@ -145,9 +145,9 @@ class ProcessRunner:
         started = time.perf_counter()
         if self.prestart:
             spare = self._hand_over(request, request_path, result_path, trial_env)
-            proc = spare.proc
+            proc: Process = spare.proc
             outcome = _wait(proc, self.timeout_s, abort, result_path, watch,
-                            tick=self._spare.watch)
+                            tick=self._spare.watch if self._spare else None)
         else:
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(
@@ -177,7 +177,7 @@ class ProcessRunner:
         elif outcome == "aborted":
             result = TrialResult.failure(Status.INTERRUPTED, "stopped by the user")
         else:
-            result = _read_result(result_path, proc.returncode)
+            result = _read_result(result_path, proc.poll())
         result.wall_s = wall_s
         if not result.ok:
             result.stderr_tail = tail
@@ -248,7 +248,7 @@ class ProcessRunner:
         return PrebuildRequest(request.workload, seen[0])
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | None,
+def _wait(proc: Process, timeout_s: float, abort: threading.Event | None,
           result_path: Path, watch: CompileWatch | None = None,
           tick: Callable[[], None] | None = None) -> str:
     """How the trial ended: exited; recorded (its record is written, whole: the process is not
@@ -279,13 +279,14 @@ def _wait(proc: subprocess.Popen, timeout_s: float, abort: threading.Event | Non
             return "timeout"
 
 
-def _read_result(path: Path, returncode: int) -> TrialResult:
+def _read_result(path: Path, returncode: int | None) -> TrialResult:
+    """The trial's record; without one, a crash that says how the process ended."""
     if path.exists():
         try:
             return TrialResult.from_dict(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError) as exc:
             return TrialResult.failure(Status.CRASH, f"unreadable result record: {exc}")
-    if returncode < 0:
+    if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else "?"
         hint = " (the host may have run out of memory)" if name == "SIGKILL" else ""
         return TrialResult.failure(Status.CRASH, f"worker killed by {name}{hint}")

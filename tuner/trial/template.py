@@ -27,7 +27,6 @@ import sys
 import traceback
 from pathlib import Path
 
-
 UNUSABLE_EXIT = 3  # CUDA started in the template: its children could not use it
 
 
@@ -88,8 +87,8 @@ def main(module: str | None) -> int:
                 stdins[str(folder)] = stdin
                 _put(folder / "pid", str(pid))
             elif "job" in command:
-                stdin = stdins.pop(command["job"], None)
-                if stdin is not None:
+                stdin = stdins.pop(command["job"], -1)
+                if stdin >= 0:
                     try:
                         os.write(stdin, (command["line"] + "\n").encode())
                     except OSError:
