@@ -15,8 +15,8 @@ from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
 from tuner.spec.workload import Workload
 from tuner.trial import contract, protocol
-from tuner.trial.__main__ import wait_for_turn
 from tuner.trial.prebuild import PrebuildRequest
+from tuner.trial.serve import wait_for_turn
 
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
@@ -157,7 +157,7 @@ def test_a_waiting_process_builds_once_the_trial_before_it_compiles_or_its_job_c
     wait_for_turn(build, quiet)
     assert build.exists() and time.perf_counter() - t >= 0.25
     # Its job came first (a trial that failed before its first call): it builds at once.
-    code = ("import sys, pathlib; from tuner.trial.__main__ import wait_for_turn; "
+    code = ("import sys, pathlib; from tuner.trial.serve import wait_for_turn; "
             "wait_for_turn(pathlib.Path(sys.argv[1])); print('built')")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "never")],
                           input='{"request": "..."}\n', capture_output=True, text=True, timeout=60)

@@ -257,7 +257,7 @@ PARENT = """
 import os, subprocess, sys, time
 env = {**os.environ, "TUNER_PARENT_PID": str(os.getpid())}
 trial = subprocess.Popen(
-    [sys.executable, "-c", "import time; from tuner.trial.__main__ import die_with_parent; "
+    [sys.executable, "-c", "import time; from tuner.trial.serve import die_with_parent; "
      "die_with_parent(); print('ready', flush=True); time.sleep(60)"],
     env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
 print(trial.pid, trial.stdout.readline().strip(), flush=True)

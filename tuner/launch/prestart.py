@@ -2,7 +2,7 @@
 
 Told what to build, it builds the model on the CPU before it says it is ready
 (:mod:`tuner.trial.prebuild`). Still one process per trial: the waiting process runs exactly one
-trial, handed to it as a JSON line on stdin (see :mod:`tuner.trial.__main__`).
+trial, handed to it as a JSON line on stdin (see :mod:`tuner.trial.serve`).
 
 Where it comes from: forked by a :class:`Template` (:mod:`tuner.trial.template`), a process that
 imported torch, inductor and the user's module once, so the spare imports nothing; or, where

@@ -7,7 +7,7 @@ module; it never touches CUDA (a forked child can use CUDA only where its parent
 then reads commands on stdin, one JSON line each:
 
 - ``{"fork": FOLDER, "prebuild": PATH or null}``: fork a child. The child is its own process
-  group, logs to FOLDER/trial.log and runs :func:`tuner.trial.__main__.wait_for_job` exactly as a
+  group, logs to FOLDER/trial.log and runs :func:`tuner.trial.serve.wait_for_job` exactly as a
   fresh ``tuner.trial --wait`` process does, its stdin a pipe the template holds. The template
   writes the child's pid to FOLDER/pid.
 - ``{"job": FOLDER, "line": JOB}``: write the job line to that child's stdin and close it.
@@ -27,35 +27,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from tuner.trial.serve import die_with_parent, preload, wait_for_job
+
 UNUSABLE_EXIT = 3  # CUDA started in the template: its children could not use it
-
-
-def preload(module: str | None = None) -> None:
-    """Import what a trial imports before its request: torch, and what torch.compile(backend=
-    "inductor") imports when called (1-2 s, more on a slow disk), torchvision, the trial's own
-    modules; with ``module``, the user's factory module (an import error is the trial's to
-    report). CUDA untouched; the caches' folders are read when used, so still the job's."""
-    import importlib
-
-    import torch  # noqa: F401
-    import torch._inductor.compile_fx  # noqa: F401
-    import torchvision  # noqa: F401
-
-    from tuner.trial import (  # noqa: F401
-        artifacts,
-        build,
-        checks,
-        device,
-        fingerprint,
-        health,
-        protocol,
-    )
-
-    if module:
-        try:
-            importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - the trial's build says what is wrong
-            traceback.print_exc()
 
 
 def main(module: str | None) -> int:
@@ -114,8 +88,6 @@ def _fork(folder: Path, prebuild: str | None, stdins: dict[str, int]) -> tuple[i
             os.dup2(log, 1)
             os.dup2(log, 2)
             os.close(log)
-            from tuner.trial.__main__ import die_with_parent, wait_for_job
-
             die_with_parent(os.getppid())  # dies with the template, which dies with the runner
             code = wait_for_job(folder / "ready", Path(prebuild) if prebuild else None)
         except BaseException:  # noqa: BLE001 - whatever happens, the child must not return
