@@ -83,6 +83,9 @@ def test_trial_processes_are_forked_from_a_template_that_imported_once(tmp_path)
         runner.close()
     for r in (first, second):
         assert r.status is Status.OK and r.prestarted is True, r.stderr_tail
+        # The next process was let build when this trial's first call began, and was ready
+        # before the wait gave up on it.
+        assert r.quiet_wait_s < contract.QUIET_MAX_WAIT_S
     assert second.prebuilt is True and second.import_s < 0.5  # nothing left to import
     assert not alive(waiting) and not alive(template)
 
