@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -41,11 +42,19 @@ def main(module: str | None) -> int:
         return UNUSABLE_EXIT
     children: dict[int, Path] = {}  # pid -> folder, until it exits
     stdins: dict[str, int] = {}  # folder -> the write end of a waiting child's stdin
+    # A child's exit wakes the loop (SIGCHLD, through a pipe): no polling beside a trial that
+    # measures.
+    exits, exited = os.pipe()
+    os.set_blocking(exited, False)
+    signal.set_wakeup_fd(exited)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     pending = b""
     while True:
-        readable, _, _ = select.select([0], [], [], 0.01)
+        readable, _, _ = select.select([0, exits], [], [])
+        if exits in readable:
+            os.read(exits, 4096)
         _reap(children)
-        if not readable:
+        if 0 not in readable:
             continue
         data = os.read(0, 65536)
         if not data:
@@ -56,7 +65,7 @@ def main(module: str | None) -> int:
             command = json.loads(line)
             if "fork" in command:
                 folder = Path(command["fork"])
-                pid, stdin = _fork(folder, command.get("prebuild"), stdins)
+                pid, stdin = _fork(folder, command.get("prebuild"), stdins, (exits, exited))
                 children[pid] = folder
                 stdins[str(folder)] = stdin
                 _put(folder / "pid", str(pid))
@@ -70,7 +79,8 @@ def main(module: str | None) -> int:
                     os.close(stdin)
 
 
-def _fork(folder: Path, prebuild: str | None, stdins: dict[str, int]) -> tuple[int, int]:
+def _fork(folder: Path, prebuild: str | None, stdins: dict[str, int],
+          wakeup: tuple[int, int]) -> tuple[int, int]:
     read, write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -79,7 +89,10 @@ def _fork(folder: Path, prebuild: str | None, stdins: dict[str, int]) -> tuple[i
         code = 1
         try:
             os.setpgid(0, 0)  # its own group, killed whole by the runner
-            os.close(write)
+            signal.set_wakeup_fd(-1)  # the template's, not this trial's
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (write, *wakeup):
+                os.close(fd)
             for other in stdins.values():  # another child's stdin must see EOF without us
                 os.close(other)
             os.dup2(read, 0)
