@@ -213,7 +213,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                      seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
                      sampler=sampler, limits=None if max_vram_gb is None and max_compile_s is None
                      else Constraints(max_vram_gb=max_vram_gb, max_compile_s=max_compile_s))
-    prestart = runners.prestart_for(device, prestart)
+    prestart = runners.prestart_for(prestart)
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
     say = teller(quiet)
     if chosen is not None:
@@ -302,7 +302,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
         run.print_study(spec.layout, as_json)
         return
     device = spec.workload.device
-    launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(device, plan.launch.prestart))
+    launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(plan.launch.prestart))
     runner = runners.make_runner(launch, spec.layout.cache_root)
     # The first trial's process imports torch while this one checks the GPUs and opens the study.
     runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
@@ -368,7 +368,7 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     device = spec.workload.device
     check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}")
     say = teller(quiet)
-    launch = runners.LaunchSettings(timeout_s, runners.prestart_for(device, prestart))
+    launch = runners.LaunchSettings(timeout_s, runners.prestart_for(prestart))
     stopped = run.run_confirm(
         Search(spec, runners.make_runner(launch, spec.layout.cache_root), on_message=say),
         say, plan, redo=redo)

@@ -221,12 +221,12 @@ compile_timeout_option = click.option(
          "(a resume must ask the same); a study made before the option has none.")
 prestart_option = click.option(
     "--prestart/--no-prestart", default=None,
-    help="Start the next trial's process (importing torch, building the model on the CPU) "
-         "while a trial runs, so the import costs no search time; still one process per trial. "
-         "Default: on for a CUDA study, where on the H200 it cut the tuner's own time per trial "
-         "from 13.7 s to 1.6 s (resnet50); off on the CPU, where that work would share the "
-         "cores the trial runs on. --no-prestart: a fresh process per trial (README: "
-         "pre-started trial processes).")
+    help="Fork the next trial's process from a template that imported torch once, and have "
+         "it build the model on the CPU while a trial compiles: no trial imports; still one "
+         "process per trial. Default: on. It cut the tuner's own time per trial from 12.0 s to "
+         "0.6 s (a factory model) and 12.8 s to 2.1 s (resnet50) on the H200, and from 3.0 s "
+         "to 0.13 s on a 2-core CPU box. --no-prestart: a fresh process per trial, importing "
+         "(README: pre-started trial processes).")
 
 
 def storage_option(what: str) -> Callable[[Any], Any]:
