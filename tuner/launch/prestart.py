@@ -83,11 +83,11 @@ class Spare:
         """Whether the process exists: a forked one may still wait for its template to finish
         importing (the first trial's), for at most ``timeout_s``; then the template is killed
         (the runner starts fresh processes instead). False: it never will."""
-        if not isinstance(self.proc, Forked) or self.proc._pid is not None:
+        if not isinstance(self.proc, Forked) or self.proc.forked():
             return True
         self._waited_from = time.time()  # the wait is the import's: the trial counts it so
         deadline = time.monotonic() + timeout_s
-        while _read(self.folder / "pid") == "" and self.proc.template.alive():
+        while not self.proc.forked() and self.proc.template.alive():
             if time.monotonic() > deadline:
                 kill_group(self.proc.template.proc.pid)
                 self.proc.template.proc.wait()
@@ -187,18 +187,21 @@ class Forked:
         self.returncode: int | None = None
         self._pid: int | None = None
 
+    def forked(self) -> bool:
+        """Whether the template has forked it (its pid is known), without waiting."""
+        if self._pid is None:
+            text = _read(self.folder / "pid")
+            self._pid = int(text) if text else None
+        return self._pid is not None
+
     @property
     def pid(self) -> int | None:
         """Once forked; while the template is still importing, waits for it. None: never
         forked (the template is gone)."""
-        while self._pid is None:
-            text = _read(self.folder / "pid")
-            if text:
-                self._pid = int(text)
-            elif not self.template.alive():
+        while not self.forked():
+            if not self.template.alive():
                 return None
-            else:
-                time.sleep(0.005)
+            time.sleep(0.005)
         return self._pid
 
     def poll(self) -> int | None:
