@@ -53,7 +53,7 @@ def main(module: str | None) -> int:
         readable, _, _ = select.select([0, exits], [], [])
         if exits in readable:
             os.read(exits, 4096)
-        _reap(children)
+        _reap(children, stdins)
         if 0 not in readable:
             continue
         data = os.read(0, 65536)
@@ -117,7 +117,9 @@ def _fork(folder: Path, prebuild: str | None, stdins: dict[str, int],
     return pid, write
 
 
-def _reap(children: dict[int, Path]) -> None:
+def _reap(children: dict[int, Path], stdins: dict[str, int]) -> None:
+    """Write the exit status of each child that has exited; close the stdin kept for one that
+    died waiting for its job."""
     while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -128,10 +130,17 @@ def _reap(children: dict[int, Path]) -> None:
         folder = children.pop(pid, None)
         if folder is not None:
             _put(folder / "exit", str(os.waitstatus_to_exitcode(status)))
+            stdin = stdins.pop(str(folder), -1)
+            if stdin >= 0:
+                os.close(stdin)
 
 
 def _put(path: Path, text: str) -> None:
-    """Write a small file whole (a reader polls for it): written aside, then renamed."""
+    """Write a small file whole (a reader polls for it): written aside, then renamed. A folder
+    the runner has removed already needs it no more."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
