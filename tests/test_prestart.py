@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from tuner.launch.prestart import alive
 from tuner.launch.runner import ProcessRunner
 from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
@@ -23,14 +24,6 @@ QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
 def request(model: str, config: TrialConfig) -> TrialRequest:
     return TrialRequest(config, Workload(model=model, device="cpu"), QUICK)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.slow
@@ -205,6 +198,6 @@ def test_the_runner_holds_the_next_build_until_the_trial_beside_it_compiles(tmp_
 
 def test_tuner_template_0_turns_the_template_off(monkeypatch):
     monkeypatch.setenv(contract.TEMPLATE_ENV, "0")
-    assert ProcessRunner(timeout_s=10, prestart=True).template is False
+    assert ProcessRunner(timeout_s=10, prestart=True).use_template is False
     monkeypatch.delenv(contract.TEMPLATE_ENV)
-    assert ProcessRunner(timeout_s=10, prestart=True).template is True
+    assert ProcessRunner(timeout_s=10, prestart=True).use_template is True

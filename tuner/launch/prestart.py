@@ -196,13 +196,9 @@ class Forked:
 
     @property
     def pid(self) -> int | None:
-        """Once forked; while the template is still importing, waits for it. None: never
-        forked (the template is gone)."""
-        while not self.forked():
-            if not self.template.alive():
-                return None
-            time.sleep(0.005)
-        return self._pid
+        """None until forked (the runner waits for that with :meth:`Spare.started` before it
+        hands the process a trial)."""
+        return self._pid if self.forked() else None
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -211,7 +207,7 @@ class Forked:
                 self.returncode = int(text)
             elif not self.template.alive():  # its children die with it (PR_SET_PDEATHSIG)
                 pid = _read(self.folder / "pid")
-                if not pid or not _alive(int(pid)):
+                if not pid or not alive(int(pid)):
                     self.returncode = -signal.SIGKILL
         return self.returncode
 
@@ -255,7 +251,10 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one of another user's counts)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -70,8 +70,8 @@ def prestart_for(asked: bool | None) -> bool:
     """``--prestart/--no-prestart`` as asked; not asked: on. With the next processes forked
     from a template, it cut the tuner's own time per trial from 12.0 s to 0.6 s (a factory
     model) and from 12.8 s to 2.1 s (resnet50) on the H200, and from 3.0 s to 0.13 s (resnet18)
-    on a 2-core CPU box, the compiles beside it as long as without (benchmarks/). It was off on
-    the CPU while each next process imported beside the trial."""
+    on a 2-core CPU box, where the compiles beside it took as long as without, one run each
+    (benchmarks/). It was off on the CPU while each next process imported beside the trial."""
     return True if asked is None else asked
 
 
@@ -117,7 +117,7 @@ class ProcessRunner:
         self.python = python
         self.prestart = prestart
         # None: on, unless TUNER_TEMPLATE=0 in the environment
-        self.template = os.environ.get(TEMPLATE_ENV) != "0" if template is None else template
+        self.use_template = os.environ.get(TEMPLATE_ENV) != "0" if template is None else template
         self._spare: Spare | None = None  # started, importing or waiting for its request
         self._template: Template | None = None  # started with the first spare
         self._gone_told = False  # the user was told the template ended
@@ -205,7 +205,7 @@ class ProcessRunner:
         """Forked by the template (started here the first time, with the workload's factory
         module); started fresh where there is no usable template. ``build_now`` False: it
         builds once the trial running beside it starts compiling (BUILD_FILE_ENV)."""
-        if self.template and self._template is None:
+        if self.use_template and self._template is None:
             module = workload.model.partition(":")[0] if workload and workload.is_factory else None
             self._template = Template.start(self.python, self._env(), module)
         if self._template is not None and self._template.alive():

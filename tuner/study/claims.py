@@ -21,6 +21,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.launch.prestart import alive
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status
 from tuner.spec.space import SearchSpace
@@ -140,7 +141,7 @@ class Claims:
         for stored in self.fronts.trials(states=(TrialState.RUNNING,)):
             t = stored.frozen
             owner = t.user_attrs.get(OWNER_ATTR) or {}
-            if owner.get("host") == host and not _alive(int(owner.get("pid", -1))):
+            if owner.get("host") == host and not alive(int(owner.get("pid", -1))):
                 self.storage.set_trial_user_attr(self.fronts.trial_id(stored.study, t.number),
                                                  INTERRUPTED_ATTR, True)
                 stored.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
@@ -205,15 +206,3 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
