@@ -19,7 +19,12 @@ eager and inductor at each batch size): with a fresh process per trial (--no-pre
 with the next trial's process pre-started (--prestart). It writes both tables and ends with the
 line `overhead per trial: fresh X s, pre-started Y s`. `--ways` picks other ways, in its order:
 "no-template" is --prestart with TUNER_TEMPLATE=0 (each pre-started process imports, instead
-of being forked from a template); the last line then names the ways measured.
+of being forked from a template); "no-prewarm" is --prestart with TUNER_PREWARM=0 (the next
+trial's process does not ready the device before its trial: tuner.trial.prewarm). Where both
+fresh and pre-started were measured the report still ends with that line, the other ways on
+the line before it; otherwise the last line names the ways measured. With more than one way,
+a table puts each config's latency (p50, ms) side by side, way by way: readying the device
+ahead must leave what a trial measures as it was.
 """
 
 from __future__ import annotations
@@ -45,8 +50,10 @@ COLUMNS = {"trial_number": "trial", "label": "config", "batch_size": "bs", "wall
            "eager_reference_s": "eager_ref", "compile_s_cold": "compile", "quiet_wait_s": "quiet",
            "warmup_s": "warmup", "measurement_s": "measure", "replay_s": "replay",
            "other_s": "other", "return_s": "return", "overhead_s": "overhead",
-           "tuner_overhead_s": "between", "prebuilt": "prebuilt",
-           "reference_reused": "ref_reused"}
+           "tuner_overhead_s": "between", "prebuilt": "prebuilt", "prewarmed": "prewarmed",
+           "reference_reused": "ref_reused", "latency_ms_p50": "p50_ms"}
+# What each way changes in the tuner's environment, beyond --prestart / --no-prestart.
+WAY_ENV = {"no-template": {"TUNER_TEMPLATE": "0"}, "no-prewarm": {"TUNER_PREWARM": "0"}}
 
 
 def overhead_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -73,7 +80,7 @@ def mean_after_first(table: pd.DataFrame, column: str = "overhead_s") -> float |
 
 def report(table: pd.DataFrame) -> list[str]:
     """The table of one study, then its means, as Markdown lines."""
-    shown = table[list(COLUMNS)].rename(columns=COLUMNS)
+    shown = table[[c for c in COLUMNS if c in table]].rename(columns=COLUMNS)
     means = {name: mean_after_first(table, column) for name, column in [
         ("overhead", "overhead_s"), ("launch", "launch_s"), ("import", "import_s"),
         ("build", "build_s"), ("eager reference", "eager_reference_s"), ("quiet", "quiet_wait_s"),
@@ -82,9 +89,37 @@ def report(table: pd.DataFrame) -> list[str]:
     return ["```", shown.round(2).to_string(index=False), "```", "",
             f"after the first trial of each batch size ({len(later)} trials), mean s: "
             + ", ".join(f"{name} {_s(value)}" for name, value in means.items()),
-            f"pre-built models {int((later['prebuilt'] == True).sum())} of {len(later)}, "  # noqa: E712
-            f"eager references reused {int((later['reference_reused'] == True).sum())} of "  # noqa: E712
-            f"{len(later)}", ""]
+            f"pre-built models {_count(later, 'prebuilt')} of {len(later)}, devices readied "
+            f"{_count(later, 'prewarmed')} of {len(later)}, eager references reused "
+            f"{_count(later, 'reference_reused')} of {len(later)}", ""]
+
+
+def _count(table: pd.DataFrame, column: str) -> int:
+    return int((table[column] == True).sum()) if column in table else 0  # noqa: E712
+
+
+def latency_by_way(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Each config's p50 latency (ms), one column per way, as Markdown lines."""
+    merged = None
+    for way, table in tables.items():
+        one = table.set_index(["label", "batch_size"])["latency_ms_p50"].rename(way)
+        merged = one.to_frame() if merged is None else merged.join(one, how="outer")
+    if merged is None:
+        return []
+    return ["## latency p50 (ms) by way", "", "```", merged.round(4).to_string(), "```", ""]
+
+
+def last_lines(overhead: dict[str, float | None]) -> list[str]:
+    """The report's last line (and the one before it): `overhead per trial: fresh X s,
+    pre-started Y s` where both were measured, the other ways before it."""
+    def line(ways: list[str]) -> str:
+        return ", ".join(f"{way} {_s(overhead[way])} s" for way in ways)
+
+    if "fresh" in overhead and "pre-started" in overhead:
+        others = [w for w in overhead if w not in ("fresh", "pre-started")]
+        return ([f"overhead per trial, other ways: {line(others)}"] if others else []) + \
+            [f"overhead per trial: {line(['fresh', 'pre-started'])}"]
+    return [f"overhead per trial: {line(list(overhead))}"]
 
 
 def from_study(path: str) -> None:
@@ -111,11 +146,12 @@ def measure(args: argparse.Namespace) -> str:
              "way; overhead = wall - (compile + warm-up + measurement), measurement = measure_s "
              "+ stream_s (per request and back to back). Columns in seconds: see "
              "benchmarks/trial_overhead.py.", ""]
-    overhead = {}
+    overhead: dict[str, float | None] = {}
+    tables: dict[str, pd.DataFrame] = {}
     with tempfile.TemporaryDirectory(prefix="tuner-overhead-") as tmp:
         for way in args.ways.split(","):
             flag = "--no-prestart" if way == "fresh" else "--prestart"
-            env = {**os.environ, **({"TUNER_TEMPLATE": "0"} if way == "no-template" else {})}
+            env = {**os.environ, **WAY_ENV.get(way, {})}
             cmd = [sys.executable, "-m", "tuner", "search", *space, flag, "--name", "overhead",
                    "--studies-dir", str(Path(tmp) / way), "--min-seconds", str(args.min_seconds),
                    "--timeout", f"{args.timeout}s", "--confirm", "0", "--quiet"]
@@ -125,10 +161,12 @@ def measure(args: argparse.Namespace) -> str:
                 raise SystemExit(f"{way}: tuner search exited {proc.returncode}: "
                                  f"{proc.stderr.strip()[-2000:]}")
             table = overhead_table(files.read(Path(tmp) / way / "overhead")[0])
-            overhead[way] = mean_after_first(table)
-            lines += [f"## {way} ({flag}{', TUNER_TEMPLATE=0' if way == 'no-template' else ''})",
-                      "", *report(table)]
-    lines.append("overhead per trial: " + ", ".join(f"{way} {_s(v)} s" for way, v in overhead.items()))
+            overhead[way], tables[way] = mean_after_first(table), table
+            settings = "".join(f", {k}={v}" for k, v in WAY_ENV.get(way, {}).items())
+            lines += [f"## {way} ({flag}{settings})", "", *report(table)]
+    if len(tables) > 1:
+        lines += latency_by_way(tables)
+    lines += last_lines(overhead)
     text = "\n".join(lines) + "\n"
     if args.out:
         Path(args.out).write_text(text)
@@ -165,10 +203,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-seconds", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--ways", default="fresh,pre-started",
-                        help="ways to measure, in order: fresh, pre-started, no-template")
+                        help="ways to measure, in order: fresh, pre-started, no-template, "
+                             "no-prewarm")
     parser.add_argument("--out", help="also write the report to this Markdown file, e.g. "
                                       "benchmarks/trial-overhead-h200.md")
     args = parser.parse_args(argv)
+    unknown = set(args.ways.split(",")) - {"fresh", "pre-started", *WAY_ENV}
+    if unknown:
+        parser.error(f"unknown way(s) in --ways: {', '.join(sorted(unknown))}")
     if args.measure:
         print(measure(args))
     else:

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Issue 12's per-trial figures on the two-H200 machine, in one call (carry .whl): the tuner's
-# overhead per trial, fresh processes against pre-started ones, for a torchvision model on
-# GPU 0 and a factory model on GPU 1 at the same time, each on its own half of the host's
-# cores (benchmarks/trial_overhead.py --measure); then, if time is left (IMPORT=1), the import
-# beside the compile on GPU 0. FIRST_CALL=1 first runs benchmarks/first_call.py on GPU 0 (what
-# a trial process's first eager call of resnet50 costs). AB=1 instead runs pre-started resnet50
-# trials forked from the template against fresh spares, on both GPUs. LIMIT bounds each measurement (seconds,
-# default 540). Writes trial-overhead-h200.md, trial-overhead-h200-factory.md (and
-# first-call-h200.md, import-beside-compile-h200.md) under $OUT.
+# overhead per trial (benchmarks/trial_overhead.py --measure), resnet50 bf16, both GPUs at once,
+# each on its own half of the host's cores:
+#   GPU 0: fresh processes against pre-started ones: trial-overhead-h200.md;
+#   GPU 1: pre-started processes that do not ready the device ahead (TUNER_PREWARM=0) against
+#          ones that do, with each config's latency side by side: trial-overhead-h200-prewarm.md;
+#          then, with FACTORY=1, the factory tuner.examples:text_encoder fresh against
+#          pre-started: trial-overhead-h200-factory.md (bounded by FACTORY_LIMIT seconds).
+# IMPORT=1 then measures the import beside the compile on GPU 0. FIRST_CALL=1 first runs
+# benchmarks/first_call.py on GPU 0 (what a trial process's first eager call of resnet50
+# costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
+# spares, on both GPUs. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
 source "$(dirname "$0")/gpu_env.sh"
 if [ "${FIRST_CALL:-0}" = 1 ]; then
   CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/first_call.py --repeats 1 \
       --out "$OUT/first-call-h200.md" 2> "$OUT/first-call.log" | tail -6
 fi
 half=$(( $(nproc) / 2 ))
-overhead() {  # GPU CORES MODEL OUT
-  CUDA_VISIBLE_DEVICES=$1 taskset -c "$2" timeout -s INT "${LIMIT:-540}" \
+overhead() {  # GPU CORES MODEL WAYS OUT [LIMIT]
+  CUDA_VISIBLE_DEVICES=$1 taskset -c "$2" timeout -s INT "${6:-${LIMIT:-540}}" \
     python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda --model "$3" \
-      --dtype bfloat16 --batch-sizes 1,32 --dynamic "${DYNAMIC:-false}" --out "$OUT/$4" \
-      2> "$OUT/$4.log" | tail -2
+      --dtype bfloat16 --batch-sizes 1,32 --dynamic "${DYNAMIC:-false}" --ways "$4" \
+      --out "$OUT/$5" 2> "$OUT/$5.log" | tail -2
 }
 if [ "${AB:-0}" = 1 ]; then
   # Pre-started trials of resnet50 forked from the template against fresh spares
@@ -34,8 +37,14 @@ if [ "${AB:-0}" = 1 ]; then
   wait
   exit
 fi
-overhead 0 "0-$(( half - 1 ))" resnet50 trial-overhead-h200.md &
-overhead 1 "$half-$(( 2 * half - 1 ))" tuner.examples:text_encoder trial-overhead-h200-factory.md &
+overhead 0 "0-$(( half - 1 ))" resnet50 fresh,pre-started trial-overhead-h200.md &
+{
+  overhead 1 "$half-$(( 2 * half - 1 ))" resnet50 no-prewarm,pre-started trial-overhead-h200-prewarm.md
+  if [ "${FACTORY:-0}" = 1 ]; then
+    overhead 1 "$half-$(( 2 * half - 1 ))" tuner.examples:text_encoder fresh,pre-started \
+        trial-overhead-h200-factory.md "${FACTORY_LIMIT:-${LIMIT:-540}}"
+  fi
+} &
 wait
 if [ "${IMPORT:-0}" = 1 ]; then
   CUDA_VISIBLE_DEVICES=0 timeout -s INT "${LIMIT:-540}" python3 benchmarks/import_beside_compile.py \

@@ -59,7 +59,8 @@ def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path):
     try:
         results = [runner.run(TrialRequest(config, wl, QUICK), tmp_path / str(i))
                    for i, config in enumerate([TrialConfig("eager", 8),
-                                               TrialConfig("inductor", 8, "reduce-overhead", False)])]
+                                               TrialConfig("inductor", 8, "reduce-overhead", False),
+                                               TrialConfig("inductor", 8, "default", False)])]
     finally:
         runner.close()
     for r in results:
@@ -70,6 +71,9 @@ def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path):
     # The second process built the model on the CPU before its request, CUDA untouched (a
     # model built with CUDA started would have been dropped, with a note).
     assert results[1].prebuilt is True and results[1].reuse_note == ""
+    # The third process ran the model once on the GPU while the second trial compiled
+    # (tuner.trial.prewarm); the second's was not asked to, beside an eager trial.
+    assert (results[1].prewarmed, results[2].prewarmed) == (None, True), results[2].reuse_note
 
 
 # -- faults at one batch size: recorded, and the other batch sizes measured ----------------------

@@ -22,7 +22,7 @@ from tuner.spec.workload import Workload
 from tuner.study import fleet as fleets
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
-from tuner.trial import build, prebuild, reference
+from tuner.trial import build, prebuild, prewarm, reference
 from tuner.trial.protocol import run_trial
 
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.01, warmup_max_calls=20)
@@ -130,10 +130,12 @@ def test_the_runner_prebuilds_the_batch_size_it_ran_least_recently():
 
 
 @pytest.mark.slow
-def test_pre_started_processes_get_prebuilt_models_and_every_phase_is_recorded(tmp_path):
+def test_pre_started_processes_get_prebuilt_models_and_every_phase_is_recorded(tmp_path,
+                                                                              monkeypatch):
     refs = str(tmp_path / "references")
     request = TrialRequest(TrialConfig("eager", 2), TINY, QUICK, references=refs)
     runner = ProcessRunner(timeout_s=240, prestart=True)
+    monkeypatch.setattr(runners.prewarm, "expected", lambda config, work: work)
     try:
         first, second = (runner.run(request, tmp_path / str(n)) for n in range(2))
     finally:
@@ -145,6 +147,71 @@ def test_pre_started_processes_get_prebuilt_models_and_every_phase_is_recorded(t
         assert r.wall_s >= r.launch_s + r.process_s
     assert (first.prebuilt, second.prebuilt, fresh.prebuilt) == (None, True, None)
     assert (first.reference_reused, second.reference_reused) == (False, True)
+    # The device is readied on CUDA only (tuner.trial.prewarm); asked here, the CPU is used.
+    assert (first.prewarmed, second.prewarmed, fresh.prewarmed) == (None, True, None)
+
+
+# -- the device readied by the pre-started process --------------------------------------------
+GPU_WORK = Workload(model="resnet50", device="cuda")
+
+
+def test_the_next_process_readies_the_device_beside_a_compile_that_does_not_time_kernels(
+        monkeypatch):
+    monkeypatch.delenv(prewarm.PREWARM_ENV, raising=False)
+    runner = ProcessRunner(timeout_s=10, prestart=True)
+
+    def warm(config, workload=GPU_WORK):
+        return runner._next_build(TrialRequest(config, workload)).warm
+
+    default = TrialConfig("inductor", 8, "default", False, dtype="bfloat16", channels_last=True)
+    # In the precision and memory format of the trial beside it: the next one's most likely.
+    assert warm(default) == Workload(model="resnet50", device="cuda", dtype="bfloat16",
+                                     channels_last=True)
+    request = prebuild.PrebuildRequest(GPU_WORK, 8, warm=warm(default))
+    assert prebuild.PrebuildRequest.from_dict(request.to_dict()) == request
+    assert warm(TrialConfig("inductor", 8, "reduce-overhead", False)) == GPU_WORK
+    # Not beside a compile that times kernels on the GPU, nor beside an eager trial (nothing to
+    # hide behind), nor on the CPU, nor when told not to.
+    assert warm(TrialConfig("inductor", 8, "max-autotune-no-cudagraphs", False)) is None
+    assert warm(TrialConfig("inductor", 8, "default", False,
+                            options={"coordinate_descent_tuning": True})) is None
+    assert warm(TrialConfig("inductor", 8, "default", False,
+                            options={"coordinate_descent_tuning": False})) == GPU_WORK
+    assert warm(TrialConfig("eager", 8)) is None
+    assert warm(TrialConfig("inductor", 8, "default", False), TINY) is None
+    monkeypatch.setenv(prewarm.PREWARM_ENV, "0")
+    assert warm(default) is None
+
+
+def test_readying_the_device_leaves_the_model_and_the_process_settings_as_they_were():
+    model, inputs, _ = build.build_on_host(TINY, 2)
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    torch.set_float32_matmul_precision("highest")
+    for dtype in ("bfloat16", "tf32"):
+        work = Workload(model=TINY.model, device="cpu", dtype=dtype, channels_last=True)
+        assert prewarm.warm(model, inputs, work) == ""
+        assert torch.get_float32_matmul_precision() == "highest"  # tf32 set "high" meanwhile
+    after = model.state_dict()
+    assert all(torch.equal(before[n], after[n]) and after[n].dtype == before[n].dtype
+               and after[n].is_contiguous() for n in before)
+
+
+def test_a_device_not_readied_is_said_and_the_trial_readies_it_itself():
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("broken on purpose")
+
+    assert prewarm.warm(Broken(), (torch.ones(1),), TINY) == \
+        "device not readied before the trial (RuntimeError)"
+    asked = prebuild.PrebuildRequest(TINY, 2, warm=TINY)
+    late = prebuild.prebuild(asked)
+    prebuild.warm(late, job_waiting=True)  # its job came first: nothing to hide behind
+    r = trial(TrialConfig("eager", 2), prebuilt=late)
+    assert r.status is Status.OK and r.prebuilt is True and r.prewarmed is False
+    assert r.reuse_note == "device not readied: the job came first"
+    unasked = prebuild.prebuild(prebuild.PrebuildRequest(TINY, 2))
+    prebuild.warm(unasked, job_waiting=False)
+    assert trial(TrialConfig("eager", 2), prebuilt=unasked).prewarmed is None
 
 
 # -- the search's own time between trials ----------------------------------------------------
@@ -194,4 +261,20 @@ def test_the_overhead_figure_is_the_mean_after_the_first_trial_of_each_batch_siz
     table = trial_overhead.overhead_table(df)
     assert table["overhead_s"].tolist() == [5.5, 7.5, 5.5, 1.5, 4.0]
     assert trial_overhead.mean_after_first(table) == pytest.approx((5.5 + 1.5 + 4.0) / 3)
-    assert "pre-built models 3 of 3" in "\n".join(trial_overhead.report(table))
+    assert "pre-built models 3 of 3, devices readied 0 of 3" in "\n".join(
+        trial_overhead.report(table))
+
+
+def test_the_overhead_report_ends_with_the_line_the_issue_names_and_compares_latencies():
+    lines = trial_overhead.last_lines({"no-prewarm": 1.4, "fresh": 12.0, "pre-started": 0.9})
+    assert lines == ["overhead per trial, other ways: no-prewarm 1.40 s",
+                     "overhead per trial: fresh 12.00 s, pre-started 0.90 s"]
+    assert trial_overhead.last_lines({"pre-started": 0.9, "no-prewarm": None}) == [
+        "overhead per trial: pre-started 0.90 s, no-prewarm ? s"]
+    one = pd.DataFrame({"label": ["eager", "inductor"], "batch_size": [1, 1],
+                        "latency_ms_p50": [2.0, 1.0]})
+    text = "\n".join(trial_overhead.latency_by_way(
+        {"a": one, "b": one.assign(latency_ms_p50=[2.1, 1.1])}))
+    assert "eager    1           2.0  2.1" in text and "inductor 1           1.0  1.1" in text
+    with pytest.raises(SystemExit):
+        trial_overhead.main(["--measure", "--ways", "fresh,pre-startd"])

@@ -27,8 +27,8 @@ and in files written before the column.
 
 The trial's phases beyond import, build, compile, warm-up and measurement (``launch_s``,
 ``eager_reference_s``, ``replay_s``, ``process_s``, ``tuner_overhead_s``) and what came
-ready-made (``prebuilt``, ``reference_reused``, ``reuse_note``) are empty in files written
-before those columns.
+ready-made (``prebuilt``, ``prewarmed``, ``reference_reused``, ``reuse_note``) are empty in
+files written before those columns.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ SCHEMA = pa.schema([
     ("prestarted", _bool), ("quiet_wait_s", _f64),
     # where the rest of wall_s goes, and what came ready-made (tuner.spec.records.TrialResult)
     ("launch_s", _f64), ("eager_reference_s", _f64), ("replay_s", _f64), ("process_s", _f64),
-    ("tuner_overhead_s", _f64), ("prebuilt", _bool), ("reference_reused", _bool),
+    ("tuner_overhead_s", _f64), ("prebuilt", _bool), ("prewarmed", _bool),
+    ("reference_reused", _bool),
     ("reuse_note", _str),
     # steady-state latency
     ("latency_ms_p50", _f64), ("latency_ms_p90", _f64), ("latency_ms_p99", _f64),

@@ -21,6 +21,7 @@ from tuner.launch.compile_budget import CompileWatch
 from tuner.launch.prestart import Process, Spare, Template, kill_group
 from tuner.spec.records import Status, TrialRequest, TrialResult
 from tuner.spec.workload import Workload
+from tuner.trial import prewarm
 from tuner.trial.contract import (
     BUILD_FILE_ENV,
     LAUNCHED_AT_ENV,
@@ -241,12 +242,14 @@ class ProcessRunner:
         """What the next trial most likely builds (tuner.trial.prebuild): this workload (a
         search's is fixed) at the batch size this runner ran least recently. A search gives each
         trial to the batch size with the fewest trials, so it cycles through them; a torchvision
-        model serves every batch size anyway."""
+        model serves every batch size anyway. It readies the device in this trial's precision
+        and memory format, where that is safe beside this trial (tuner.trial.prewarm)."""
         seen = self._batch_sizes
         if request.config.batch_size in seen:
             seen.remove(request.config.batch_size)
         seen.append(request.config.batch_size)
-        return PrebuildRequest(request.workload, seen[0])
+        return PrebuildRequest(request.workload, seen[0],
+                               warm=prewarm.expected(request.config, request.workload))
 
 
 def _wait(proc: Process, timeout_s: float, abort: threading.Event | None,

@@ -132,10 +132,14 @@ class TrialResult:
     # The model came pre-built by the pre-started process (tuner.trial.prebuild): True; one was
     # built there but could not serve (reuse_note says why): False; built in the trial: None
     prebuilt: bool | None = None
+    # The pre-started process ran the model once on the device before the trial, readying CUDA,
+    # cuDNN and cuBLAS (tuner.trial.prewarm): True; tried and failed, or the job came first
+    # (reuse_note says): False; not asked (beside an eager or autotuning trial, on the CPU): None
+    prewarmed: bool | None = None
     # FLOPs, eager time and the float32 output came from an earlier trial's kept eager
     # reference (tuner.trial.reference): True; computed here: False; None: no study folder
     reference_reused: bool | None = None
-    reuse_note: str = ""  # why a pre-built model or a kept reference was not used
+    reuse_note: str = ""  # why a pre-built model, a readied device or a kept reference was not used
     # Steady state, per request: each call followed by a synchronize, timed on the host from
     # the call to its result: what one request waits.
     latency_ms_p50: float | None = None

@@ -58,7 +58,7 @@ def to_device(workload: Workload, model: torch.nn.Module, inputs: tuple[torch.Te
     import torch
 
     model = model.to(device=torch.device(workload.device), dtype=torch.float32)
-    return model, _place(workload, inputs, "float32", channels_last=False)
+    return model, place_inputs(workload, inputs, "float32", channels_last=False)
 
 
 def finish(workload: Workload, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
@@ -70,7 +70,7 @@ def finish(workload: Workload, model: torch.nn.Module, inputs: tuple[torch.Tenso
     model = model.to(dtype=getattr(torch, tensor_dtype(workload.dtype)))
     if workload.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    return model, _place(workload, inputs)
+    return model, place_inputs(workload, inputs)
 
 
 def build_inputs(workload: Workload, shape: Shape) -> tuple[torch.Tensor, ...]:
@@ -81,8 +81,8 @@ def build_inputs(workload: Workload, shape: Shape) -> tuple[torch.Tensor, ...]:
     torch.manual_seed(workload.seed)
     if workload.is_factory:
         seq_len = None if isinstance(shape, int) else shape[1]
-        return _place(workload, _call_factory(workload, shape_batch(shape), seq_len)[1])
-    return _place(workload, torchvision_inputs(workload, shape_batch(shape)))
+        return place_inputs(workload, _call_factory(workload, shape_batch(shape), seq_len)[1])
+    return place_inputs(workload, torchvision_inputs(workload, shape_batch(shape)))
 
 
 def _call_factory(workload: Workload, batch_size: int,
@@ -103,8 +103,9 @@ def torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tenso
     return (torch.randn(batch_size, 3, size, size),)
 
 
-def _place(workload: Workload, inputs: tuple[torch.Tensor, ...], dtype_name: str | None = None,
-           channels_last: bool | None = None) -> tuple[torch.Tensor, ...]:
+def place_inputs(workload: Workload, inputs: tuple[torch.Tensor, ...],
+                 dtype_name: str | None = None,
+                 channels_last: bool | None = None) -> tuple[torch.Tensor, ...]:
     """Move inputs to the device; cast floating-point ones to the dtype; channels_last if asked
     (4-D inputs only: the others have no such format)."""
     import torch

@@ -31,17 +31,22 @@ CUDA_NOTE = ("the factory touched CUDA while it was pre-built on the CPU (its co
 @dataclasses.dataclass(frozen=True)
 class PrebuildRequest:
     """What a pre-started process builds while it waits: the study's workload (as requests
-    carry it) at one batch size."""
+    carry it) at one batch size; with ``warm``, the workload as the next trial most likely
+    runs it, to ready the device with once built (:mod:`tuner.trial.prewarm`)."""
 
     workload: Workload
     batch_size: int
+    warm: Workload | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload.to_dict(), "batch_size": self.batch_size}
+        data = {"workload": self.workload.to_dict(), "batch_size": self.batch_size}
+        return data if self.warm is None else {**data, "warm": self.warm.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrebuildRequest:
-        return cls(Workload.from_dict(data["workload"]), int(data["batch_size"]))
+        warm = data.get("warm")
+        return cls(Workload.from_dict(data["workload"]), int(data["batch_size"]),
+                   None if warm is None else Workload.from_dict(warm))
 
 
 @dataclasses.dataclass
@@ -53,7 +58,12 @@ class Prebuilt:
     inputs: tuple[Any, ...] | None = None
     rng_after_model: Any = None  # torchvision: the random state the weights left
     note: str = ""  # why there is no model
-    left_s: float = 0.0  # building still going on when the trial was handed over: its build_s
+    # building (and readying the device) still going on when the trial was handed over: its build_s
+    left_s: float = 0.0
+    # the device was readied with the model (tuner.trial.prewarm): True; tried and failed, or
+    # its job came first: False, with ``warm_note``; not asked: None
+    warmed: bool | None = None
+    warm_note: str = ""
 
 
 def touched_cuda() -> bool:
@@ -74,6 +84,22 @@ def prebuild(request: PrebuildRequest) -> Prebuilt:
     if touched_cuda():
         return Prebuilt(request, note=CUDA_NOTE)
     return Prebuilt(request, model, inputs, rng)
+
+
+def warm(prebuilt: Prebuilt, job_waiting: bool) -> None:
+    """Ready the device with what was built, if the request asks (``warmed``); not where the
+    model is missing or its job has already come (the trial readies it, with nothing to hide
+    behind)."""
+    work = prebuilt.request.warm
+    if work is None or prebuilt.model is None or prebuilt.inputs is None:
+        return
+    if job_waiting:
+        prebuilt.warmed, prebuilt.warm_note = False, "device not readied: the job came first"
+        return
+    from tuner.trial.prewarm import warm as run_once
+
+    prebuilt.warm_note = run_once(prebuilt.model, prebuilt.inputs, work)
+    prebuilt.warmed = not prebuilt.warm_note
 
 
 def take(prebuilt: Prebuilt, workload: Workload, batch_size: int

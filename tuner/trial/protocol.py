@@ -254,6 +254,8 @@ def _build_float32(request: TrialRequest, work: Workload, prebuilt: Prebuilt | N
         made, result.reuse_note = prebuild.take(prebuilt, request.workload,
                                                 request.config.batch_size)
         result.prebuilt = made is not None
+        result.prewarmed = prebuilt.warmed
+        result.reuse_note = "; ".join(n for n in (result.reuse_note, prebuilt.warm_note) if n)
         if made is not None:
             return build.to_device(work, *made)
     return build.build_float32(work, request.config.batch_size)

@@ -6,8 +6,9 @@ forked: :mod:`tuner.trial.template`) imports torch and, given a
 :class:`tuner.trial.prebuild.PrebuildRequest` file, builds that model on the CPU once the file
 BUILD beside READY exists or its job has come (contract.BUILD_FILE_ENV); it then creates the file
 READY and waits for one job on stdin, a JSON line ``{"request": ..., "result": ..., "env":
-{...}}``, runs that one trial and exits. CUDA is not touched before the job arrives. See
-:mod:`tuner.launch.prestart`.
+{...}}``, runs that one trial and exits. CUDA is not touched before the job arrives, unless the
+request asks to ready the device with the built model before READY (:mod:`tuner.trial.prewarm`).
+See :mod:`tuner.launch.prestart`.
 """
 
 from __future__ import annotations
@@ -89,10 +90,11 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     imported_at = time.time()
     prebuilt = None
     if prebuild_file is not None:
-        from tuner.trial.prebuild import PrebuildRequest, prebuild
+        from tuner.trial.prebuild import PrebuildRequest, prebuild, warm
 
         wait_for_turn(ready.with_name("build"))
         prebuilt = prebuild(PrebuildRequest.from_dict(json.loads(prebuild_file.read_text())))
+        warm(prebuilt, job_waiting=job_waiting())
     ready_at = time.time()
     ready.touch()
     line = sys.stdin.readline()
@@ -101,8 +103,9 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     received_at = time.time()
     job = json.loads(line)
     os.environ.update(job.get("env") or {})  # this trial's cache folders, read lazily by torch
-    # What was left, when the job was sent, of the import (import_s) and of the build
-    # (build_s); 0 once the process is ready. The rest, the hand-over itself, is launch_s.
+    # What was left, when the job was sent, of the import (import_s) and of the build and the
+    # device's readying (build_s); 0 once the process is ready. The rest, the hand-over
+    # itself, is launch_s.
     sent_at = float(job.get("sent_at", ready_at))
     left_s = max(0.0, imported_at - sent_at)
     if prebuilt is not None:
@@ -112,15 +115,21 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
                  launch_s=max(0.0, received_at - max(ready_at, sent_at)))
 
 
+def job_waiting(jobs: int | None = None, timeout: float = 0.0) -> bool:
+    """Whether this process's job has come on stdin (or ``jobs``, a file descriptor), waiting
+    at most ``timeout`` seconds for it."""
+    import select
+
+    jobs = sys.stdin.fileno() if jobs is None else jobs
+    return bool(select.select([jobs], [], [], timeout)[0])
+
+
 def wait_for_turn(build: Path, jobs: int | None = None) -> None:
     """Wait until the file ``build`` exists (the trial before this one has started compiling:
     BUILD_FILE_ENV) or this process's own job has come on stdin (or ``jobs``, a file
     descriptor), whichever is first."""
-    import select
-
-    jobs = sys.stdin.fileno() if jobs is None else jobs
     while not build.exists():
-        if select.select([jobs], [], [], 0.005)[0]:
+        if job_waiting(jobs, timeout=0.005):
             return
 
 

@@ -1,0 +1,111 @@
+"""A device readied before its trial, by the pre-started process that will run that trial.
+
+A trial's first eager call readies the device's libraries: it starts CUDA, loads cuDNN and
+cuBLAS, and, with ``cudnn.benchmark``, tries every convolution algorithm for each shape and
+keeps the fastest. On the H200 that call took 0.9-1.4 s for resnet50 (bf16, batch size 1,
+benchmarks/first-call-h200-repeats-*.md), most of a pre-started trial's overhead.
+
+So a pre-started process that has built its model (:mod:`tuner.trial.prebuild`) may also run
+it once on the device before its job comes: in the precision, memory format and cudnn.benchmark
+setting the runner expects (those of the trial running beside it, :func:`expected`), at the
+batch size it built for, on copies of the weights (the CPU model is left as built), freed
+afterwards. What stays in the process is what a first call leaves there: CUDA started, the
+libraries loaded, cuDNN's algorithm choices for those shapes. The trial then runs its own
+eager call as always, before its first compiled call, so ``compile_s_cold`` starts from the
+same state it did; only the eager call is shorter (``eager_reference_s``).
+
+It runs while the trial beside it compiles (once its BUILD file exists), and that trial waits
+for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it. It is
+not done beside a compile that itself benchmarks kernels on the GPU (max-autotune, coordinate
+descent tuning): two processes timing kernels at once could both choose worse ones. Nor beside
+an uncompiled trial, which has no compile to hide it behind: it would wait for it instead.
+``TUNER_PREWARM=0`` turns it off. The process keeps its CUDA context (some hundreds of MiB of
+the GPU's memory) while the trial beside it measures.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tuner.spec.config import TrialConfig
+from tuner.spec.workload import Workload
+
+PREWARM_ENV = "TUNER_PREWARM"
+
+# Inductor options under which the compile benchmarks kernels on the GPU.
+_TUNING_OPTIONS = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise",
+                   "coordinate_descent_tuning")
+
+
+def expected(config: TrialConfig, workload: Workload) -> Workload | None:
+    """What the process started beside the trial of ``config`` (on ``workload``, as requests
+    carry it) warms the device with: the workload as this config runs it (its precision,
+    memory format, cudnn.benchmark), the next trial's most likely; None where it must not warm
+    (see the module's text) or is told not to (TUNER_PREWARM=0)."""
+    if os.environ.get(PREWARM_ENV) == "0" or not workload.device.startswith("cuda"):
+        return None
+    if not config.compiled or benchmarks_while_compiling(config):
+        return None
+    return config.applied_to(workload)
+
+
+def benchmarks_while_compiling(config: TrialConfig) -> bool:
+    """Whether compiling ``config`` times kernels on the GPU to choose among them."""
+    options = config.option_dict
+    return "max-autotune" in (config.mode or "") or any(
+        options.get(name) is True for name in _TUNING_OPTIONS)
+
+
+def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
+    """Run ``model`` (on the CPU, as built, float32) once on ``work``'s device, in its
+    precision and memory format, with its cudnn.benchmark and tf32 settings, on copies of the
+    weights and ``inputs``; ``model`` and the process's settings are left as they were. Never
+    raises: "" where it ran, else why not (the trial then readies the device itself)."""
+    import torch
+    from torch.func import functional_call
+
+    from tuner.spec.workload import tensor_dtype
+    from tuner.trial.build import apply_global_knobs, place_inputs
+
+    knobs = _knobs()
+    dtype = getattr(torch, tensor_dtype(work.dtype))
+    device = torch.device(work.device)
+    tensors: dict[str, Any] = {}
+    placed: tuple[Any, ...] = ()
+    try:
+        for name, t in [*model.named_parameters(), *model.named_buffers()]:
+            t = t.detach().to(device=device, dtype=dtype if t.is_floating_point() else None)
+            if work.channels_last and t.dim() == 4:
+                t = t.contiguous(memory_format=torch.channels_last)
+            tensors[name] = t
+        placed = place_inputs(work, inputs)
+        apply_global_knobs(work)
+        with torch.no_grad():
+            functional_call(model, tensors, placed)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return ""
+    except Exception as exc:  # noqa: BLE001 - the trial's own eager call says what is wrong
+        return f"device not readied before the trial ({type(exc).__name__})"
+    finally:
+        tensors.clear()
+        del placed
+        _set_knobs(knobs)
+        if device.type == "cuda" and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+def _knobs() -> tuple[Any, ...]:
+    import torch
+
+    return (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
+            torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+
+
+def _set_knobs(knobs: tuple[Any, ...]) -> None:
+    import torch
+
+    (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
+     torch.backends.cuda.matmul.allow_tf32, precision) = knobs
+    torch.set_float32_matmul_precision(precision)
