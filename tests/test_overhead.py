@@ -214,6 +214,25 @@ def test_a_device_not_readied_is_said_and_the_trial_readies_it_itself():
     assert trial(TrialConfig("eager", 2), prebuilt=unasked).prewarmed is None
 
 
+@pytest.mark.slow
+def test_a_process_whose_readying_failed_starts_afresh_and_its_trial_runs_clean(tmp_path):
+    """The readying trips what a device-side assert raises (at batch size 2, the size it was
+    built for): the process replaces itself with a fresh one, which runs the trial at batch
+    size 1 with nothing built ahead, as a fresh process would."""
+    work = Workload(model="tests.models:cuda_error_at_batch_2", device="cpu")
+    runner = ProcessRunner(timeout_s=240, prestart=True)
+    try:
+        runner.start_spare(prebuild.PrebuildRequest(work, 2, warm=work))
+        runner._spare.let_build()  # no trial beside it
+        r = runner.run(TrialRequest(TrialConfig("eager", 1), work, QUICK), tmp_path)
+    finally:
+        runner.close()
+    assert r.status is Status.OK and r.correct is True, r.stderr_tail
+    assert r.prestarted is True and (r.prebuilt, r.prewarmed) == (None, None)
+    assert "device not readied before the trial (RuntimeError); this process starts afresh" in \
+        (tmp_path / "trial.log").read_text()
+
+
 # -- the search's own time between trials ----------------------------------------------------
 def test_each_trial_after_the_first_records_the_searchs_time_before_it(tmp_path):
     spec = StudySpec(name="s", workload=workers.WORKLOAD, space=workers.SPACE_SMALL,

@@ -133,8 +133,9 @@ class TrialResult:
     # built there but could not serve (reuse_note says why): False; built in the trial: None
     prebuilt: bool | None = None
     # The pre-started process ran the model once on the device before the trial, readying CUDA,
-    # cuDNN and cuBLAS (tuner.trial.prewarm): True; tried and failed, or the job came first
-    # (reuse_note says): False; not asked (beside an eager or autotuning trial, on the CPU): None
+    # cuDNN and cuBLAS (tuner.trial.prewarm): True; the job came first (reuse_note says): False;
+    # not asked (beside an eager or autotuning trial, on the CPU), or it failed and the process
+    # started afresh: None
     prewarmed: bool | None = None
     # FLOPs, eager time and the float32 output came from an earlier trial's kept eager
     # reference (tuner.trial.reference): True; computed here: False; None: no study folder

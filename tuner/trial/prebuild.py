@@ -60,8 +60,8 @@ class Prebuilt:
     note: str = ""  # why there is no model
     # building (and readying the device) still going on when the trial was handed over: its build_s
     left_s: float = 0.0
-    # the device was readied with the model (tuner.trial.prewarm): True; tried and failed, or
-    # its job came first: False, with ``warm_note``; not asked: None
+    # the device was readied with the model (tuner.trial.prewarm): True; its job came first:
+    # False, with ``warm_note``; not asked: None
     warmed: bool | None = None
     warm_note: str = ""
 
@@ -86,20 +86,21 @@ def prebuild(request: PrebuildRequest) -> Prebuilt:
     return Prebuilt(request, model, inputs, rng)
 
 
-def warm(prebuilt: Prebuilt, job_waiting: bool) -> None:
+def warm(prebuilt: Prebuilt, job_waiting: bool) -> str:
     """Ready the device with what was built, if the request asks (``warmed``); not where the
     model is missing or its job has already come (the trial readies it, with nothing to hide
-    behind)."""
+    behind). Why it failed, or "": a process where it failed must not run the trial."""
     work = prebuilt.request.warm
     if work is None or prebuilt.model is None or prebuilt.inputs is None:
-        return
+        return ""
     if job_waiting:
         prebuilt.warmed, prebuilt.warm_note = False, "device not readied: the job came first"
-        return
+        return ""
     from tuner.trial.prewarm import warm as run_once
 
-    prebuilt.warm_note = run_once(prebuilt.model, prebuilt.inputs, work)
-    prebuilt.warmed = not prebuilt.warm_note
+    failed = run_once(prebuilt.model, prebuilt.inputs, work)
+    prebuilt.warmed = not failed
+    return failed
 
 
 def take(prebuilt: Prebuilt, workload: Workload, batch_size: int

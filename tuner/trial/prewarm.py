@@ -15,7 +15,11 @@ eager call as always, before its first compiled call, so ``compile_s_cold`` star
 same state it did; only the eager call is shorter (``eager_reference_s``).
 
 It runs while the trial beside it compiles (once its BUILD file exists), and that trial waits
-for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it. It is
+for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it. Where it
+fails (a model that raises, runs out of memory or trips a device-side assert at that batch
+size), the process replaces itself with a fresh one, same pid, same stdin, which imports and
+then runs its trial with nothing built ahead: the trial meets the failure, if it is its own,
+in a clean process. It is
 not done beside a compile that itself benchmarks kernels on the GPU (max-autotune, coordinate
 descent tuning): two processes timing kernels at once could both choose worse ones. Nor beside
 an uncompiled trial, which has no compile to hide it behind: it would wait for it instead.
@@ -25,6 +29,7 @@ the GPU's memory) while the trial beside it measures.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -61,7 +66,9 @@ def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
     """Run ``model`` (on the CPU, as built, float32) once on ``work``'s device, in its
     precision and memory format, with its cudnn.benchmark and tf32 settings, on copies of the
     weights and ``inputs``; ``model`` and the process's settings are left as they were. Never
-    raises: "" where it ran, else why not (the trial then readies the device itself)."""
+    raises: "" where it ran, else why not. A process where it failed is not trusted with a
+    trial (a sticky CUDA error poisons its CUDA context for good): it starts afresh
+    (:func:`tuner.trial.serve.wait_for_job`)."""
     import torch
     from torch.func import functional_call
 
@@ -93,7 +100,8 @@ def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
         del placed
         _set_knobs(knobs)
         if device.type == "cuda" and torch.cuda.is_initialized():
-            torch.cuda.empty_cache()
+            with contextlib.suppress(Exception):  # a context a sticky error poisoned raises
+                torch.cuda.empty_cache()
 
 
 def _knobs() -> tuple[Any, ...]:

@@ -94,7 +94,9 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
 
         wait_for_turn(ready.with_name("build"))
         prebuilt = prebuild(PrebuildRequest.from_dict(json.loads(prebuild_file.read_text())))
-        warm(prebuilt, job_waiting=job_waiting())
+        failed = warm(prebuilt, job_waiting=job_waiting())
+        if failed:
+            start_afresh(ready, failed)
     ready_at = time.time()
     ready.touch()
     line = sys.stdin.readline()
@@ -113,6 +115,16 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     return serve(Path(job["request"]), Path(job["result"]), time.perf_counter() - left_s,
                  prestarted=True, prebuilt=prebuilt,
                  launch_s=max(0.0, received_at - max(ready_at, sent_at)))
+
+
+def start_afresh(ready: Path, why: str) -> None:
+    """Replace this process with a fresh ``python -m tuner.trial --wait READY``: same pid, so
+    the runner and the template keep track of it, same stdin, where its job may already wait,
+    same log; it imports and builds nothing ahead. Never returns."""
+    print(f"tuner: {why}; this process starts afresh for its trial", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "tuner.trial", "--wait", str(ready)])
 
 
 def job_waiting(jobs: int | None = None, timeout: float = 0.0) -> bool:
