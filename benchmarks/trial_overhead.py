@@ -19,8 +19,10 @@ eager and inductor at each batch size): with a fresh process per trial (--no-pre
 with the next trial's process pre-started (--prestart). It writes both tables and ends with the
 line `overhead per trial: fresh X s, pre-started Y s`. `--ways` picks other ways, in its order:
 "no-template" is --prestart with TUNER_TEMPLATE=0 (each pre-started process imports, instead
-of being forked from a template); "no-prewarm" is --prestart with TUNER_PREWARM=0 (the next
-trial's process does not ready the device before its trial: tuner.trial.prewarm). Where both
+of being forked from a template); "prewarm" is --prestart with TUNER_PREWARM=1 (the next
+trial's process readies the device before its trial: tuner.trial.prewarm), "no-prewarm" with
+TUNER_PREWARM=0 (as --prestart is now; it was on by default on 2026-11-30, commit 9067913,
+when trial-overhead-h200-prewarm.md was measured). Where both
 fresh and pre-started were measured the report still ends with that line, the other ways on
 the line before it; otherwise the last line names the ways measured. With more than one way,
 a table puts each config's latency (p50, ms) side by side, way by way: readying the device
@@ -53,7 +55,8 @@ COLUMNS = {"trial_number": "trial", "label": "config", "batch_size": "bs", "wall
            "tuner_overhead_s": "between", "prebuilt": "prebuilt", "prewarmed": "prewarmed",
            "reference_reused": "ref_reused", "latency_ms_p50": "p50_ms"}
 # What each way changes in the tuner's environment, beyond --prestart / --no-prestart.
-WAY_ENV = {"no-template": {"TUNER_TEMPLATE": "0"}, "no-prewarm": {"TUNER_PREWARM": "0"}}
+WAY_ENV = {"no-template": {"TUNER_TEMPLATE": "0"}, "prewarm": {"TUNER_PREWARM": "1"},
+           "no-prewarm": {"TUNER_PREWARM": "0"}}
 
 
 def overhead_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--ways", default="fresh,pre-started",
                         help="ways to measure, in order: fresh, pre-started, no-template, "
-                             "no-prewarm")
+                             "prewarm, no-prewarm")
     parser.add_argument("--out", help="also write the report to this Markdown file, e.g. "
                                       "benchmarks/trial-overhead-h200.md")
     args = parser.parse_args(argv)

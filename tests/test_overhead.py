@@ -155,9 +155,9 @@ def test_pre_started_processes_get_prebuilt_models_and_every_phase_is_recorded(t
 GPU_WORK = Workload(model="resnet50", device="cuda")
 
 
-def test_the_next_process_readies_the_device_beside_a_compile_that_does_not_time_kernels(
+def test_asked_the_next_process_readies_the_device_beside_a_compile_that_does_not_time_kernels(
         monkeypatch):
-    monkeypatch.delenv(prewarm.PREWARM_ENV, raising=False)
+    monkeypatch.setenv(prewarm.PREWARM_ENV, "1")
     runner = ProcessRunner(timeout_s=10, prestart=True)
 
     def warm(config, workload=GPU_WORK):
@@ -179,8 +179,13 @@ def test_the_next_process_readies_the_device_beside_a_compile_that_does_not_time
                             options={"coordinate_descent_tuning": False})) == GPU_WORK
     assert warm(TrialConfig("eager", 8)) is None
     assert warm(TrialConfig("inductor", 8, "default", False), TINY) is None
-    monkeypatch.setenv(prewarm.PREWARM_ENV, "0")
-    assert warm(default) is None
+    # Not where the search varies cudnn.benchmark: a cuDNN plan kept with it off would serve a
+    # next trial that has it on.
+    assert warm(TrialConfig("inductor", 8, "default", False, cudnn_benchmark=True)) is None
+    # Off unless asked (TUNER_PREWARM=1): its choices are made beside another trial's compile.
+    for off in ("0", ""):
+        monkeypatch.setenv(prewarm.PREWARM_ENV, off)
+        assert warm(default) is None
 
 
 def test_readying_the_device_leaves_the_model_and_the_process_settings_as_they_were():
@@ -297,3 +302,11 @@ def test_the_overhead_report_ends_with_the_line_the_issue_names_and_compares_lat
     assert "eager    1           2.0  2.1" in text and "inductor 1           1.0  1.1" in text
     with pytest.raises(SystemExit):
         trial_overhead.main(["--measure", "--ways", "fresh,pre-startd"])
+
+
+def test_the_prewarm_fidelity_summary_compares_each_ways_ratio_to_its_control():
+    from benchmarks import prewarm_fidelity
+
+    lines = prewarm_fidelity.summary({"on": [1.5, 1.1, 1.2], "off": [1.0, 0.98]})
+    assert "- on: 1.200 (1.100-1.500), 3" in lines and "- off: 0.990 (0.980-1.000), 2" in lines
+    assert lines[-1] == "prewarm fidelity: median trial / control, on 1.200, off 0.990"

@@ -15,16 +15,28 @@ eager call as always, before its first compiled call, so ``compile_s_cold`` star
 same state it did; only the eager call is shorter (``eager_reference_s``).
 
 It runs while the trial beside it compiles (once its BUILD file exists), and that trial waits
-for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it. Where it
+for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it.
+
+It is off unless ``TUNER_PREWARM=1``: the algorithm choices it leaves are made beside another
+trial's compile (inductor's compile workers can fill every core then, and cuDNN times each
+algorithm between CUDA events, so a delayed launch counts against it), not on a quiet machine
+as the trial's own eager call makes them. On the H200 (2026-11-30) it cut resnet50's overhead
+per trial from 1.83 s to 0.55 s, and one of six configs measured 3.79 ms against 2.44 ms
+without it, one sample each (benchmarks/trial-overhead-h200-prewarm.md): until
+benchmarks/prewarm_fidelity.py shows the latencies the same, it is not the default.
+
+Where it
 fails (a model that raises, runs out of memory or trips a device-side assert at that batch
 size), the process replaces itself with a fresh one, same pid, same stdin, which imports and
 then runs its trial with nothing built ahead: the trial meets the failure, if it is its own,
 in a clean process. It is
 not done beside a compile that itself benchmarks kernels on the GPU (max-autotune, coordinate
 descent tuning): two processes timing kernels at once could both choose worse ones. Nor beside
-an uncompiled trial, which has no compile to hide it behind: it would wait for it instead.
-``TUNER_PREWARM=0`` turns it off. The process keeps its CUDA context (some hundreds of MiB of
-the GPU's memory) while the trial beside it measures.
+an uncompiled trial, which has no compile to hide it behind: it would wait for it instead. Nor
+where the search varies cudnn.benchmark: PyTorch keys the cuDNN plans it keeps without that
+setting, so a plan chosen with it off would serve a next trial that has it on. The process
+keeps its CUDA context (some hundreds of MiB of the GPU's memory) while the trial beside it
+measures.
 """
 
 from __future__ import annotations
@@ -47,10 +59,12 @@ def expected(config: TrialConfig, workload: Workload) -> Workload | None:
     """What the process started beside the trial of ``config`` (on ``workload``, as requests
     carry it) warms the device with: the workload as this config runs it (its precision,
     memory format, cudnn.benchmark), the next trial's most likely; None where it must not warm
-    (see the module's text) or is told not to (TUNER_PREWARM=0)."""
-    if os.environ.get(PREWARM_ENV) == "0" or not workload.device.startswith("cuda"):
+    (see the module's text) or is not asked to (TUNER_PREWARM=1 asks)."""
+    if os.environ.get(PREWARM_ENV) != "1" or not workload.device.startswith("cuda"):
         return None
     if not config.compiled or benchmarks_while_compiling(config):
+        return None
+    if config.cudnn_benchmark is not None:  # searched: the next trial's may differ
         return None
     return config.applied_to(workload)
 

@@ -1,0 +1,128 @@
+"""Whether readying the device ahead (TUNER_PREWARM=1, tuner.trial.prewarm) changes what a trial
+measures.
+
+    CUDA_VISIBLE_DEVICES=0 python benchmarks/prewarm_fidelity.py --repeats 4 \
+        --out benchmarks/prewarm-fidelity-h200-gpu0.md
+
+Each sample is a fresh runner with pre-started processes running the same config twice, each
+trial a cold compile: the first trial (the control) never has the device readied ahead; the
+second one's process readies it beside the first one's compile when the way is ``on``, and does
+not when it is ``off``. Ways alternate, ``on`` first (``--first off``: ``off`` first), for
+``--repeats`` pairs. The second trial's p50 over the first's, sample by sample, takes out the
+drift of a shared machine; if readying the device ahead leaves the measurement as it was, that
+ratio is the same both ways. Rows are written to --out as each sample ends, the summary last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from tuner.launch.runner import ProcessRunner
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import TrialProtocol, TrialRequest, TrialResult
+from tuner.spec.workload import Workload
+from tuner.trial.prebuild import PrebuildRequest
+from tuner.trial.prewarm import PREWARM_ENV
+
+HEADER = ("| sample | way | control p50 ms | trial p50 ms | trial / control | trial prewarmed | "
+          "trial eager_ref s | trial compile s |")
+
+
+def sample(config: TrialConfig, workload: Workload, protocol: TrialProtocol, way: str,
+           folder: Path) -> tuple[TrialResult, TrialResult]:
+    """The control trial and the measured one, in a fresh runner, the way set."""
+    os.environ[PREWARM_ENV] = "1" if way == "on" else "0"
+    runner = ProcessRunner(timeout_s=900, prestart=True)
+    try:
+        runner.start_spare(PrebuildRequest(workload, config.batch_size))
+        control, trial = (runner.run(TrialRequest(config, workload, protocol), folder / name)
+                          for name in ("control", "trial"))
+    finally:
+        runner.close()
+    return control, trial
+
+
+def row(number: int, way: str, control: TrialResult, trial: TrialResult) -> str:
+    ratio = (trial.latency_ms_p50 / control.latency_ms_p50
+             if trial.latency_ms_p50 and control.latency_ms_p50 else None)
+    cells = [number, way, _f(control.latency_ms_p50), _f(trial.latency_ms_p50), _f(ratio),
+             trial.prewarmed, _f(trial.eager_reference_s, 2), _f(trial.compile_s_cold, 2)]
+    if not (control.ok and trial.ok):
+        cells.append(f"{control.status.value}/{trial.status.value}: {trial.message or control.message}")
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def summary(ratios: dict[str, list[float]]) -> list[str]:
+    lines = ["", "trial / control p50, by way: median (min-max), samples"]
+    for way, values in ratios.items():
+        if values:
+            lines.append(f"- {way}: {statistics.median(values):.3f} ({min(values):.3f}-"
+                         f"{max(values):.3f}), {len(values)}")
+    if all(ratios.get(w) for w in ("on", "off")):
+        lines += ["", f"prewarm fidelity: median trial / control, on {statistics.median(ratios['on']):.3f}, "
+                      f"off {statistics.median(ratios['off']):.3f}"]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke test (nothing is readied)")
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--mode", default="default")
+    parser.add_argument("--repeats", type=int, default=3, help="pairs of samples, one each way")
+    parser.add_argument("--first", choices=("on", "off"), default="on")
+    parser.add_argument("--min-seconds", type=float, default=2.0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    config = TrialConfig("inductor", args.batch_size, args.mode, False)
+    workload = Workload(model=args.model, device=args.device, dtype=args.dtype,
+                        image_size=args.image_size)
+    protocol = TrialProtocol(min_seconds=args.min_seconds)
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
+    lines = [f"# prewarm fidelity, {datetime.date.today()}, {name}, torch {torch.__version__}", "",
+             f"`python benchmarks/prewarm_fidelity.py {' '.join(sys.argv[1:])}`: {args.model} "
+             f"{args.dtype}, inductor {args.mode} at batch size {args.batch_size}; "
+             "see the script for the design.", "", HEADER, "|" + "---|" * 8]
+    out = args.out
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        if out is not None:
+            with open(out, "a") as f:
+                f.write(line + "\n")
+
+    if out is not None:
+        out.write_text("")
+    for line in lines:
+        emit(line)
+    ways = ["on", "off"] if args.first == "on" else ["off", "on"]
+    ratios: dict[str, list[float]] = {"on": [], "off": []}
+    with tempfile.TemporaryDirectory(prefix="tuner-prewarm-") as tmp:
+        for number in range(args.repeats * 2):
+            way = ways[number % 2]
+            control, trial = sample(config, workload, protocol, way, Path(tmp) / str(number))
+            emit(row(number, way, control, trial))
+            if control.ok and trial.ok and control.latency_ms_p50 and trial.latency_ms_p50:
+                ratios[way].append(trial.latency_ms_p50 / control.latency_ms_p50)
+    for line in summary(ratios):
+        emit(line)
+
+
+def _f(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    main()
