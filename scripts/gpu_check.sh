@@ -11,7 +11,8 @@
 #   GPU_OVERHEAD=1     benchmarks/trial_overhead.py --measure: fresh vs pre-started trial processes,
 #                      resnet50 bf16 and the factory tuner.examples:text_encoder bf16
 #   GPU_SCALEOUT=1     benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 (nvidia-h200-x2): the
-#                      same fixed grid on one GPU and on two
+#                      same fixed grid on one GPU and on two; TPH_BATCH_SIZES (default 1,8,32:
+#                      15 configs; 1,8,16,32: 20, which two workers split evenly)
 #   GPU_IMPORT=1       benchmarks/import_beside_compile.py: cold compiles alone and beside the
 #                      next trial's pre-started import, 3 each
 #   GPU_SEARCH=0       skip the example search
@@ -52,7 +53,7 @@ if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
   # so a second call on a warm machine finishes what a cut-off first one left.
   # Three batch sizes (15 configs): with 10, start-up and the last trial's tail were a fifth
   # of the two-GPU run's wall time (benchmarks/README.md).
-  python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --batch-sizes 1,8,32 --keep /tmp/tph-keep \
+  python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --batch-sizes "${TPH_BATCH_SIZES:-1,8,32}" --keep /tmp/tph-keep \
       --out "$OUT/trials-per-hour-h200.md" 2> "$OUT/trials-per-hour.log"
   echo "trials per hour exit: $?"; tail -1 "$OUT/trials-per-hour-h200.md"
 fi

@@ -3,10 +3,13 @@
 # overhead per trial (benchmarks/trial_overhead.py --measure), resnet50 bf16, both GPUs at once,
 # each on its own half of the host's cores:
 #   GPU 0: fresh processes against pre-started ones: trial-overhead-h200.md;
-#   GPU 1: pre-started processes that do not ready the device ahead (TUNER_PREWARM=0) against
-#          ones that do, with each config's latency side by side: trial-overhead-h200-prewarm.md;
+#   GPU 1: pre-started processes (the default: the device not readied ahead) against ones that
+#          ready it (TUNER_PREWARM=1), each config's latency side by side:
+#          trial-overhead-h200-prewarm.md;
 #          then, with FACTORY=1, the factory tuner.examples:text_encoder fresh against
 #          pre-started: trial-overhead-h200-factory.md (bounded by FACTORY_LIMIT seconds).
+# PREWARM_FIDELITY=1 instead runs benchmarks/prewarm_fidelity.py on both GPUs at once, opposite
+# orders, REPEATS pairs each (default 4): prewarm-fidelity-h200-gpu{0,1}.md.
 # IMPORT=1 then measures the import beside the compile on GPU 0. FIRST_CALL=1 first runs
 # benchmarks/first_call.py on GPU 0 (what a trial process's first eager call of resnet50
 # costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
@@ -23,6 +26,18 @@ overhead() {  # GPU CORES MODEL WAYS OUT [LIMIT]
       --dtype bfloat16 --batch-sizes 1,32 --dynamic "${DYNAMIC:-false}" --ways "$4" \
       --out "$OUT/$5" 2> "$OUT/$5.log" | tail -2
 }
+if [ "${PREWARM_FIDELITY:-0}" = 1 ]; then
+  for g in 0 1; do
+    first=$([ "$g" = 0 ] && echo on || echo off)
+    CUDA_VISIBLE_DEVICES=$g taskset -c "$(( g * half ))-$(( g * half + half - 1 ))" \
+      timeout -s INT "${LIMIT:-540}" python3 benchmarks/prewarm_fidelity.py \
+        --repeats "${REPEATS:-4}" --first "$first" --out "$OUT/prewarm-fidelity-h200-gpu$g.md" \
+        > "$OUT/prewarm-fidelity-gpu$g.log" 2>&1 &
+  done
+  wait
+  tail -n 2 "$OUT"/prewarm-fidelity-h200-gpu*.md
+  exit
+fi
 if [ "${AB:-0}" = 1 ]; then
   # Pre-started trials of resnet50 forked from the template against fresh spares
   # (TUNER_TEMPLATE=0), each GPU in the other order: trial-overhead-h200-template-ab-gpu{0,1}.md.
@@ -39,7 +54,7 @@ if [ "${AB:-0}" = 1 ]; then
 fi
 overhead 0 "0-$(( half - 1 ))" resnet50 fresh,pre-started trial-overhead-h200.md &
 {
-  overhead 1 "$half-$(( 2 * half - 1 ))" resnet50 no-prewarm,pre-started trial-overhead-h200-prewarm.md
+  overhead 1 "$half-$(( 2 * half - 1 ))" resnet50 prewarm,pre-started trial-overhead-h200-prewarm.md
   if [ "${FACTORY:-0}" = 1 ]; then
     overhead 1 "$half-$(( 2 * half - 1 ))" tuner.examples:text_encoder fresh,pre-started \
         trial-overhead-h200-factory.md "${FACTORY_LIMIT:-${LIMIT:-540}}"
