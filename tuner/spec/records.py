@@ -140,7 +140,8 @@ class TrialResult:
     # FLOPs, eager time and the float32 output came from an earlier trial's kept eager
     # reference (tuner.trial.reference): True; computed here: False; None: no study folder
     reference_reused: bool | None = None
-    reuse_note: str = ""  # why a pre-built model, a readied device or a kept reference was not used
+    # why a pre-built model, a readied device or a kept reference was not used
+    reuse_note: str = ""
     # Steady state, per request: each call followed by a synchronize, timed on the host from
     # the call to its result: what one request waits.
     latency_ms_p50: float | None = None

@@ -27,18 +27,16 @@ slow trials (3.0-3.4 ms) among those never readied ahead too, 4 samples a way
 (benchmarks/README.md, "Readying the device ahead"). Until benchmarks/prewarm_fidelity.py
 shows the same over more samples, it is not the default.
 
-Where it
-fails (a model that raises, runs out of memory or trips a device-side assert at that batch
-size), the process replaces itself with a fresh one, same pid, same stdin, which imports and
-then runs its trial with nothing built ahead: the trial meets the failure, if it is its own,
-in a clean process. It is
-not done beside a compile that itself benchmarks kernels on the GPU (max-autotune, coordinate
-descent tuning): two processes timing kernels at once could both choose worse ones. Nor beside
-an uncompiled trial, which has no compile to hide it behind: it would wait for it instead. Nor
-where the search varies cudnn.benchmark: PyTorch keys the cuDNN plans it keeps without that
-setting, so a plan chosen with it off would serve a next trial that has it on. The process
-keeps its CUDA context (some hundreds of MiB of the GPU's memory) while the trial beside it
-measures.
+It is not done beside a compile that itself benchmarks kernels on the GPU (max-autotune,
+coordinate descent tuning): two processes timing kernels at once could both choose worse ones.
+Nor beside an uncompiled trial, which has no compile to hide it behind: it would wait for it
+instead. Nor where the search varies cudnn.benchmark: PyTorch keys the cuDNN plans it keeps
+without that setting, so a plan chosen with it off would serve a next trial that has it on.
+Where it fails (a model that raises, runs out of memory or trips a device-side assert at that
+batch size), the process replaces itself with a fresh one, same pid, same stdin, which imports
+and then runs its trial with nothing built ahead: the trial meets the failure, if it is its
+own, in a clean process. The process keeps its CUDA context (some hundreds of MiB of the GPU's
+memory) while the trial beside it measures.
 """
 
 from __future__ import annotations
