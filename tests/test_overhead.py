@@ -307,6 +307,9 @@ def test_the_overhead_report_ends_with_the_line_the_issue_names_and_compares_lat
 def test_the_prewarm_fidelity_summary_compares_each_ways_ratio_to_its_control():
     from benchmarks import prewarm_fidelity
 
-    lines = prewarm_fidelity.summary({"on": [1.5, 1.1, 1.2], "off": [1.0, 0.98]})
+    lines = prewarm_fidelity.summary({"on": [1.5, 1.1, 1.2], "off": [1.0, 0.98]},
+                                     {"on": [2.1, 2.2, 3.4], "control": [2.0, 2.4]})
     assert "- on: 1.200 (1.100-1.500), 3" in lines and "- off: 0.990 (0.980-1.000), 2" in lines
+    assert "- on: 2.2000 (2.1000-3.4000), 3" in lines and "- control: 2.2000 (2.0000-2.4000), 2" \
+        in lines
     assert lines[-1] == "prewarm fidelity: median trial / control, on 1.200, off 0.990"
