@@ -35,8 +35,8 @@ without that setting, so a plan chosen with it off would serve a next trial that
 Where it fails (a model that raises, runs out of memory or trips a device-side assert at that
 batch size), the process replaces itself with a fresh one, same pid, same stdin, which imports
 and then runs its trial with nothing built ahead: the trial meets the failure, if it is its
-own, in a clean process. The process keeps its CUDA context (some hundreds of MiB of the GPU's
-memory) while the trial beside it measures.
+own, in a clean process. The process keeps its CUDA context (GPU memory the trial beside it
+cannot use; how much was not measured) while that trial measures.
 """
 
 from __future__ import annotations
