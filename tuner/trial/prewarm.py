@@ -22,7 +22,7 @@ trial's compile (inductor's compile workers can fill every core then, and cuDNN 
 algorithm between CUDA events, so a delayed launch counts against it), not on a quiet machine
 as the trial's own eager call makes them. On the H200 (2026-11-30) it cut resnet50's overhead
 per trial from 1.83 s to 0.55 s; one config measured 3.79 ms against 2.44 ms without it, and
-in a check of that config alone its trials measured a median of 2.11 against 2.13 ms, with
+in a check of that config alone its trials measured a median of 2.11 against 2.14 ms, with
 slow trials (3.0-3.4 ms) among those never readied ahead too, 4 samples a way
 (benchmarks/README.md, "Readying the device ahead"). Until benchmarks/prewarm_fidelity.py
 shows the same over more samples, it is not the default.
