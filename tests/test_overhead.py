@@ -171,7 +171,7 @@ def test_asked_the_next_process_readies_the_device_beside_a_compile_that_does_no
     assert prebuild.PrebuildRequest.from_dict(request.to_dict()) == request
     assert warm(TrialConfig("inductor", 8, "reduce-overhead", False)) == GPU_WORK
     # Not beside a compile that times kernels on the GPU, nor beside an eager trial (nothing to
-    # hide behind), nor on the CPU, nor when told not to.
+    # hide behind), nor on the CPU.
     assert warm(TrialConfig("inductor", 8, "max-autotune-no-cudagraphs", False)) is None
     assert warm(TrialConfig("inductor", 8, "default", False,
                             options={"coordinate_descent_tuning": True})) is None
