@@ -109,8 +109,8 @@ def test_apply_loads_the_artifacts_so_the_first_call_hits_the_compile_cache(cpu_
         from torch._dynamo.utils import counters
         from tests.models import slow_in_eager
 
-        rec = tuner.recommend({str(spec.directory)!r}, batch_size=2, max_latency_ms=45)
-        assert rec.config.compiled, rec.config
+        rec = tuner.recommend({str(spec.directory)!r}, batch_size=2)
+        assert rec.config.compiled, rec.row
         model, x = slow_in_eager(2)
         compiled = rec.apply(model.eval())
         with torch.no_grad():
