@@ -163,6 +163,27 @@ def test_speedup_vs_eager_and_break_even_calls():
     assert rows.loc[inductor(1).key, "time_to_steady_s"] == pytest.approx(15.2)
 
 
+def test_speedup_vs_eager_is_against_eager_in_the_same_precision():
+    def at(backend: str, dtype: str, bs: int = 1, channels_last: bool | None = None):
+        mode, dynamic = (None, None) if backend == "eager" else ("default", False)
+        return TrialConfig(backend, bs, mode, dynamic, dtype=dtype, channels_last=channels_last)
+
+    df = frame((at("eager", "float32"), ok(10.0)), (at("eager", "bfloat16"), ok(4.0)),
+               (at("eager", "float16", channels_last=True), ok(3.0)),
+               (at("eager", "float16", channels_last=False), ok(6.0)),
+               (at("inductor", "float32"), ok(8.0)), (at("inductor", "bfloat16"), ok(2.0)),
+               (at("inductor", "float16", channels_last=False), ok(1.5)),
+               (at("inductor", "bfloat16", bs=8), ok(5.0)))
+    speedup = df.set_index("config_key")["speedup_vs_eager"]
+    # float32 against eager float32, not the faster bfloat16 eager: compiling gained 1.25x.
+    assert speedup[at("inductor", "float32").key] == pytest.approx(10.0 / 8.0)
+    assert speedup[at("inductor", "bfloat16").key] == pytest.approx(4.0 / 2.0)
+    # The fastest eager of the precision, whichever its memory format.
+    assert speedup[at("inductor", "float16", channels_last=False).key] == pytest.approx(3.0 / 1.5)
+    # No eager row of that precision at that batch size: no speedup, not another's.
+    assert math.isnan(speedup[at("inductor", "bfloat16", bs=8).key])
+
+
 def test_no_speedup_without_a_successful_eager_row():
     df = frame((EAGER1, failed(Status.CRASH)), (inductor(1), ok(8.0)))
     assert df["speedup_vs_eager"].isna().all() and df["break_even_calls"].isna().all()

@@ -33,6 +33,15 @@ def ran_eager_only(df: pd.DataFrame) -> pd.Series:
     return df["ran_compiled"].map(ran_eager).astype(bool)
 
 
+def baseline_of(df: pd.DataFrame) -> pd.Series:
+    """Which eager rows each row is compared with: those of its batch size and precision. The
+    fastest of them is its ``eager_latency_ms_p50``, whatever their memory format (which eager
+    can choose too); another precision is another model's accuracy, so never its baseline."""
+    dtype = (df["dtype"].astype(object).where(df["dtype"].notna(), "") if "dtype" in df
+             else pd.Series("", index=df.index))
+    return pd.Series(list(zip(df["batch_size"], dtype)), index=df.index, dtype=object)
+
+
 DERIVED = ("throughput_per_s", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
            "peak_vram_bytes", "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager",
            "break_even_calls", "fraction_of_peak")
@@ -62,8 +71,8 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     df["achieved_tflops"] = number["flops_per_call"] / (number["stream_ms_p50"] * 1e-3) / 1e12
 
     ok = df[(df["status"] == Status.OK.value) & (df["backend"] == EAGER)]
-    eager = pd.to_numeric(ok["latency_ms_p50"], errors="coerce").groupby(ok["batch_size"]).min()
-    df["eager_latency_ms_p50"] = df["batch_size"].map(eager).astype(float)
+    eager = pd.to_numeric(ok["latency_ms_p50"], errors="coerce").groupby(baseline_of(ok)).min()
+    df["eager_latency_ms_p50"] = baseline_of(df).map(eager.dropna().to_dict()).astype(float)
     df["speedup_vs_eager"] = df["eager_latency_ms_p50"] / p50
     saved_ms = df["eager_latency_ms_p50"] - p50
     # Calls after which the warm-up cost is paid back by faster calls; none if never.
