@@ -15,10 +15,11 @@ from tests.fakes import FakeRunner
 from tuner.data import files, select
 from tuner.errors import UserError
 from tuner.spec import layout
-from tuner.spec.records import Status
+from tuner.spec.records import Status, TrialResult
 from tuner.spec.space import SearchSpace, TrialConfig, build_space
 from tuner.spec.workload import Workload
 from tuner.study.params import params_of
+from tuner.study.record import record_not_run
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 from tuner.study.storage import CONFIG_ATTR, INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR
@@ -177,6 +178,22 @@ def test_a_model_broken_at_one_batch_size_costs_one_trial_there_and_the_rest_go_
     not_run = at8.drop(index="eager|bs=8")
     assert (not_run["status"] == "workload_error").all()
     assert not_run["message"].str.startswith("not run: at batch size 8 the model fails").all()
+
+
+def test_a_not_run_row_two_workers_recorded_at_once_is_one_row(tmp_path):
+    # Two workers that find batch size 8 broken at the same moment both see its other configs
+    # untaken and both record them; the second record is here added by hand.
+    search = Search(make_spec(tmp_path), FakeRunner(fail={"eager|bs=8": Status.WORKLOAD_ERROR}))
+    search.run()
+    config = next(c for c in SPACE.configs() if c.batch_size == 8 and c.backend != "eager")
+    record_not_run(search.fronts, SPACE, config, TrialResult.failure(
+        Status.WORKLOAD_ERROR, "not run: at batch size 8 the model fails (another worker)"))
+    trials = search.export().trials
+    assert trials["config_key"].value_counts().max() == 1
+    at8 = trials[trials["batch_size"] == 8]
+    assert sorted(at8["config_key"]) == sorted(c.key for c in SPACE.configs() if c.batch_size == 8)
+    assert not at8["message"].str.contains("another worker").any()  # the first record stays
+    assert sorted(files.load(tmp_path / "s")[0]["config_key"]) == sorted(trials["config_key"])
 
 
 def test_a_compiled_config_that_crashes_does_not_skip_its_batch_size(tmp_path):

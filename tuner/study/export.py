@@ -16,7 +16,7 @@ from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
 from tuner.study.finalists import repeats_of
 from tuner.study.fronts import Fronts
-from tuner.study.record import stored_result
+from tuner.study.record import stored_result, was_run
 from tuner.study.redact import redact
 from tuner.study.spec import StudySpec
 from tuner.study.storage import CONFIG_ATTR
@@ -35,11 +35,17 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
     looked for."""
     repeats = repeats_of(fronts.main, fronts.storage)
     rows = []
+    not_run: set[str] = set()
     for t in sorted(fronts.trials(), key=lambda t: t.number):
         stored = stored_result(t.frozen)
         if stored is None:
             continue
         config = TrialConfig.from_dict(t.frozen.user_attrs[CONFIG_ATTR])
+        if not was_run(stored):
+            # Two workers that found the same reason at once may both have recorded it.
+            if config.key in not_run:
+                continue
+            not_run.add(config.key)
         result = TrialResult.from_dict(stored)
         row = trial_row(name, t.number, config, workload, result)
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,

@@ -34,6 +34,15 @@ SUMMARY_COLUMNS = ("latency_ms_p50", "latency_ms_p99", "stream_ms_p50", "speedup
                    "recompiles")
 
 
+# How the record of a config the search decided not to run begins (see record_not_run).
+NOT_RUN = "not run: "
+
+
+def was_run(record: Mapping[str, Any]) -> bool:
+    """False for a stored record of a config that was never started (:func:`record_not_run`)."""
+    return not str(record.get("message") or "").startswith(NOT_RUN)
+
+
 def stored_result(trial: FrozenTrial) -> dict[str, Any] | None:
     """The trial's full record as stored, or None if it has none (not measured yet, died)."""
     if RESULT_ATTR in trial.system_attrs:

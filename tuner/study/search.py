@@ -31,7 +31,7 @@ from tuner.study import finalists
 from tuner.study.claims import Claims
 from tuner.study.export import Exported, export_study
 from tuner.study.params import suggest
-from tuner.study.record import record_not_run, store_result, summary
+from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
 from tuner.study.spec import StudySpec
 from tuner.study.storage import (
@@ -255,7 +255,7 @@ class Search:
         failures. They are ``compile_timeout`` rows, failures to the sampler
         like the one that ran, and their message says ``not run``."""
         why = TrialResult.failure(
-            Status.COMPILE_TIMEOUT, f"not run: trial {number}, {config.label}, compiled past "
+            Status.COMPILE_TIMEOUT, f"{NOT_RUN}trial {number}, {config.label}, compiled past "
             f"--compile-timeout at batch size {config.batch_size}; this mode's other configs "
             "there are skipped (a new study with a larger --compile-timeout measures them)")
         taken = self.claims.state()
@@ -339,7 +339,7 @@ class Search:
 
 
 def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
-    return TrialResult.failure(Status.WORKLOAD_ERROR, f"not run: at batch size {batch_size} the "
+    return TrialResult.failure(Status.WORKLOAD_ERROR, f"{NOT_RUN}at batch size {batch_size} the "
                                f"model fails without compiling ({broken[batch_size]})")
 
 
