@@ -155,6 +155,35 @@ def cuda_error_at_batch_2(batch_size: int):
     return _CudaErrorAtBatch2(), torch.randn(batch_size, 3, 16, 16)
 
 
+class _FailsWhenMoved(TinyCNN):
+    """tiny_cnn whose ``to`` raises ``text`` when asked for ``dtype`` (on any device)."""
+
+    def __init__(self, dtype: torch.dtype, text: str) -> None:
+        super().__init__()
+        self.fail_dtype, self.text = dtype, text
+
+    def to(self, *args, **kwargs):
+        if kwargs.get("dtype") == self.fail_dtype:
+            raise RuntimeError(self.text)
+        return super().to(*args, **kwargs)
+
+
+def cuda_error_when_moved(batch_size: int):
+    """Moving it to the device in float32 raises what a device-side assert raises."""
+    return _FailsWhenMoved(torch.float32, CUDA_ASSERT_TEXT), torch.randn(batch_size, 3, 16, 16)
+
+
+def cuda_error_when_cast(batch_size: int):
+    """Casting it to bfloat16 raises what a device-side assert raises."""
+    return _FailsWhenMoved(torch.bfloat16, CUDA_ASSERT_TEXT), torch.randn(batch_size, 3, 16, 16)
+
+
+def oom_when_cast(batch_size: int):
+    """Casting it to bfloat16 raises what the CUDA allocator raises when the device is full."""
+    return (_FailsWhenMoved(torch.bfloat16, "CUDA out of memory. Tried to allocate 2.00 GiB"),
+            torch.randn(batch_size, 3, 16, 16))
+
+
 def reports_visible_gpus(batch_size: int):
     """Raises, naming the GPUs the trial process was shown: the record's message carries what
     this process saw back to the parent."""

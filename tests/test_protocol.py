@@ -45,7 +45,7 @@ def test_a_sticky_cuda_error_is_told_apart_from_an_oom_and_other_errors():
     assert not _is_cuda_error(RuntimeError("Found no NVIDIA driver on your system"))
 
 
-def _trial(model: str, batch_size: int, shape_schedule=()):
+def _trial(model: str, batch_size: int, shape_schedule=(), dtype: str = "float32"):
     """One eager trial run here, in this process: what the trial process would record."""
     import time
 
@@ -55,26 +55,40 @@ def _trial(model: str, batch_size: int, shape_schedule=()):
     from tuner.trial.protocol import run_trial
 
     request = TrialRequest(TrialConfig("eager", batch_size),
-                           Workload(model=model, device="cpu", shape_schedule=shape_schedule),
+                           Workload(model=model, device="cpu", shape_schedule=shape_schedule,
+                                    dtype=dtype),
                            TrialProtocol(min_calls=5, min_seconds=0.01, warmup_max_calls=20))
     return run_trial(request, time.perf_counter())
 
 
-@pytest.mark.parametrize("model, shape_schedule, where", [
-    ("tests.models:cuda_error_at_batch_2", (), "eager call: "),  # the eager reference
-    ("tests.models:cuda_error_from_call_10", (), ""),  # warm-up or steady state
-    ("tests.models:cuda_error_at_batch_2", (1, 2), "shape schedule: "),  # bs 2 in the replay
-], ids=["eager-reference", "measurement", "shape-schedule"])
+@pytest.mark.parametrize("model, shape_schedule, dtype, where", [
+    ("tests.models:cuda_error_when_moved", (), "float32", "building the model on the device: "),
+    ("tests.models:cuda_error_at_batch_2", (), "bfloat16", "float32 reference call: "),
+    ("tests.models:cuda_error_when_cast", (), "bfloat16", "casting the model to bfloat16: "),
+    ("tests.models:cuda_error_at_batch_2", (), "float32", "eager call: "),  # the eager reference
+    ("tests.models:cuda_error_from_call_10", (), "float32", ""),  # warm-up or steady state
+    ("tests.models:cuda_error_at_batch_2", (1, 2), "float32", "shape schedule: "),  # bs 2 in the replay
+], ids=["placing", "float32-reference", "casting", "eager-reference", "measurement",
+        "shape-schedule"])
 def test_a_cuda_error_is_cuda_error_in_one_line_and_its_whole_text_goes_to_stderr(
-        capfd, model, shape_schedule, where):
+        capfd, model, shape_schedule, dtype, where):
     from tuner.spec.records import Status
 
-    r = _trial(model, 1 if shape_schedule else 2, shape_schedule)
+    r = _trial(model, 1 if shape_schedule else 2, shape_schedule, dtype)
     assert r.status is Status.CUDA_ERROR, r.message
     assert r.message == f"{where}RuntimeError: CUDA error: device-side assert triggered"
     # CUDA's advice goes to the trial's stderr, which the runner keeps as stderr_tail.
     err = capfd.readouterr().err
     assert "For debugging consider passing CUDA_LAUNCH_BLOCKING=1" in err and "Traceback" in err
+
+
+def test_a_device_out_of_memory_while_casting_is_oom():
+    from tuner.spec.records import Status
+
+    r = _trial("tests.models:oom_when_cast", 2, dtype="bfloat16")
+    assert r.status is Status.OOM
+    assert r.message == ("casting the model to bfloat16: RuntimeError: CUDA out of memory. "
+                         "Tried to allocate 2.00 GiB")
 
 
 def test_a_cuda_error_wrapped_in_another_error_names_the_cuda_line(capfd):

@@ -56,6 +56,8 @@ def run_trial(request: TrialRequest, started: float,
         dev.sync()
     except build.WorkloadError as exc:
         return _fail(result, Status.WORKLOAD_ERROR, str(exc))
+    except Exception as exc:  # noqa: BLE001 - the device's own failures are data; others crash
+        return _device_failure(result, "building the model on the device: ", exc)
     build_s = time.perf_counter() - t + (prebuilt.left_s if prebuilt else 0.0)
     # The float32 eager output, before the knobs (tf32) and the cast: what this precision's
     # error is measured against. One eager call, only for a precision other than float32;
@@ -66,13 +68,19 @@ def run_trial(request: TrialRequest, started: float,
     result.reference_reused = None if request.references is None else kept is not None
     float32_reference = kept.float32_outputs if kept else None
     if kept is None and work.dtype != "float32":
-        float32_reference = _float32_reference(model, inputs)
+        try:
+            float32_reference = _float32_reference(model, inputs)
+        except Exception as exc:  # noqa: BLE001 - a CUDA error: the context is lost
+            return _device_failure(result, "float32 reference call: ", exc)
     eager_reference_s = time.perf_counter() - t
 
     build.apply_global_knobs(work)
     t = time.perf_counter()
-    model, inputs = build.finish(work, model, inputs)
-    dev.sync()
+    try:
+        model, inputs = build.finish(work, model, inputs)
+        dev.sync()
+    except Exception as exc:  # noqa: BLE001
+        return _device_failure(result, f"casting the model to {work.dtype}: ", exc)
     result.build_s = build_s + time.perf_counter() - t
 
     with torch.no_grad():
@@ -263,13 +271,16 @@ def _build_float32(request: TrialRequest, work: Workload, prebuilt: Prebuilt | N
 
 def _float32_reference(model, inputs):
     """The eager float32 output on the CPU; None where it cannot be had (say, float32 does not
-    fit where the trial's precision does): a blank cell, never a failed trial."""
+    fit where the trial's precision does): a blank cell, never a failed trial. A CUDA error
+    is raised: it is sticky, so nothing after it could run on the device."""
     import torch
 
     try:
         with torch.no_grad():
             return _clone(model(*inputs), to_cpu=True)
-    except Exception:  # noqa: BLE001 - the trial itself reports what fails in its precision
+    except Exception as exc:  # noqa: BLE001 - the trial itself reports what fails in its precision
+        if _is_cuda_error(exc) and not _is_oom(exc):
+            raise
         return None
 
 
@@ -277,6 +288,17 @@ def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
     result.status = status
     result.message = one_line(message)
     return result
+
+
+def _device_failure(result: TrialResult, where: str, exc: Exception) -> TrialResult:
+    """The record of an oom or a CUDA error raised while the model is placed or cast, its
+    message prefixed with ``where``; any other error is raised again (a crash, with its
+    traceback)."""
+    if _is_oom(exc):
+        return _fail(result, Status.OOM, f"{where}{describe_error(exc)}")
+    if _is_cuda_error(exc):
+        return _cuda_failure(result, where, exc)
+    raise exc
 
 
 def _raised(result: TrialResult, where: str, exc: BaseException) -> TrialResult:
