@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -24,6 +26,19 @@ QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
 
 def request(model: str, config: TrialConfig) -> TrialRequest:
     return TrialRequest(config, Workload(model=model, device="cpu"), QUICK)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="zombies are seen through /proc")
+def test_a_process_that_exited_but_is_not_reaped_yet_is_not_alive():
+    """A forked spare whose template was killed is reaped by the host's init, maybe late: the
+    runner's close waits for it only until it has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped
+        assert not alive(proc.pid)
+    finally:
+        proc.wait()
+    assert alive(os.getpid())
 
 
 @pytest.mark.slow
