@@ -229,6 +229,12 @@ def test_a_process_whose_readying_failed_starts_afresh_and_its_trial_runs_clean(
     try:
         runner.start_spare(prebuild.PrebuildRequest(work, 2, warm=work))
         runner._spare.let_build()  # no trial beside it
+        # The job only once the process is ready (here: started afresh and imported), or
+        # it would find its job waiting and not ready the device at all.
+        deadline = time.monotonic() + 200
+        while not runner._spare.ready.exists():
+            assert time.monotonic() < deadline, "the pre-started process never got ready"
+            time.sleep(0.01)
         r = runner.run(TrialRequest(TrialConfig("eager", 1), work, QUICK), tmp_path)
     finally:
         runner.close()
