@@ -92,17 +92,29 @@ def test_a_fleet_worker_starts_its_first_trials_process_at_once_and_counts_no_gp
 def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_path,
                                                                          monkeypatch):
     from tuner.launch import runner as runners
+    from tuner.spec import workload
 
     made: list[FakeRunner] = []
     settings: list[LaunchSettings] = []
     monkeypatch.setattr(runners, "make_runner", lambda s, shared=None: settings.append(s) or
                         made.append(FakeRunner()) or made[-1])
+    # The checks of the input take seconds (they import torch, torchvision and dynamo): the
+    # first trial's process imports beside them, not after.
+    validate, started_before = workload.validate, []
+    monkeypatch.setattr(workload, "validate",
+                        lambda w: started_before.append(len(made[0].spares)) or validate(w))
     result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--device", "cpu",
                                        "--batch-sizes", "8,1", "--backend", "eager",
                                        "--studies-dir", str(tmp_path), "-q"])
     assert result.exit_code == 0, result.output
+    assert started_before == [1]
     (prebuild, calls_before), = made[0].spares
     assert calls_before == 0 and prebuild.batch_size == 8 and prebuild.workload.model == "resnet18"
+    # A bad input still ends in one line, and the process started for it is closed.
+    result = CliRunner().invoke(main, ["search", "--model", "resnet9999", "--device", "cpu",
+                                       "--batch-sizes", "8", "--studies-dir", str(tmp_path)])
+    assert result.exit_code != 0 and "unknown model 'resnet9999'" in result.output
+    assert made[-1].spares and made[-1].closed == 1
     # Pre-started processes, forked from a template: on by default (measured on the H200 and
     # on the CPU box), as asked otherwise.
     assert settings[0].prestart is True

@@ -154,6 +154,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.data.select import Constraints
     from tuner.launch import gpus as gpu_list
     from tuner.launch import runner as runners
+    from tuner.spec.layout import StudyLayout
     from tuner.spec.records import TrialProtocol
     from tuner.spec.space import build_space, default_formats, default_options
     from tuner.spec.workload import Workload, parse_shapes, validate
@@ -192,33 +193,45 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         channels_last=formats[0] if len(formats) == 1 else False,
                         cudnn_benchmark=cudnn[0] if len(cudnn) == 1 else True,
                         shape_schedule=parse_shapes(shape_schedule))
-    validate(workload)
-    gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
-    options = option_values(inductor_options) if inductor_options else \
-        None if space_file else default_options(device, split(backends) or None)
-    space = build_space(device=device,
-                        batch_sizes=positive_ints(batch_sizes, "batch size", "--batch-sizes"),
-                        backends=split(backends), modes=split(modes),
-                        dynamic=dynamic_values(split(dynamic)),
-                        dtypes=dtypes if len(dtypes) > 1 else None,
-                        channels_last=formats if len(formats) > 1 else None,
-                        cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
-                        options=options)
-    spec = StudySpec(name=_study_name(model, device) if name is None else name,
-                     workload=workload, space=space,
-                     protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
-                                            warm_cache=warm_cache,
-                                            compile_timeout_s=compile_timeout_s),
-                     root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
-                     seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
-                     sampler=sampler, limits=None if max_vram_gb is None and max_compile_s is None
-                     else Constraints(max_vram_gb=max_vram_gb, max_compile_s=max_compile_s))
-    prestart = runners.prestart_for(prestart)
-    launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=prestart)
+    sizes = positive_ints(batch_sizes, "batch size", "--batch-sizes")
+    study_name = _study_name(model, device) if name is None else name
+    launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=runners.prestart_for(prestart))
+    # Searched here (not by --gpus workers): the first trial's process starts importing torch
+    # now, beside the checks below, which take seconds (this process imports torch,
+    # torchvision and dynamo for them). A bad input closes it at once.
+    runner = None if chosen is not None else runners.make_runner(
+        launch, StudyLayout.of(studies_dir, study_name).cache_root)
+    try:
+        if runner is not None and sizes:
+            runner.start_spare(PrebuildRequest(workload, sizes[0]))
+        validate(workload)
+        gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
+        options = option_values(inductor_options) if inductor_options else \
+            None if space_file else default_options(device, split(backends) or None)
+        space = build_space(device=device, batch_sizes=sizes,
+                            backends=split(backends), modes=split(modes),
+                            dynamic=dynamic_values(split(dynamic)),
+                            dtypes=dtypes if len(dtypes) > 1 else None,
+                            channels_last=formats if len(formats) > 1 else None,
+                            cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
+                            options=options)
+        spec = StudySpec(name=study_name, workload=workload, space=space,
+                         protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
+                                                warm_cache=warm_cache,
+                                                compile_timeout_s=compile_timeout_s),
+                         root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
+                         seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
+                         sampler=sampler,
+                         limits=None if max_vram_gb is None and max_compile_s is None
+                         else Constraints(max_vram_gb=max_vram_gb, max_compile_s=max_compile_s))
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
     say = teller(quiet)
     if chosen is not None:
         def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
-            on_first = runners.LaunchSettings(timeout_s, prestart, gpu=chosen[0])
+            on_first = runners.LaunchSettings(timeout_s, launch.prestart, gpu=chosen[0])
             return run.run_confirm(
                 Search(spec, runners.make_runner(on_first, spec.layout.cache_root),
                        on_message=say), say, repeats)
@@ -226,9 +239,12 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         run.run_fleet(Fleet(spec, chosen, launch, quiet=quiet), say, as_json,
                       then=confirm_after if repeats.any else None)
         return
-    runner = runners.make_runner(launch, spec.layout.cache_root)
-    runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
-    search_ = Search(spec, runner, **run.progress(say))
+    assert runner is not None
+    try:
+        search_ = Search(spec, runner, **run.progress(say))
+    except BaseException:  # the study refuses this workload, say
+        runner.close()
+        raise
     run.run_search(search_, say, as_json)
 
 
