@@ -27,6 +27,7 @@ from tuner.data.rows import config_of, plain
 from tuner.data.schema import SCHEMA
 from tuner.data.select import eligible
 from tuner.errors import UserError
+from tuner.launch import compile_budget
 from tuner.spec.config import INDUCTOR, OptionValue, TrialConfig
 from tuner.spec.records import FINGERPRINT_FIELDS, Status, TrialRequest, TrialResult
 from tuner.spec.space import SearchSpace
@@ -179,8 +180,9 @@ class Landscape:
 
 class ReplayRunner:
     """A :class:`tuner.launch.runner.Runner` that answers from a :class:`Landscape`: the
-    recorded record of the requested config, at once. ``calls`` lists the config keys asked,
-    in order. A config the landscape lacks raises :class:`LandscapeError` naming it."""
+    recorded record of the requested config, at once, held to the request's compile budget
+    (:func:`past_budget`). ``calls`` lists the config keys asked, in order. A config the
+    landscape lacks raises :class:`LandscapeError` naming it."""
 
     def __init__(self, landscape: Landscape) -> None:
         self.landscape = landscape
@@ -190,10 +192,25 @@ class ReplayRunner:
             abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
         result = self.landscape.result(request.config)  # its wall_s recorded, not slept
         self.calls.append(request.config.key)
-        return result
+        return past_budget(result, request.protocol.compile_timeout_s) or result
 
     def close(self) -> None:
         pass
+
+
+def past_budget(result: TrialResult, budget_s: float | None) -> TrialResult | None:
+    """What the process runner would have answered where the recorded first call took longer
+    than ``budget_s`` (a --compile-timeout tighter than the recording's): compile_timeout,
+    with what the trial did before its first call, and that time plus the budget as its wall
+    time (the group is killed at the budget). None where the budget was kept."""
+    if budget_s is None or result.compile_s_cold is None or result.compile_s_cold <= budget_s:
+        return None
+    before = {name: getattr(result, name) for name in ("import_s", "build_s", "eager_reference_s")}
+    killed = TrialResult.failure(Status.COMPILE_TIMEOUT, compile_budget.message(budget_s, budget_s),
+                                 fingerprint=result.fingerprint, prestarted=result.prestarted,
+                                 **before)
+    killed.wall_s = sum(v for v in before.values() if v is not None) + budget_s
+    return killed
 
 
 def _ran(row: pd.Series) -> bool:

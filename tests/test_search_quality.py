@@ -14,8 +14,9 @@ from benchmarks import search_quality
 from benchmarks.replay import Landscape, LandscapeError, ReplayRunner
 from benchmarks.search_quality import Outcome, Reached, near_best, reached, search_order
 from tests.synthetic import write_study
+from tuner.launch import compile_budget
 from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialRequest
+from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import SearchSpace
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
@@ -76,6 +77,23 @@ def test_the_replay_runner_answers_with_the_recorded_figures_and_wall_time_witho
     assert (failed.status, failed.message, failed.wall_s) == (Status.OOM, "fake oom",
                                                               WALL_S[FAILED.key])
     assert runner.calls == [BEST.key, FAILED.key]
+
+
+def test_a_recorded_compile_past_the_requests_budget_is_answered_as_the_runner_would(
+        landscape, tmp_path):
+    runner = ReplayRunner(landscape)
+    kept = runner.run(TrialRequest(BEST, landscape.workload, TrialProtocol(
+        compile_timeout_s=21.5)), tmp_path)
+    assert kept.status is Status.OK and kept.wall_s == WALL_S[BEST.key]
+    # 21.5 s recorded for the first call; a 20 s budget kills it at 20 s.
+    killed = runner.run(TrialRequest(BEST, landscape.workload, TrialProtocol(
+        compile_timeout_s=20.0)), tmp_path)
+    assert killed.status is Status.COMPILE_TIMEOUT
+    assert killed.message == compile_budget.message(20.0, 20.0)
+    assert killed.latency_ms_p50 is None and killed.compile_s_cold is None
+    before = [kept.import_s, kept.build_s, kept.eager_reference_s]
+    assert killed.wall_s == pytest.approx(sum(v for v in before if v is not None) + 20.0)
+    assert killed.fingerprint["gpu_name"] == "NVIDIA H200"
 
 
 def test_a_config_missing_from_the_landscape_is_an_error_naming_it(landscape, tmp_path):
