@@ -32,6 +32,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks
+	$(BIN)/mypy tuner
 
 # A GPU machine without internet access: download optuna and its dependencies as wheels here,
 # copy the repository with .whl/ to the GPU machine and run scripts/gpu_check.sh there (README,

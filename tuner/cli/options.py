@@ -53,7 +53,9 @@ def one_line(exc: click.UsageError) -> click.ClickException:
     where = exc.ctx.command_path if exc.ctx is not None else "tuner"
     message = " ".join(exc.format_message().split())
     error = click.ClickException(f"{message} (see {where} --help)")
-    error.exit_code = exc.exit_code  # 2, as click exits on usage errors
+    # 2, as click exits on usage errors. click types exit_code a ClassVar but reads it from the
+    # instance, so setting it on this one exception is what click honours.
+    error.exit_code = exc.exit_code  # type: ignore[misc]
     return error
 
 

@@ -35,7 +35,8 @@ def run_fleet(fleet: Any, say: Callable[[str], None], as_json: bool,
               then: Callable[[], bool] | None = None) -> None:
     """Run one worker per GPU (tuner.study.fleet.Fleet) in the foreground; Ctrl-C is passed
     on. ``then``, if the workers were not stopped, runs next (it returns True if stopped)."""
-    spec, received = fleet.spec, []
+    spec = fleet.spec
+    received: list[int] = []
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
         f"{spec.n_trials or configs} trials, one worker per GPU ({', '.join(map(str, fleet.gpus))}"

@@ -174,10 +174,11 @@ def _evaluate(params: pd.DataFrame, values: pd.Series, top: float) -> dict[str, 
     shares that sum to 1. None where every importance is 0 (the best rows, ties included, are
     all the rows): Optuna would normalise that to equal shares, which would mean nothing."""
     import optuna
-    from optuna.distributions import CategoricalDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
 
-    distributions = {p: CategoricalDistribution(sorted(set(params[p]))) for p in params}
+    distributions: dict[str, BaseDistribution] = {
+        p: CategoricalDistribution(sorted(set(params[p]))) for p in params}
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line
     try:

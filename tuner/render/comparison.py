@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.select import GIB
@@ -78,19 +79,19 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
             if not points:
                 continue
             ax.scatter([p.latency_ms_p50 for p in points],
-                       [p.peak_memory_bytes / GIB for p in points], color=c, s=36, zorder=3)
+                       [_memory(p) / GIB for p in points], color=c, s=36, zorder=3)
             stair = _front_2d(points)
-            ax.step([p.latency_ms_p50 for p in stair], [p.peak_memory_bytes / GIB for p in stair],
+            ax.step([p.latency_ms_p50 for p in stair], [_memory(p) / GIB for p in stair],
                     where="post", color=c, alpha=0.6, zorder=2)
             first = stair[0]
             dx, ha = place.side(first)
-            ax.annotate(f"{s.tag}: {s.name}", (first.latency_ms_p50, first.peak_memory_bytes / GIB),
+            ax.annotate(f"{s.tag}: {s.name}", (first.latency_ms_p50, _memory(first) / GIB),
                         fontsize=9, fontweight="bold", color=c, xytext=(dx, -13),
                         textcoords="offset points", ha=ha)
             for p in points:
                 lift = place(p)
                 dx, ha = place.side(p)
-                ax.annotate(p.label, (p.latency_ms_p50, p.peak_memory_bytes / GIB), fontsize=7,
+                ax.annotate(p.label, (p.latency_ms_p50, _memory(p) / GIB), fontsize=7,
                             color=c, xytext=(dx, lift), textcoords="offset points", ha=ha,
                             arrowprops=dict(arrowstyle="-", color=c, lw=0.5, alpha=0.5)
                             if lift > 3 else None)
@@ -160,11 +161,16 @@ class _Labeller:
         return 3 + 9 * near
 
 
+def _memory(p: Point) -> float:
+    """The peak memory of a plotted point: the plot keeps only points that have one."""
+    return cast(float, p.peak_memory_bytes)
+
+
 def _front_2d(points: list[Point]) -> list[Point]:
     """The latency/memory non-dominated points, by latency: the staircase drawn per study."""
     out: list[Point] = []
-    for p in sorted(points, key=lambda p: (p.latency_ms_p50, p.peak_memory_bytes)):
-        if not out or p.peak_memory_bytes < out[-1].peak_memory_bytes:
+    for p in sorted(points, key=lambda p: (p.latency_ms_p50, _memory(p))):
+        if not out or _memory(p) < _memory(out[-1]):
             out.append(p)
     return out
 

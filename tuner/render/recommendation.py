@@ -15,20 +15,44 @@ from tuner.spec.workload import Workload, shape_label
 
 
 class Recommended(Protocol):
-    """What these views read of a :class:`tuner.Recommendation`."""
+    """What these views read of a :class:`tuner.Recommendation` (a frozen dataclass: every
+    member is read-only)."""
 
-    study: str
-    path: Path
-    objective: str
-    constraints: Constraints
-    config: TrialConfig
-    workload: Workload
-    measured: Measured
-    trial_number: int
-    candidates: int
-    fingerprint: dict[str, Any]
-    row: dict[str, Any]
-    within_noise: tuple[str, ...]
+    @property
+    def study(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def objective(self) -> str: ...
+
+    @property
+    def constraints(self) -> Constraints: ...
+
+    @property
+    def config(self) -> TrialConfig: ...
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def measured(self) -> Measured: ...
+
+    @property
+    def trial_number(self) -> int: ...
+
+    @property
+    def candidates(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> dict[str, Any]: ...
+
+    @property
+    def row(self) -> dict[str, Any]: ...
+
+    @property
+    def within_noise(self) -> tuple[str, ...]: ...
 
     @property
     def artifacts_path(self) -> Path | None: ...

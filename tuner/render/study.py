@@ -209,8 +209,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         lines.append("(p50, p90: what one request waits, each call then synchronize; stream: "
                      "per call back to back, what a busy server pays)")
         lines.append(table(group))
-        if _noise_note(group):
-            lines.append(_noise_note(group))
+        if note := _noise_note(group):
+            lines.append(note)
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
     replay = schedule_rows(trials)

@@ -18,7 +18,7 @@ import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from tuner.errors import UserError
 from tuner.spec.config import (
@@ -38,6 +38,13 @@ _CUDA_ONLY_BACKENDS = {"cudagraphs"}
 # Registered with dynamo but only useful to debug dynamo or torch itself.
 _NOT_OFFERED = {"eager", "eager_debug", "eager_noexcept", "pre_dispatch_eager", "invoke_subgraph",
                 "dynamo_minifier_backend", "dynamo_accuracy_minifier_backend"}
+
+
+class _Formats(TypedDict):
+    """The memory-format settings a baseline takes (``TrialConfig`` keywords)."""
+
+    channels_last: bool | None
+    cudnn_benchmark: bool | None
 
 
 # Backends dynamo registers whatever is installed, but that import a package of their own when
@@ -140,8 +147,9 @@ class SearchSpace:
         space, inductor in each mode at every batch size, inductor's default first (each row's
         speedup against the plain modes). Each with the first value of the other dimensions
         (list the default first)."""
-        first = {"channels_last": self.channels_last[0] if self.channels_last else None,
-                 "cudnn_benchmark": self.cudnn_benchmark[0] if self.cudnn_benchmark else None}
+        first: _Formats = {
+            "channels_last": self.channels_last[0] if self.channels_last else None,
+            "cudnn_benchmark": self.cudnn_benchmark[0] if self.cudnn_benchmark else None}
         out = [TrialConfig(EAGER, bs, dtype=dt, **first)
                for bs in self.batch_sizes for dt in self.dtypes or (None,)]
         if INDUCTOR in self.backends:
@@ -208,7 +216,9 @@ def inductor_option_types() -> dict[str, Any]:
     """Every option of the installed ``torch._inductor.config`` and its declared type."""
     from torch._inductor import config
 
-    return {name: config.get_type(name) for name in config.get_config_copy()}
+    # get_type is ConfigModule's (install_config_module); torch's _config_typing stub omits it
+    return {name: config.get_type(name)  # type: ignore[attr-defined]
+            for name in config.get_config_copy()}
 
 
 def _atoms(declared: Any) -> list[Any] | None:

@@ -17,6 +17,7 @@ import socket
 import threading
 import warnings
 from collections.abc import Callable
+from typing import cast
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -84,7 +85,8 @@ class Claims:
             if is_measured(t):
                 # A broken model says nothing about the config: once fixed, a rerun measures it.
                 if t.user_attrs.get(STATUS_ATTR) != Status.WORKLOAD_ERROR.value:
-                    measured.add(key)
+                    # every measured trial carries its key (claim, record_not_run)
+                    measured.add(cast(str, key))
             elif key and (t.state == TrialState.WAITING or (
                     t.state == TrialState.RUNNING and OWNER_ATTR in t.user_attrs)):
                 # An enqueued trial carries its key before anyone owns it; one left RUNNING with
@@ -173,7 +175,7 @@ class Claims:
         if config is None or is_measured(trial):
             return
         number = self.fronts.number(study, trial.number)
-        if not self.state(exclude=number).taken(key):
+        if not self.state(exclude=number).taken(config.key):  # config.key == key
             self.enqueue(config, **{RETRY_ATTR: number})
 
 
@@ -198,7 +200,8 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            self._storage.record_heartbeat(self._trial_id)
+            # the RDB storage (and its cache) records heartbeats; BaseStorage does not declare it
+            self._storage.record_heartbeat(self._trial_id)  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - the storage hiccupped; the grace period absorbs a miss
             pass
 

@@ -192,7 +192,7 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
     for number, *_ in finalists if redo else []:  # all at once: a stop half-way redoes the rest
         _keep(study, storage, number, [])
     measured = failed = 0
-    noisy = []
+    noisy: list[str] = []
     for number, config, records, own in finalists:
         while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
@@ -234,8 +234,8 @@ def _still_noisy(config: TrialConfig, p50s: list[float], records: list[dict[str,
     bounds = interval(p50s)
     width = "no interval" if bounds is None else \
         f"95% interval {bounds[0]:.3f}-{bounds[1]:.3f} ms"
-    busy = [r.get("host_other_cpu_cores") for r in records
-            if r.get("host_other_cpu_cores") is not None]
+    busy: list[float] = [r["host_other_cpu_cores"] for r in records
+                         if r.get("host_other_cpu_cores") is not None]
     if busy and max(busy) >= INTERFERENCE_CORES:
         why = (f"other processes used up to {max(busy):.1f} CPU cores while it measured: "
                "the host interfered")

@@ -5,7 +5,7 @@ older study stay what they were."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import optuna
 
@@ -17,7 +17,7 @@ from tuner.spec.space import SearchSpace
 OPTION_PARAM = "inductor."
 
 
-def suggest(trial: optuna.Trial, space: SearchSpace, batch_size: int | None = None
+def suggest(trial: optuna.trial.BaseTrial, space: SearchSpace, batch_size: int | None = None
             ) -> TrialConfig:
     """Ask Optuna for one config; the conditional structure keeps impossible combos out.
     ``batch_size``: the one batch size of the trial's study (:mod:`tuner.study.fronts`); None:
@@ -26,7 +26,8 @@ def suggest(trial: optuna.Trial, space: SearchSpace, batch_size: int | None = No
         "batch_size", list(space.batch_sizes) if batch_size is None else [batch_size])
     backend = trial.suggest_categorical("backend", list(space.backends))
     mode = trial.suggest_categorical("mode", list(space.modes)) if backend == INDUCTOR else None
-    dynamic = (trial.suggest_categorical("dynamic", list(space.dynamic))
+    # the space's choices of dynamic are bool or None
+    dynamic = (cast("bool | None", trial.suggest_categorical("dynamic", list(space.dynamic)))
                if backend != EAGER else None)
     dtype = trial.suggest_categorical("dtype", list(space.dtypes)) if space.dtypes else None
     channels_last = (trial.suggest_categorical("channels_last", list(space.channels_last))

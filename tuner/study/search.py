@@ -187,6 +187,7 @@ class Search:
             request = TrialRequest(config, spec.workload,
                                    dataclasses.replace(spec.protocol, measure_peak=new == 0),
                                    references=str(spec.layout.references_dir))
+            assert self.runner is not None  # run() checked it before calling _run()
             result = self.runner.run(request, spec.layout.trial_dir(number), self.abort,
                                      cache_dir=finalists.fresh_trial_cache(spec, config, number))
             # This process's own time since the run's previous trial ended (files, sampler).

@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -181,12 +181,20 @@ def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None]
         raise _cannot_open(url, exc) from None
 
 
+class _Heartbeat(TypedDict):
+    """The heartbeat keywords of ``RDBStorage``."""
+
+    heartbeat_interval: int
+    grace_period: int
+    heartbeat_stale_trial_callback: Callable[[optuna.Study, FrozenTrial], None] | None
+
+
 def _make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None
                   ) -> optuna.storages.BaseStorage:
-    heartbeat = {"heartbeat_interval": _env_seconds("TUNER_HEARTBEAT_INTERVAL_S",
-                                                    HEARTBEAT_INTERVAL_S),
-                 "grace_period": _env_seconds("TUNER_HEARTBEAT_GRACE_S", HEARTBEAT_GRACE_S),
-                 "heartbeat_stale_trial_callback": on_stale}
+    heartbeat: _Heartbeat = {
+        "heartbeat_interval": _env_seconds("TUNER_HEARTBEAT_INTERVAL_S", HEARTBEAT_INTERVAL_S),
+        "grace_period": _env_seconds("TUNER_HEARTBEAT_GRACE_S", HEARTBEAT_GRACE_S),
+        "heartbeat_stale_trial_callback": on_stale}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if not url.startswith("sqlite"):
@@ -258,8 +266,8 @@ def resumed_protocol(study: optuna.Study, asked: TrialProtocol) -> TrialProtocol
     lacks (a study made by an older tuner) takes its default, as :func:`join_spec` reads it:
     a study made before compile budgets has none."""
     stored = study.user_attrs.get(PROTOCOL_ATTR) or {}
-    older = {f.name: f.default for f in dataclasses.fields(TrialProtocol)
-             if f.name not in stored and f.name not in _PER_TRIAL_PROTOCOL_KEYS}
+    older: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(TrialProtocol)
+                             if f.name not in stored and f.name not in _PER_TRIAL_PROTOCOL_KEYS}
     return dataclasses.replace(asked, **older) if stored else asked
 
 

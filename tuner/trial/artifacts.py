@@ -133,7 +133,7 @@ def cache_counters() -> tuple[int | None, int | None]:
         from torch._dynamo.utils import counters
     except ImportError:
         return None, None
-    inductor = counters.get("inductor", {})
+    inductor: dict[str, int] = counters.get("inductor", {})
     if "fxgraph_cache_hit" not in inductor and "fxgraph_cache_miss" not in inductor:
         return None, None  # no inductor graph was looked up (another backend, or eager)
     return int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))

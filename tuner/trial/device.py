@@ -164,6 +164,7 @@ class NvmlPeak:
         self.peak: int | None = None
 
     def _take(self) -> None:
+        assert self._sample is not None  # only called once __enter__ found a sampler
         value = self._sample()
         if value is not None and (self.peak is None or value > self.peak):
             self.peak = value

@@ -124,4 +124,5 @@ def take(prebuilt: Prebuilt, workload: Workload, batch_size: int
 
         torch.set_rng_state(rng)
         inputs = torchvision_inputs(workload, batch_size)
+    assert inputs is not None  # prebuild() stores the model and its inputs together
     return (model, inputs), ""

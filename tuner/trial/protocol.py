@@ -137,7 +137,7 @@ def run_trial(request: TrialRequest, started: float,
                 with compiling(result, config.compiled):
                     result.compile_s_cold = dev.time_call_s(call)
                 result.quiet_wait_s = wait_until_quiet()
-                warm_times = []
+                warm_times: list[float] = []
                 warm_start = time.perf_counter()
                 while len(warm_times) < proto.warmup_max_calls:
                     warm_times.append(dev.time_call_s(call))

@@ -12,7 +12,7 @@ import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from tuner.spec.records import SCHEDULE_REPEATS, TrialRequest, TrialResult
 from tuner.trial.stats import is_steady
@@ -119,8 +119,9 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
     result.schedule_latency_ms = [round(figures.shapes[s].latency_ms, 6) for s in shapes]
     result.schedule_first_call_s = [round(figures.shapes[s].first_call_s, 6) for s in shapes]
     result.schedule_warmup_s = [round(figures.shapes[s].warmup_s, 6) for s in shapes]
-    result.schedule_shape_recompiles = [figures.shapes[s].recompiles for s in shapes] \
-        if figures.recompiles is not None else []
+    # counted per shape (int) wherever counted in all (measure_schedule's compile records)
+    result.schedule_shape_recompiles = [cast(int, figures.shapes[s].recompiles)
+                                        for s in shapes] if figures.recompiles is not None else []
 
 
 def _compilation_metrics() -> list:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -109,7 +109,9 @@ class Recommendation:
             return model
         if warm_start:
             self.load_artifacts()
-        return torch.compile(model, **self.config.compile_kwargs())
+        # torch.compile wraps a Module in an OptimizedModule, itself a Module; torch types the
+        # result as a plain callable
+        return cast("torch.nn.Module", torch.compile(model, **self.config.compile_kwargs()))
 
     @property
     def artifacts_path(self) -> Path | None:
