@@ -120,10 +120,14 @@ def test_bad_input_is_a_one_line_error_and_creates_nothing(tmp_path, options, wo
     assert list(tmp_path.iterdir()) == []
 
 
-def test_studies_dir_under_a_regular_file_is_a_one_line_error(tmp_path):
+@pytest.mark.parametrize("storage", [False, True], ids=["default-storage", "own-storage"])
+def test_studies_dir_under_a_regular_file_is_a_one_line_error(tmp_path, storage):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    result = invoke(*search_args(tmp_path, studies_dir=str(blocker / "studies")))
+    args = search_args(tmp_path, studies_dir=str(blocker / "studies"))
+    if storage:  # the Parquet files still go under --studies-dir
+        args += ("--storage", f"sqlite:///{tmp_path / 'study.db'}")
+    result = invoke(*args)
     assert_one_line_error(result, "cannot write to", "--studies-dir")
 
 

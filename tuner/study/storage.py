@@ -123,18 +123,16 @@ def _limits_of(study: optuna.Study, asked: Constraints | None) -> Constraints:
 
 def ensure_folder(spec: StudySpec) -> None:
     """Create the study folder; a one-line error where it cannot be written."""
-    if spec.storage is None:
-        try:
-            spec.directory.mkdir(parents=True, exist_ok=True)
+    try:
+        spec.directory.mkdir(parents=True, exist_ok=True)
+        if spec.storage is None:
             # A name of its own: workers of one fleet start together, and a shared probe name
             # let one delete another's ("cannot write ...: No such file or directory").
             with tempfile.NamedTemporaryFile(dir=spec.directory, prefix=".write-test-"):
                 pass
-        except OSError as exc:
-            raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; "
-                            "pass --studies-dir to a writable folder") from exc
-    else:
-        spec.directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; "
+                        "pass --studies-dir to a writable folder") from exc
 
 
 def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
