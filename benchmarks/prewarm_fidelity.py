@@ -123,14 +123,18 @@ def main(argv: list[str] | None = None) -> None:
     ratios: dict[str, list[float]] = {"on": [], "off": []}
     p50s: dict[str, list[float]] = {"on": [], "off": [], "control": []}
     with tempfile.TemporaryDirectory(prefix="tuner-prewarm-") as tmp:
-        for number in range(args.repeats * 2):
-            way = ways[number % 2]
-            control, trial = sample(config, workload, protocol, way, Path(tmp) / str(number))
-            emit(row(number, way, control, trial))
-            if control.ok and trial.ok and control.latency_ms_p50 and trial.latency_ms_p50:
-                ratios[way].append(trial.latency_ms_p50 / control.latency_ms_p50)
-                p50s[way].append(trial.latency_ms_p50)
-                p50s["control"].append(control.latency_ms_p50)
+        try:
+            for number in range(args.repeats * 2):
+                way = ways[number % 2]
+                control, trial = sample(config, workload, protocol, way, Path(tmp) / str(number))
+                emit(row(number, way, control, trial))
+                if control.ok and trial.ok and control.latency_ms_p50 and trial.latency_ms_p50:
+                    ratios[way].append(trial.latency_ms_p50 / control.latency_ms_p50)
+                    p50s[way].append(trial.latency_ms_p50)
+                    p50s["control"].append(control.latency_ms_p50)
+        except KeyboardInterrupt:  # a time limit (timeout -s INT): summarise what finished
+            emit("")
+            emit(f"(interrupted after {sum(map(len, ratios.values()))} finished samples)")
     for line in summary(ratios, p50s):
         emit(line)
 

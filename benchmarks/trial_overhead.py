@@ -165,8 +165,7 @@ def measure(args: argparse.Namespace) -> str:
                                  f"{proc.stderr.strip()[-2000:]}")
             table = overhead_table(files.read(Path(tmp) / way / "overhead")[0])
             overhead[way], tables[way] = mean_after_first(table), table
-            settings = "".join(f", {k}={v}" for k, v in WAY_ENV.get(way, {}).items())
-            lines += [f"## {way} ({flag}{settings})", "", *report(table)]
+            lines += [f"## {way} ({flag}{way_settings(env)})", "", *report(table)]
     if len(tables) > 1:
         lines += latency_by_way(tables)
     lines += last_lines(overhead)
@@ -174,6 +173,14 @@ def measure(args: argparse.Namespace) -> str:
     if args.out:
         Path(args.out).write_text(text)
     return text
+
+
+def way_settings(env: dict[str, str]) -> str:
+    """The settings a way ran under, for its heading: every variable the ways set, as the
+    search saw it, whether the way set it or the caller's environment did (a "pre-started" way
+    under TUNER_PREWARM=1 is not the default's)."""
+    names = sorted({name for settings in WAY_ENV.values() for name in settings})
+    return "".join(f", {name}={env[name]}" for name in names if name in env)
 
 
 def _s(value: float | None) -> str:

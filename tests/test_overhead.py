@@ -310,6 +310,15 @@ def test_the_overhead_report_ends_with_the_line_the_issue_names_and_compares_lat
         trial_overhead.main(["--measure", "--ways", "fresh,pre-startd"])
 
 
+def test_a_ways_heading_names_the_settings_it_ran_under_even_from_the_callers_environment():
+    # A "pre-started" way measured under the caller's TUNER_PREWARM=1 is not the default's.
+    assert trial_overhead.way_settings({"TUNER_PREWARM": "1", "HOME": "/root"}) == \
+        ", TUNER_PREWARM=1"
+    assert trial_overhead.way_settings({"TUNER_TEMPLATE": "0", "TUNER_PREWARM": "0"}) == \
+        ", TUNER_PREWARM=0, TUNER_TEMPLATE=0"
+    assert trial_overhead.way_settings({}) == ""
+
+
 def test_the_prewarm_fidelity_summary_compares_each_ways_ratio_to_its_control():
     from benchmarks import prewarm_fidelity
 

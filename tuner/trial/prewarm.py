@@ -20,12 +20,12 @@ for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU w
 It is off unless ``TUNER_PREWARM=1``: the algorithm choices it leaves are made beside another
 trial's compile (inductor's compile workers can fill every core then, and cuDNN times each
 algorithm between CUDA events, so a delayed launch counts against it), not on a quiet machine
-as the trial's own eager call makes them. On the H200 (2026-11-30) it cut resnet50's overhead
-per trial from 1.83 s to 0.55 s; one config measured 3.79 ms against 2.44 ms without it, and
-in a check of that config alone its trials measured a median of 2.11 against 2.14 ms, with
-slow trials (3.0-3.4 ms) among those never readied ahead too, 4 samples a way
-(benchmarks/README.md, "Readying the device ahead"). Until benchmarks/prewarm_fidelity.py
-shows the same over more samples, it is not the default.
+as the trial's own eager call makes them. On the H200 (torch 2.11, 2026-12-01) it cut resnet50's
+overhead per trial from 1.67 s to 0.45 s, but in a check of one config
+(benchmarks/prewarm_fidelity.py) 6 of 8 trials readied ahead landed in its slow mode (3.0-3.8
+against 2.0-2.5 ms), against 7 of 26 not readied ahead (benchmarks/README.md, "Readying the
+device ahead"). A tuner that measures must not trade what it measures for a second a trial, so
+it is not the default.
 
 It is not done beside a compile that itself benchmarks kernels on the GPU (max-autotune,
 coordinate descent tuning): two processes timing kernels at once could both choose worse ones.
