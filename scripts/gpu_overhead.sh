@@ -14,7 +14,11 @@
 # benchmarks/first_call.py on GPU 0 (what a trial process's first eager call of resnet50
 # costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
 # spares, on both GPUs. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
+# On a machine with one GPU (nvidia-h200) the default and PREWARM_FIDELITY=1 run on GPU 0 alone,
+# every core: fresh, pre-started and prewarm in one trial-overhead-h200.md; the fidelity pairs
+# in prewarm-fidelity-h200-gpu0.md.
 source "$(dirname "$0")/gpu_env.sh"
+gpus=$(nvidia-smi -L | wc -l)
 if [ "${FIRST_CALL:-0}" = 1 ]; then
   CUDA_VISIBLE_DEVICES=0 timeout 120 python3 benchmarks/first_call.py --repeats 1 \
       --out "$OUT/first-call-h200.md" 2> "$OUT/first-call.log" | tail -6
@@ -27,9 +31,10 @@ overhead() {  # GPU CORES MODEL WAYS OUT [LIMIT]
       --out "$OUT/$5" 2> "$OUT/$5.log" | tail -2
 }
 if [ "${PREWARM_FIDELITY:-0}" = 1 ]; then
-  for g in 0 1; do
+  for g in $(seq 0 $(( gpus > 1 ? 1 : 0 ))); do
     first=$([ "$g" = 0 ] && echo on || echo off)
-    CUDA_VISIBLE_DEVICES=$g taskset -c "$(( g * half ))-$(( g * half + half - 1 ))" \
+    cores=$([ "$gpus" = 1 ] && echo "0-$(( 2 * half - 1 ))" || echo "$(( g * half ))-$(( g * half + half - 1 ))")
+    CUDA_VISIBLE_DEVICES=$g taskset -c "$cores" \
       timeout -s INT "${LIMIT:-540}" python3 benchmarks/prewarm_fidelity.py \
         --repeats "${REPEATS:-4}" --first "$first" --out "$OUT/prewarm-fidelity-h200-gpu$g.md" \
         > "$OUT/prewarm-fidelity-gpu$g.log" 2>&1 &
@@ -50,6 +55,10 @@ if [ "${AB:-0}" = 1 ]; then
   ab 0 "0-$(( half - 1 ))" pre-started,no-template &
   ab 1 "$half-$(( 2 * half - 1 ))" no-template,pre-started &
   wait
+  exit
+fi
+if [ "$gpus" = 1 ]; then
+  overhead 0 "0-$(( 2 * half - 1 ))" resnet50 fresh,pre-started,prewarm trial-overhead-h200.md
   exit
 fi
 overhead 0 "0-$(( half - 1 ))" resnet50 fresh,pre-started trial-overhead-h200.md &
