@@ -31,3 +31,24 @@ def fake_cli_for_module():
     with pytest.MonkeyPatch.context() as patch:
         fakes.install(setattr=patch.setattr)
         yield
+
+
+@pytest.fixture
+def postgres_study():
+    """A study name no other test run uses on the PostgreSQL server of tests/test_postgres.py
+    (skipped with its reason where there is none); the study is deleted afterwards."""
+    import uuid
+
+    import optuna
+
+    from tests.test_postgres import REASON, URL
+    from tuner.study.storage import make_storage
+
+    if REASON is not None:
+        pytest.skip(REASON)
+    study = f"tuner-test-{uuid.uuid4().hex[:12]}"
+    yield study
+    try:
+        optuna.delete_study(study_name=study, storage=make_storage(URL))
+    except KeyError:
+        pass

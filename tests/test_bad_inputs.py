@@ -105,7 +105,8 @@ CASES = [
     ("search-unknown-option", search_args("{root}", "--bogus"), ["--bogus"]),
     ("search-unknown-model", search(model="resnet19"), ["unknown model 'resnet19'"]),
     ("search-seq-len-for-torchvision", search(shape_schedule="1x64"), ["only a factory model"]),
-    ("search-storage-bogus", search(storage="bogus://x"), ["cannot open storage"]),
+    ("search-storage-bogus", search(storage="bogus://x"),
+     ["cannot open --storage bogus://x", "unknown kind of database 'bogus'"]),
     # show
     ("show-no-such-study", ["show", "{root}/nope"], ["no such file"]),
     ("show-not-parquet", ["show", "{root}/junk.txt"], ["not a readable Parquet file"]),

@@ -11,15 +11,13 @@ import dataclasses
 import os
 import subprocess
 import sys
-import uuid
 
-import optuna
 import pytest
 
 from tests import workers
 from tuner.data import files
 from tuner.spec import layout
-from tuner.study.storage import OWNER_ATTR, make_storage
+from tuner.study.storage import OWNER_ATTR
 
 URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PASSWORD = "s3cret-Pw9"  # trust auth ignores it; it must show up nowhere
@@ -57,18 +55,8 @@ def with_password(url: str) -> str:
     return make_url(url).set(password=PASSWORD).render_as_string(hide_password=False)
 
 
-@pytest.fixture
-def name():
-    """A study name no other test run uses; the study is deleted afterwards."""
-    study = f"tuner-test-{uuid.uuid4().hex[:12]}"
-    yield study
-    try:
-        optuna.delete_study(study_name=study, storage=make_storage(URL))
-    except KeyError:
-        pass
-
-
-def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path, name):
+def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path, postgres_study):
+    name = postgres_study
     spec = workers.create(tmp_path / "host-a", name, storage=URL)
     procs = [workers.start(spec, seed=i) for i in range(3)]
     for proc in procs:
@@ -84,7 +72,8 @@ def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path,
     assert meta["storage"] == URL  # no password in this URL to hide
 
 
-def test_a_killed_workers_trial_on_postgres_goes_stale_and_is_measured_again(tmp_path, name):
+def test_a_killed_workers_trial_on_postgres_goes_stale_and_is_measured_again(tmp_path, postgres_study):
+    name = postgres_study
     spec = workers.create(tmp_path, name, storage=URL, space=workers.SPACE_SMALL)
     workers.kill_one_worker_and_check_recovery(spec)
 
@@ -95,7 +84,8 @@ def tuner(*args: str, cwd) -> subprocess.CompletedProcess:
                           text=True, env=env, cwd=cwd, timeout=120)
 
 
-def test_a_password_in_the_storage_url_reaches_no_output_log_or_file(tmp_path, name):
+def test_a_password_in_the_storage_url_reaches_no_output_log_or_file(tmp_path, postgres_study):
+    name = postgres_study
     secret_url = with_password(URL)
     assert PASSWORD in secret_url
     search = tuner("search", "--model", "resnet18", "--device", "cpu",
@@ -126,5 +116,5 @@ def test_a_storage_that_cannot_be_opened_is_a_one_line_error_without_the_passwor
     bad = f"postgresql://postgres:{PASSWORD}@{host}:{port}/test"
     run = tuner("worker", "--study", "x", "--storage", bad, cwd=tmp_path)
     assert run.returncode == 1 and run.stdout == ""
-    assert run.stderr.startswith("Error: cannot open storage postgresql://postgres:***@")
+    assert run.stderr.startswith("Error: cannot open --storage postgresql://postgres:***@")
     assert run.stderr.count("\n") == 1 and PASSWORD not in run.stderr

@@ -35,6 +35,7 @@ from tuner.cli.options import (
     with_space_file,
 )
 from tuner.errors import UserError
+from tuner.spec.records import TrialProtocol
 from tuner.trial.prebuild import PrebuildRequest
 
 SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accepts
@@ -72,7 +73,7 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "[inductor_options] table); options given here win. See README, "
                    "\"A space file\".")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
-@click.option("--shape-schedule", default="",
+@click.option("--shape-schedule",
               help="Shapes replayed in order after each trial's steady state: batch sizes "
                    "(1,8,32,8) or, for a factory taking a sequence length, BATCHxSEQ_LEN "
                    "(8x128,8x512,8x64): recompiles, compile time and latency per shape on "
@@ -155,7 +156,6 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.launch import gpus as gpu_list
     from tuner.launch import runner as runners
     from tuner.spec.layout import StudyLayout
-    from tuner.spec.records import TrialProtocol
     from tuner.spec.space import build_space, default_formats, default_options
     from tuner.spec.workload import Workload, parse_shapes, validate
     from tuner.study.finalists import Repeats
@@ -172,8 +172,15 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                                        batch_sizes=batch_sizes, backends=backends, modes=modes,
                                        dynamic=dynamic)
 
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # --model mymodule:factory from the current folder
+    _import_from_here()
+    if ":" in model and click.get_current_context().get_parameter_source("image_size") in (
+            click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+        # Stored with the study all the same, so a resume without it would be refused.
+        raise UserError(f"--image-size applies to torchvision models only: the factory of "
+                        f"--model {model} makes its own inputs; drop --image-size")
+    if shape_schedule is not None and not shape_schedule.strip():
+        raise UserError("--shape-schedule is empty: give shapes, e.g. --shape-schedule 1,8,32,8, "
+                        "or leave it out")
     chosen = None
     if gpus is not None:
         chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
@@ -192,9 +199,12 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         dtype=dtypes[0] if len(dtypes) == 1 else "float32",
                         channels_last=formats[0] if len(formats) == 1 else False,
                         cudnn_benchmark=cudnn[0] if len(cudnn) == 1 else True,
-                        shape_schedule=parse_shapes(shape_schedule))
+                        shape_schedule=parse_shapes(shape_schedule or ""))
     sizes = positive_ints(batch_sizes, "batch size", "--batch-sizes")
     study_name = _study_name(model, device) if name is None else name
+    protocol = TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
+                             warm_cache=warm_cache, compile_timeout_s=compile_timeout_s)
+    _check_timeout(timeout_s, protocol, " (--min-seconds)")
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=runners.prestart_for(prestart))
     # Searched here (not by --gpus workers): the first trial's process starts importing torch
     # now, beside the checks below, which take seconds (this process imports torch,
@@ -216,9 +226,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                             cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
                             options=options)
         spec = StudySpec(name=study_name, workload=workload, space=space,
-                         protocol=TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
-                                                warm_cache=warm_cache,
-                                                compile_timeout_s=compile_timeout_s),
+                         protocol=protocol,
                          root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
                          seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
                          sampler=sampler,
@@ -295,6 +303,7 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     from tuner.launch.runner import LaunchSettings
     from tuner.study.fleet import WorkerPlan
 
+    _check_study_option(name)
     plan = WorkerPlan(study=name, root=str(studies_dir),
                       launch=LaunchSettings(timeout_s=timeout_s, prestart=prestart, gpu=gpu),
                       seed=secrets.randbelow(2**31) if seed is None else seed,
@@ -306,11 +315,12 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
     """One worker on an existing study: ``tuner worker``, and each worker of a fleet."""
     from tuner.launch import runner as runners
     from tuner.launch.gpus import check_worker_gpu
+    from tuner.spec.workload import check_loads_here
     from tuner.study.export import export_study
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
 
-    spec = join_spec(plan.study, storage, Path(plan.root), n_trials=plan.n_trials,
+    spec = join_spec(plan.study, storage, Path(plan.root), "--study", n_trials=plan.n_trials,
                      budget_s=plan.budget_s, seed=plan.seed)
     if export_only:
         joined = Search(spec)
@@ -318,13 +328,17 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
         run.print_study(spec.layout, as_json)
         return
     device = spec.workload.device
+    _check_timeout(plan.launch.timeout_s, spec.protocol, f" (as study {spec.name!r} asks)")
     launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(plan.launch.prestart))
     runner = runners.make_runner(launch, spec.layout.cache_root)
-    # The first trial's process imports torch while this one checks the GPUs and opens the study.
+    # The first trial's process imports torch while this one checks the GPUs and the model and
+    # opens the study.
     runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
     if not plan.gpus_checked:  # a fleet's workers were checked by the process that started them
         try:
             check_worker_gpu(plan.study, device, plan.launch.gpu)
+            _import_from_here()
+            check_loads_here(spec.workload, spec.name, "worker")
         except BaseException:
             runner.close()
             raise
@@ -370,24 +384,46 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
       tuner confirm studies/resnet18-cuda --redo   # all of them again, from scratch
     """
     from tuner.launch import runner as runners
-    from tuner.launch.gpus import check_device, visible_gpus
+    from tuner.launch.gpus import NO_GPU_FIX_JOINED, check_device, visible_gpus
+    from tuner.spec.layout import check_name
+    from tuner.spec.workload import check_loads_here
     from tuner.study.finalists import Repeats
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
 
-    plan = Repeats.parse(repeats)
+    plan = Repeats.parse(repeats, "--repeats")
     if not plan.any:
         raise UserError("--repeats 0 measures nothing: give auto or a number from 1")
     path = Path(study)
+    if path.is_file():
+        raise UserError(f"STUDY {study} is a file: give the study folder it is in "
+                        f"({path.parent}), or a study name under --studies-dir")
     name, root = (path.name, path.parent) if path.is_dir() else (study, studies_dir)
-    spec = join_spec(name, storage, root)
+    try:
+        check_name(name)
+    except UserError:
+        raise UserError(f"STUDY {study!r} is not a study folder here, and not a folder name "
+                        "either: give a study folder, or a study name under --studies-dir "
+                        "(letters, digits, '_', '.' and '-')") from None
+    spec = join_spec(name, storage, root, "STUDY")
     device = spec.workload.device
-    check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}")
+    check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}",
+                 NO_GPU_FIX_JOINED)
+    _check_timeout(timeout_s, spec.protocol, f" (as study {spec.name!r} asks)")
+    _import_from_here()
+    check_loads_here(spec.workload, spec.name, "confirm")
     say = teller(quiet)
     launch = runners.LaunchSettings(timeout_s, runners.prestart_for(prestart))
-    stopped = run.run_confirm(
-        Search(spec, runners.make_runner(launch, spec.layout.cache_root), on_message=say),
-        say, plan, redo=redo)
+    runner = runners.make_runner(launch, spec.layout.cache_root)
+    try:
+        search_ = Search(spec, runner, on_message=say)
+        if search_.current().pareto.empty:
+            raise UserError(f"nothing to confirm: no trial of study {spec.name!r} finished ok "
+                            f"and matched eager (`tuner show {study} --all` lists how each ended)")
+    except BaseException:
+        runner.close()
+        raise
+    stopped = run.run_confirm(search_, say, plan, redo=redo)
     run.print_study(spec.layout, as_json)
     if stopped:
         sys.exit(130)
@@ -405,3 +441,38 @@ def _study_name(model: str, device: str) -> str:
     module, _, factory = model.partition(":")
     base = f"{module.split('.')[-1]}-{factory}" if factory else model
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{base}-{device.split(':')[0]}")
+
+
+def _import_from_here() -> None:
+    """Factory models import from the current folder, as they do in the trial processes
+    (``python -m`` started here puts this folder on their path)."""
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+
+
+def _check_timeout(timeout_s: float, protocol: TrialProtocol, whose: str) -> None:
+    """A --timeout no trial can finish within is refused: every trial would end as a timeout,
+    which reads as a model that hangs. Each trial times its steady state twice (per request,
+    then back to back), each for the protocol's seconds, after building and compiling."""
+    floor = 2 * min(protocol.min_seconds, protocol.max_seconds)
+    if timeout_s <= floor:
+        raise UserError(f"--timeout {timeout_s:g} s leaves no trial time to finish: each trial "
+                        f"times its steady state twice, {floor / 2:g} s each{whose}, after "
+                        "building and compiling; give more, e.g. --timeout 30m")
+
+
+def _check_study_option(name: str) -> None:
+    """``--study`` takes a study's name: a path gets the name and --studies-dir it stands for."""
+    from tuner.spec.layout import check_name
+
+    try:
+        check_name(name)
+    except UserError:
+        if "/" not in name:
+            raise UserError(f"--study {name!r} is not a folder name: give a study's name "
+                            "(letters, digits, '_', '.' and '-')") from None
+        path = Path(name)
+        folder = path.parent if path.is_file() else path
+        raise UserError(f"--study {name!r} is not a folder name: --study takes a study's name; "
+                        f"for {folder} give --study {folder.name} --studies-dir "
+                        f"{folder.parent}") from None

@@ -209,7 +209,8 @@ json_option = click.option("--json", "as_json", is_flag=True,
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 timeout_option = click.option(
     "--timeout", "timeout_s", type=Duration(), default="30m", show_default=True,
-    help="Kill a trial process that has not finished after this long (e.g. 20m, 90s).")
+    help="Kill a trial process that has not finished after this long, e.g. 20m, 90s or 1h30m; "
+         "a bare number is seconds.")
 # The figures the default is chosen from: compile_s_cold of the committed H200 studies and
 # landscape (torch 2.11), and the max-autotune timeouts of studies/h200-resnet18 (README).
 compile_timeout_option = click.option(

@@ -95,8 +95,9 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
-              show_default=True, help="table for people, json for scripts (same as --json), "
-                                      "python for a snippet to paste into production code.")
+              show_default=True, help="table for people, json for scripts (same as --json, which "
+                                      "no other format combines with), python for a snippet to "
+                                      "paste into production code.")
 @json_option
 @user_errors
 def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compile_s,
@@ -116,7 +117,11 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
     """
     from tuner.use.recommend import recommend as recommend_
 
-    if as_json:
+    if as_json and fmt != "json":
+        if click.get_current_context().get_parameter_source("fmt") in (
+                click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+            raise click.UsageError(f"--json and --format {fmt} cannot be combined: --json is "
+                                   "--format json; give one of them")
         fmt = "json"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -16,16 +16,23 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def check_device(device: str, available: int, where: str) -> None:
+# The way out where no GPU is seen: for `tuner search`, which has --device, and for the commands
+# that join a study made for CUDA (worker, confirm), which cannot change its device.
+NO_GPU_FIX = "use --device cpu, or run on a machine with an NVIDIA driver and a CUDA build of torch"
+NO_GPU_FIX_JOINED = ("run it on a machine with a GPU (an NVIDIA driver and a CUDA build of "
+                     "torch), or make a new study with `tuner search --device cpu`")
+
+
+def check_device(device: str, available: int, where: str, fix: str = NO_GPU_FIX) -> None:
     """A one-line error, before any trial, for a CUDA device this process cannot see: without
     it every trial would start, crash on the missing driver, and the search would exit 0.
-    ``where`` names what asked for the device (``--device cuda``, ``study 'x' runs on cuda``)."""
+    ``where`` names what asked for the device (``--device cuda``, ``study 'x' runs on cuda``);
+    ``fix`` says what to do with no GPU, in the options of the command that asked."""
     if not device.startswith("cuda"):
         return
     if available == 0:
         raise UserError(f"{where}, but torch sees no CUDA GPU on this machine "
-                        "(torch.cuda.is_available() is False): use --device cpu, or run on a "
-                        "machine with an NVIDIA driver and a CUDA build of torch")
+                        f"(torch.cuda.is_available() is False): {fix}")
     index = int(device.partition(":")[2] or 0)
     if index >= available:
         raise UserError(f"{where}, but there is no GPU {index}: torch sees {available} "
@@ -36,12 +43,12 @@ def check_worker_gpu(study: str, device: str, gpu: int | None) -> None:
     """A one-line error for a worker (``tuner worker``) whose study or ``--gpu`` this host
     cannot serve. It imports torch to count the GPUs: a fleet's workers skip it, their parent
     checked."""
-    check_device(device, visible_gpus(), f"study {study!r} runs on {device}")
+    check_device(device, visible_gpus(), f"study {study!r} runs on {device}", NO_GPU_FIX_JOINED)
     if gpu is not None:
         if device != "cuda":
             raise UserError(f"study {study!r} runs on {device}; --gpu shows a worker's trials "
                             "one GPU, as cuda: drop --gpu" + (
-                                " (or start a study with --device cuda)"
+                                " (or make a study with `tuner search --device cuda`)"
                                 if device.startswith("cuda") else ""))
         choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
 

@@ -171,8 +171,8 @@ class ProcessRunner:
 
         tail = _tail(log_path)
         if outcome == "timeout":
-            result = TrialResult.failure(
-                Status.TIMEOUT, f"no result after {self.timeout_s:.0f} s; process group killed")
+            result = TrialResult.failure(Status.TIMEOUT, f"no result after {self.timeout_s:g} s "
+                                         "(--timeout); process group killed")
         elif outcome == "compile_timeout":
             result = watch.record()
             result.prestarted = self.prestart

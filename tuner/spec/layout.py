@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from pathlib import Path
@@ -69,6 +70,17 @@ class StudyLayout:
     @property
     def pareto_file(self) -> Path:
         return self.directory / PARETO_FILE
+
+    def results(self) -> list[str]:
+        """What the folder holds of a study's results (its Parquet files, its trials' records):
+        a new study started here would overwrite them."""
+        found: list[str] = []
+        with contextlib.suppress(OSError):  # unreadable: writing there fails first
+            found = [p.name for p in (self.trials_file, self.pareto_file) if p.is_file()]
+            trials = self.directory / "trials"
+            if trials.is_dir() and any(trials.iterdir()):
+                found.append("trials/")
+        return found
 
     def trial_dir(self, number: int) -> Path:
         return self.directory / "trials" / str(number)

@@ -59,6 +59,10 @@ def read_space_file(path: Path) -> SpaceFile:
         raise UserError(f"--space {path}: cannot read it ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"--space {path}: not valid TOML: {exc}") from None
+    if not data:
+        # Not "no narrowing": a space file is the whole space, the CUDA defaults left out.
+        raise UserError(f"--space {path}: the file sets nothing; give at least one key "
+                        f"({', '.join(OPTIONS)}) or leave --space out")
     for key in data:
         if key not in OPTIONS:
             close = difflib.get_close_matches(key, OPTIONS, n=1)

@@ -163,19 +163,39 @@ def torchvision_models() -> list[str]:
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
 
-def load_factory(spec: str, error: type[Exception]) -> Any:
+def load_factory(spec: str, error: type[Exception], source: str | None = None) -> Any:
+    """The factory ``package.module:factory`` names. ``source`` says where the name came from
+    in the errors (default: ``--model SPEC``, as ``tuner search`` takes it)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise error(f"--model {spec!r}: expected package.module:factory")
+        raise error(f"{source or f'--model {spec!r}'}: expected package.module:factory")
+    source = source or f"--model {spec}"
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
-        raise error(f"cannot import {module_name!r} for --model {spec}: "
+        raise error(f"cannot import {module_name!r} for {source}: "
                     f"{type(exc).__name__}: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise error(f"{module_name!r} has no callable {attr!r} (from --model {spec})")
+        raise error(f"{module_name!r} has no callable {attr!r} (from {source})")
     return factory
+
+
+def check_loads_here(workload: Workload, study: str, command: str) -> None:
+    """For a run that joins a study (``tuner worker``, ``tuner confirm``): a one-line error
+    before any trial where the study's factory does not import in this process, as it would
+    not in its trial processes (they import from the same folder and path). Without it each
+    trial would fail in its own process and be recorded as the model failing, with an exit of
+    0. A torchvision model is not checked: the study was made with one that exists, and listing
+    them would cost each worker the import of torchvision."""
+    if not workload.is_factory:
+        return
+    try:
+        load_factory(workload.model, error=UserError,
+                     source=f"the model {workload.model} of study {study!r}")
+    except UserError as exc:
+        raise UserError(f"{exc}; run `tuner {command}` from the folder the study was made in, "
+                        "or put the module's folder on PYTHONPATH") from None
 
 
 def _takes_seq_len(factory: Any) -> bool:

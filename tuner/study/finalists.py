@@ -66,13 +66,14 @@ class Repeats:
     width: float = 0.05
 
     @classmethod
-    def parse(cls, text: str | int) -> Repeats:
-        """``auto`` or a whole number of repeats."""
+    def parse(cls, text: str | int, option: str = "--confirm") -> Repeats:
+        """``auto`` or a whole number of repeats; ``option``, the option that gave it, is what
+        an error names (``tuner search --confirm``, ``tuner confirm --repeats``)."""
         if isinstance(text, int) or str(text).strip().isdigit():
             return cls(fixed=int(text))
         if str(text).strip().lower() == "auto":
             return cls()
-        raise UserError(f"repeats {text!r}: give auto or a whole number, e.g. --confirm 3")
+        raise UserError(f"{option} {text!r}: give auto or a whole number, e.g. {option} 3")
 
     @property
     def any(self) -> bool:

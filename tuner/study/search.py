@@ -22,14 +22,14 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from tuner.data.select import comparable, eligible
+from tuner.data.select import comparable, eligible, pareto
 from tuner.errors import UserError
 from tuner.launch.runner import Runner
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.claims import Claims
-from tuner.study.export import Exported, export_study
+from tuner.study.export import Exported, export_study, study_frame
 from tuner.study.params import suggest
 from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
@@ -39,9 +39,9 @@ from tuner.study.storage import (
     INTERRUPTED_ATTR,
     OWNER_ATTR,
     STATUS_ATTR,
-    ensure_folder,
     make_storage,
     open_study,
+    opening,
     resumed_protocol,
 )
 
@@ -75,10 +75,10 @@ class Search:
         self.stop_after_trial = threading.Event()
         self.abort = threading.Event()
         # The storage tells this process of the trials it fails for want of heartbeats.
-        ensure_folder(spec)
-        storage = make_storage(spec.storage_url,
-                               on_stale=lambda study, trial: self.claims.on_stale(study, trial))
-        self.fronts = open_study(spec, storage)
+        with opening(spec):
+            storage = make_storage(spec.storage_url, given=spec.storage is not None,
+                                   on_stale=lambda study, trial: self.claims.on_stale(study, trial))
+            self.fronts = open_study(spec, storage)
         # Fields an older study lacks keep their old meaning (no compile budget), as for a
         # worker that joins it.
         self.spec = spec = dataclasses.replace(
@@ -119,6 +119,7 @@ class Search:
         # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
         # their other configs would fail the same way, each up to --timeout, so they are skipped.
         broken: dict[int, str] = {}
+        timed_out: set[int] = set()  # those of them where eager ran past --timeout
         not_run: set[str] = set()  # keys of those batch sizes that have their failed row
         rng = random.Random(spec.seed)
         said_waiting = False
@@ -220,6 +221,8 @@ class Search:
                 broken[config.batch_size] = f"trial {number}, {config.label}: " \
                     f"{result.status.value}: " \
                     f"{result.message.splitlines()[0][:200] if result.message else ''}"
+                if result.status is Status.TIMEOUT:
+                    timed_out.add(config.batch_size)
                 self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
                                 f"model fails there without compiling ({broken[config.batch_size]})"
                                 "; the other batch sizes go on")
@@ -234,8 +237,12 @@ class Search:
             elif result.status is Status.COMPILE_TIMEOUT:
                 self._skip_mode(config, number, not_run)
         if broken and not _any_ok(self.export().trials):
-            raise UserError("the model cannot run at any batch size: " + "; ".join(
-                f"batch size {bs}: {why}" for bs, why in sorted(broken.items())))
+            why = "; ".join(f"batch size {bs}: {reason}" for bs, reason in sorted(broken.items()))
+            if set(broken) <= timed_out:
+                # A --timeout too short for any trial looks like a model that hangs: say which.
+                raise UserError(f"no trial finished within --timeout at any batch size ({why}): "
+                                "raise --timeout, unless the model hangs in eager")
+            raise UserError(f"the model cannot run at any batch size: {why}")
         if broken:
             stop_reason += " (skipped batch sizes where the model fails: " + ", ".join(
                 str(bs) for bs in sorted(broken)) + ")"
@@ -337,6 +344,12 @@ class Search:
         exported = export_study(self.fronts, self.spec)
         finalists.prune_caches(self.fronts, self.spec, exported.pareto)
         return exported
+
+    def current(self) -> Exported:
+        """The trials and the Pareto set as the storage holds them now, written nowhere and
+        deleting nothing: what a caller checks before it measures (``tuner confirm``)."""
+        df = study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout)
+        return Exported(df, pareto(df))
 
 
 def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:

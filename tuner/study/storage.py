@@ -8,11 +8,13 @@ attributes (the names below), so a study resumes from any host that can reach th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import os
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -68,27 +70,35 @@ def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = No
     # Search records heartbeats for its ask/tell trials itself (see _Heartbeat).
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    ensure_folder(spec)
-    try:
-        storage = storage or make_storage(spec.storage_url)
-        study = optuna.create_study(
-            study_name=spec.name, storage=storage,
-            directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
-        _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
-        _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space",
-                      hint=_space_hint)
-        _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
-                      compared=_protocol_keys)
-        kind = _sampler_of(study, spec.sampler)
-        limits = _limits_of(study, spec.limits)
-        # A study made before samples its trials here; a newer one in each batch size's study.
-        study.sampler = make_sampler(kind, spec.seed)
-        if study.metric_names is None:
-            study.set_metric_names(list(PARETO_OBJECTIVES))
-        fronts = Fronts.open(study, storage, spec.space.batch_sizes,
-                             lambda: make_sampler(kind, spec.seed))
-    except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
-        raise _cannot_open(spec.storage_url, exc) from None
+    given = spec.storage is not None
+    with opening(spec):
+        try:
+            storage = storage or make_storage(spec.storage_url, given=given)
+            _refuse_new_study_over_results(spec, storage)
+            fronts = _open_fronts(spec, storage)
+        except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
+            raise _cannot_open(spec.storage_url, exc, given) from None
+    return fronts
+
+
+def _open_fronts(spec: StudySpec, storage: optuna.storages.BaseStorage) -> Fronts:
+    """:func:`open_study` in an open storage."""
+    study = optuna.create_study(
+        study_name=spec.name, storage=storage,
+        directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
+    _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
+    _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space",
+                  hint=_space_hint)
+    _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
+                  compared=_protocol_keys)
+    kind = _sampler_of(study, spec.sampler)
+    limits = _limits_of(study, spec.limits)
+    # A study made before samples its trials here; a newer one in each batch size's study.
+    study.sampler = make_sampler(kind, spec.seed)
+    if study.metric_names is None:
+        study.set_metric_names(list(PARETO_OBJECTIVES))
+    fronts = Fronts.open(study, storage, spec.space.batch_sizes,
+                         lambda: make_sampler(kind, spec.seed))
     fronts.sampler, fronts.limits = kind, limits
     return fronts
 
@@ -121,6 +131,57 @@ def _limits_of(study: optuna.Study, asked: Constraints | None) -> Constraints:
     return Constraints(**stored)
 
 
+@contextlib.contextmanager
+def opening(spec: StudySpec) -> Iterator[None]:
+    """Around opening the study's storage: first refuse a folder whose results the new study
+    would overwrite, then make the folder; where opening fails, remove the folders this made
+    (those still empty), so a storage that cannot be opened leaves nothing behind."""
+    _refuse_new_study_over_results(spec, None)
+    made = list(itertools.takewhile(lambda p: not p.exists(),
+                                    (spec.directory, *spec.directory.parents)))
+    try:
+        ensure_folder(spec)
+        yield
+    except BaseException:
+        for folder in made:  # the study folder first, then the parents this made
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _refuse_new_study_over_results(spec: StudySpec,
+                                   storage: optuna.storages.BaseStorage | None) -> None:
+    """A folder that holds a study's results (its Parquet files, trial records) but whose storage
+    lacks the study (study.db gone, or another --storage) would get a new study, whose files
+    overwrite them: refuse. ``storage``: None before it is opened (then only a missing
+    study.db is known)."""
+    found = spec.layout.results()
+    if not found:
+        return
+    db = spec.layout.db.exists()
+    other = "pick another --name or --studies-dir, or remove the folder"
+    if storage is None:
+        if spec.storage is not None or db:
+            return
+        lacks, fix = "no study.db", f"restore study.db, {other}"
+    else:
+        try:
+            storage.get_study_id_from_name(spec.name)
+            return
+        except KeyError:
+            pass
+        if spec.storage is None:
+            lacks, fix = f"its study.db has no study {spec.name!r}", f"restore study.db, {other}"
+        else:
+            lacks = f"--storage {redact(spec.storage)} has no study {spec.name!r}"
+            fix = ("pass the --storage it lives in"
+                   + (" (or none: the folder has a study.db)" if db else "") + f", {other}")
+    raise UserError(f"{spec.directory} holds a study's results ({', '.join(found)}) but {lacks}, "
+                    f"so a new study would overwrite them: {fix}")
+
+
 def ensure_folder(spec: StudySpec) -> None:
     """Create the study folder; a one-line error where it cannot be written."""
     try:
@@ -136,9 +197,10 @@ def ensure_folder(spec: StudySpec) -> None:
 
 
 def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
-              **run: Any) -> StudySpec:
+              argument: str = "--study", **run: Any) -> StudySpec:
     """The spec of an existing study, read from its storage, for a worker that joins it from
-    this host or another; ``run`` holds this run's own fields (n_trials, budget_s, seed)."""
+    this host or another; ``run`` holds this run's own fields (n_trials, budget_s, seed).
+    ``argument``: how the command was given the study's name, for the errors."""
     from sqlalchemy.exc import SQLAlchemyError
 
     layout = StudyLayout.of(root, name)
@@ -150,12 +212,12 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.logging.set_verbosity(optuna.logging.WARNING)
-            study = optuna.load_study(study_name=name, storage=make_storage(url))
+            opened = make_storage(url, given=storage is not None)
+            study = optuna.load_study(study_name=name, storage=opened)
     except KeyError:
-        raise UserError(f"no study {name!r} in {redact(url)}: check --study, or start it with "
-                        "`tuner search --name ... --storage ...`") from None
+        raise _no_such_study(name, storage, layout, opened, argument) from None
     except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
-        raise _cannot_open(url, exc) from None
+        raise _cannot_open(url, exc, storage is not None) from None
     attrs = study.user_attrs
     if WORKLOAD_ATTR not in attrs or SPACE_ATTR not in attrs:
         raise UserError(f"study {name!r} in {redact(url)} was not made by tuner "
@@ -166,17 +228,33 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
                      root=root, storage=storage, **run)
 
 
-def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None
-                 ) -> optuna.storages.BaseStorage:
+def _no_such_study(name: str, storage: str | None, layout: StudyLayout,
+                   opened: optuna.storages.BaseStorage, argument: str) -> UserError:
+    """Why the storage holds no study ``name``, naming ``argument``; a study folder renamed
+    since (its study.db holds one study, of another name) gets the name to give it back."""
+    names = [s.study_name for s in opened.get_all_studies()]
+    held = [n for n in names if ":" not in n]  # not the per-batch-size studies, <name>:bs<N>
+    if storage is None and len(held) == 1:
+        return UserError(f"{layout.directory} holds study {held[0]!r}, not {name!r}: a study is "
+                         f"found by its folder's name, so rename the folder back to {held[0]}")
+    where = layout.db if storage is None else redact(storage)
+    there = f" (it holds {', '.join(map(repr, held[:5]))})" if held else ""
+    return UserError(f"no study {name!r} in {where}{there}: check {argument}, or start it with "
+                     f"`tuner search --name {name}{' --storage ...' if storage else ''}`")
+
+
+def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+                 *, given: bool = True) -> optuna.storages.BaseStorage:
     """An RDB storage with heartbeats; SQLite set up for several processes on one host. A URL
     SQLAlchemy cannot use (an unknown scheme, a server that does not answer) is a one-line
-    error naming it, its password masked."""
+    error naming it, its password masked; ``given``: the user gave it (--storage), rather than
+    it being the study's own SQLite file."""
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
         return _make_storage(url, on_stale)
     except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
-        raise _cannot_open(url, exc) from None
+        raise _cannot_open(url, exc, given) from None
 
 
 class _Heartbeat(TypedDict):
@@ -207,12 +285,35 @@ def _make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None
     return storage
 
 
-def _cannot_open(url: str, exc: Exception) -> UserError:
-    """One line, no secret: the driver's own message (not SQLAlchemy's wrapper) and the URL
-    with its password masked."""
-    reason = " ".join(line.strip() for line in str(getattr(exc, "orig", None) or exc).splitlines()
-                      if line.strip())
-    return UserError(f"cannot open storage {redact(url)}: {scrub(reason, url)}")
+def _cannot_open(url: str, exc: Exception, given: bool = True) -> UserError:
+    """One line, no secret: where (--storage, when the user gave the URL), the URL with its
+    password masked, and why in a few words rather than the driver's paragraph."""
+    where = "--storage" if given else "storage"
+    return UserError(f"cannot open {where} {redact(url)}: {scrub(_cause(url, exc), url)}")
+
+
+def _cause(url: str, exc: Exception) -> str:
+    """Why ``url`` could not be opened, in a few words: what SQLAlchemy, optuna and the drivers
+    say is a paragraph (a plugin path, "install appropriate one", a link)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    if isinstance(exc, NoSuchModuleError):
+        return (f"unknown kind of database {url.partition(':')[0].partition('+')[0]!r} "
+                "(e.g. postgresql://user@host/db or sqlite:///path/study.db)")
+    if isinstance(exc, ArgumentError):
+        return "not a database URL (e.g. postgresql://user@host/db or sqlite:///path/study.db)"
+    if isinstance(exc, ImportError):  # optuna's, over the driver's own ModuleNotFoundError
+        missing = getattr(exc.__cause__, "name", None) or getattr(exc, "name", None)
+        return f"its driver{f' {missing!r}' if missing else ''} is not installed"
+    if isinstance(exc, ValueError):
+        try:
+            make_url(url)
+        except ValueError:  # int() of its port
+            return "its port is not a number"
+    text = str(getattr(exc, "orig", None) or exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return " ".join(first.split())
 
 
 def _with_driver(url: str) -> str:

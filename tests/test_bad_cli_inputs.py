@@ -1,0 +1,219 @@
+"""Bad input a CLI audit found: each gets a one-line ``Error:`` (naming only options of the
+command that was run) and a non-zero exit, and records nothing."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeRunner
+from tests.test_bad_inputs import fingerprint
+from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
+from tuner.spec.records import Status
+
+pytestmark = pytest.mark.usefixtures("fake_cli")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory, fake_cli_for_module) -> Path:
+    """A studies folder with one finished study (fake runner), its finalists confirmed once."""
+    root = tmp_path_factory.mktemp("studies")
+    result = invoke(*search_args(root, "--confirm", "1"))
+    assert result.exit_code == 0, result.stderr
+    return root
+
+
+def fake_runner_failing(monkeypatch, **fail: Status) -> None:
+    """Every runner the CLI makes is a FakeRunner whose configs (by label) end as ``fail``."""
+    from tuner.launch import runner as runners
+
+    failing = {label.replace("_", ":"): status for label, status in fail.items()}
+    monkeypatch.setattr(runners, "make_runner",
+                        lambda settings, shared_cache=None: FakeRunner(fail=failing))
+
+
+# -- 1: a factory model the worker or confirm run cannot import ---------------------------------
+
+MODULE = "tuner_test_model_only_there"  # a module on no path but its own folder's
+
+
+def test_worker_and_confirm_refuse_a_factory_model_they_cannot_import(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the commands add their folder to it
+    made_in, elsewhere, studies = tmp_path / "made-in", tmp_path / "elsewhere", tmp_path / "s"
+    made_in.mkdir()
+    elsewhere.mkdir()
+    (made_in / f"{MODULE}.py").write_text("from tests.models import tiny_cnn as make\n")
+    # The study is made in the model's folder, one of its two configs measured.
+    monkeypatch.chdir(made_in)
+    result = invoke(*search_args(studies, "--trials", "1", model=f"{MODULE}:make",
+                                 batch_sizes="1"))
+    assert result.exit_code == 0, result.stderr
+    # Then joined from another folder, where the module is not to be found.
+    sys.path.remove(str(made_in))
+    monkeypatch.delitem(sys.modules, MODULE)
+    importlib.invalidate_caches()
+    monkeypatch.chdir(elsewhere)
+    study = f"{MODULE}-make-cpu"
+    before = fingerprint(studies)
+    for command, args in (("worker", ["--study", study, "--studies-dir", str(studies)]),
+                          ("confirm", [str(studies / study)])):
+        assert_one_line_error(invoke(command, *args), f"cannot import '{MODULE}'",
+                              f"the model {MODULE}:make of study '{study}'",
+                              f"run `tuner {command}` from the folder the study was made in")
+        assert fingerprint(studies) == before
+    # From the folder it was made in, the worker measures the other config.
+    monkeypatch.chdir(made_in)
+    result = invoke("worker", "--study", study, "--studies-dir", str(studies))
+    assert result.exit_code == 0, result.stderr
+    assert "1 new trials, 2 in the study" in result.stderr
+
+
+# -- 2: nothing to confirm -----------------------------------------------------------------------
+
+def test_confirm_of_a_study_where_no_trial_finished_ok_is_a_one_line_error(tmp_path, monkeypatch):
+    fake_runner_failing(monkeypatch, eager=Status.CRASH)
+    result = invoke(*search_args(tmp_path, "--confirm", "0", "-q"))
+    assert_one_line_error(result, "the model cannot run at any batch size")  # but the study stays
+    before = fingerprint(tmp_path)
+    assert_one_line_error(invoke("confirm", str(tmp_path / STUDY)), "nothing to confirm",
+                          f"no trial of study '{STUDY}' finished ok",
+                          f"tuner show {tmp_path / STUDY} --all")
+    assert fingerprint(tmp_path) == before
+
+
+# -- 3: a CUDA study on a machine without a GPU ---------------------------------------------------
+
+def test_worker_and_confirm_of_a_cuda_study_suggest_only_what_they_can_do(tmp_path, monkeypatch):
+    from tests import workers
+    from tuner.launch import gpus
+
+    workers.create(tmp_path, "on-cuda", storage=None, space=workers.SPACE_SMALL)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: 0)
+    for args in (["worker", "--study", "on-cuda", "--studies-dir", str(tmp_path)],
+                 ["confirm", str(tmp_path / "on-cuda")]):
+        result = invoke(*args)
+        assert_one_line_error(result, "study 'on-cuda' runs on cuda", "torch sees no CUDA GPU",
+                              "run it on a machine with a GPU",
+                              "make a new study with `tuner search --device cpu`")
+        assert "use --device" not in result.stderr
+
+
+# -- 4: each command's message names its own arguments --------------------------------------------
+
+def test_a_renamed_study_folder_gets_the_name_to_give_it_back(root, tmp_path):
+    shutil.copytree(root / STUDY, tmp_path / "renamed")
+    for args in (["confirm", str(tmp_path / "renamed")],
+                 ["worker", "--study", "renamed", "--studies-dir", str(tmp_path)]):
+        result = invoke(*args)
+        assert_one_line_error(result, f"holds study '{STUDY}', not 'renamed'",
+                              f"rename the folder back to {STUDY}")
+        assert "check --study" not in result.stderr
+
+
+def test_confirm_of_a_parquet_file_asks_for_its_study_folder(root):
+    result = invoke("confirm", str(root / STUDY / "trials.parquet"))
+    assert_one_line_error(result, "is a file", f"give the study folder it is in ({root / STUDY})")
+    assert "--name" not in result.stderr
+
+
+@pytest.mark.parametrize("given", [STUDY, f"{STUDY}/trials.parquet"])
+def test_worker_given_a_path_gets_the_study_and_studies_dir_it_means(root, given):
+    result = invoke("worker", "--study", str(root / given))
+    assert_one_line_error(result, "--study takes a study's name",
+                          f"give --study {STUDY} --studies-dir {root}")
+    assert "--name" not in result.stderr
+
+
+def test_confirm_of_a_study_not_in_its_storage_names_study_not_the_worker_option(root):
+    result = invoke("confirm", "nope", "--storage", f"sqlite:///{root / STUDY / 'study.db'}")
+    assert_one_line_error(result, "no study 'nope'", f"it holds '{STUDY}'", "check STUDY")
+    assert "--study" not in result.stderr
+
+
+# -- 5, 6: confirm --repeats, recommend --format --json ------------------------------------------
+
+def test_confirm_repeats_that_are_no_number_name_repeats(root):
+    result = invoke("confirm", str(root / STUDY), "--repeats", "x")
+    assert_one_line_error(result, "--repeats 'x'", "e.g. --repeats 3")
+    assert "--confirm" not in result.stderr
+
+
+def test_recommend_format_python_with_json_is_a_usage_error(root):
+    result = invoke("recommend", str(root / STUDY), "--batch-size", "1", "--format", "python",
+                    "--json")
+    assert_one_line_error(result, "--json and --format python cannot be combined")
+    assert result.exit_code == 2
+    # --json alone, or with --format json, is JSON as before.
+    for extra in ([], ["--format", "json"]):
+        result = invoke("recommend", str(root / STUDY), "--batch-size", "1", "--json", *extra)
+        assert result.exit_code == 0 and result.stdout.startswith("{"), result.stderr
+
+
+# -- 7: a --timeout no trial can finish within ---------------------------------------------------
+
+def test_a_timeout_shorter_than_the_timing_it_must_hold_is_refused(tmp_path):
+    result = invoke(*search_args(tmp_path, timeout="0.01s"))
+    assert_one_line_error(result, "--timeout 0.01 s leaves no trial time to finish",
+                          "2 s each (--min-seconds)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trials_that_all_time_out_are_not_blamed_on_the_model(tmp_path, monkeypatch):
+    fake_runner_failing(monkeypatch, eager=Status.TIMEOUT)
+    result = invoke(*search_args(tmp_path, "--confirm", "0", "-q"))
+    assert_one_line_error(result, "no trial finished within --timeout at any batch size",
+                          "raise --timeout")
+    assert "cannot run" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_real_timeout_says_how_long_it_was(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "search", "--model", "tests.models:tiny_cnn", "--device",
+         "cpu", "--backend", "eager", "--batch-sizes", "1", "--min-seconds", "0", "--timeout",
+         "0.01s", "--confirm", "0", "--no-prestart", "-q", "--studies-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("Error: no trial finished within --timeout at any batch size")
+    assert "no result after 0.01 s (--timeout)" in done.stderr
+
+
+# -- 8: empty inputs -----------------------------------------------------------------------------
+
+def test_an_empty_space_file_is_a_one_line_error(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text("# nothing yet\n")
+    studies = tmp_path / "studies"
+    result = invoke(*search_args(studies, space=str(space)))
+    assert_one_line_error(result, f"--space {space}: the file sets nothing", "batch_sizes")
+    assert not studies.exists()
+
+
+@pytest.mark.parametrize("schedule", ["", " "])
+def test_an_empty_shape_schedule_is_a_one_line_error(tmp_path, schedule):
+    result = invoke(*search_args(tmp_path, shape_schedule=schedule))
+    assert_one_line_error(result, "--shape-schedule is empty")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- 9: --image-size with a factory model --------------------------------------------------------
+
+def test_image_size_with_a_factory_model_is_a_one_line_error(tmp_path):
+    result = invoke(*search_args(tmp_path, model="tests.models:tiny_cnn", image_size="32"))
+    assert_one_line_error(result, "--image-size applies to torchvision models only",
+                          "drop --image-size")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- 10: help ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["search", "worker", "confirm"])
+def test_timeout_help_says_a_bare_number_is_seconds(command):
+    shown = " ".join(invoke(command, "--help").stdout.split())
+    assert "a bare number is seconds" in shown.split("--timeout DURATION", 1)[1][:200]
