@@ -211,6 +211,25 @@ def test_image_size_with_a_factory_model_is_a_one_line_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_factory_study_stored_with_an_image_size_resumes_without_it(tmp_path):
+    # Made before --image-size was refused with a factory: the size it was given is stored, and
+    # means nothing to the factory, so leaving it out must not read as another workload.
+    import optuna
+
+    from tuner.spec.layout import StudyLayout
+    from tuner.study.storage import WORKLOAD_ATTR
+
+    args = search_args(tmp_path, "--trials", "1", model="tests.models:tiny_cnn")
+    assert invoke(*args).exit_code == 0
+    name = next(p.name for p in tmp_path.iterdir() if p.is_dir())
+    study = optuna.load_study(study_name=name,
+                              storage=StudyLayout.of(tmp_path, name).sqlite_url)
+    study.set_user_attr(WORKLOAD_ATTR, {**study.user_attrs[WORKLOAD_ATTR], "image_size": 32})
+    again = invoke(*search_args(tmp_path, "--trials", "2", model="tests.models:tiny_cnn"))
+    assert again.exit_code == 0, again.stderr
+    assert "1 new trials, 2 in the study" in again.stderr
+
+
 # -- 10: help ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["search", "worker", "confirm"])

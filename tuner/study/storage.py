@@ -86,7 +86,8 @@ def _open_fronts(spec: StudySpec, storage: optuna.storages.BaseStorage) -> Front
     study = optuna.create_study(
         study_name=spec.name, storage=storage,
         directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
-    _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload")
+    _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload",
+                  compared=_workload_keys)
     _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space",
                   hint=_space_hint)
     _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
@@ -372,6 +373,13 @@ def resumed_protocol(study: optuna.Study, asked: TrialProtocol) -> TrialProtocol
 
 def _every_key(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     return set(stored) | set(wanted)
+
+
+def _workload_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
+    """Every key but a factory model's image size: its factory makes its own inputs, and a study
+    made before --image-size was refused with a factory stored the one it was given."""
+    keys = _every_key(stored, wanted)
+    return keys - {"image_size"} if ":" in str(wanted.get("model", "")) else keys
 
 
 def _space_hint(stored: dict[str, Any], differ: set[str]) -> str:
