@@ -103,11 +103,15 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "cold; each row's cache_start says which).")
 @click.option("--confirm", "confirm_repeats", default=CONFIRM_REPEATS, show_default=True,
               metavar="auto|N",
-              help="After the search, measure each finalist (the Pareto set of each batch size) "
-                   "again, each time in a fresh process: a warm compile, a start from saved "
-                   "compile artifacts, and a latency interval that ranks configs within noise. "
-                   "auto: 2 to 6 times, until the 95% interval is within 5% of the p50; N: N "
-                   "times; 0: skip (`tuner confirm` can do it later).")
+              help="After the search, run each finalist (the Pareto set of each batch size) "
+                   "N more times, each a whole trial in a fresh process. A compiled config's "
+                   "1st run compiles warm from its trial's cache, its 2nd starts from saved "
+                   "compile artifacts on an empty cache, any later ones are warm again. The "
+                   "95% latency interval that ranks configs within noise is taken over the "
+                   "search trial's p50 and these runs': N+1 values (1: a 2-value interval and "
+                   "no start from artifacts). auto: 2 to 6 runs, stopping once the interval is "
+                   "within 5% of the p50; N: exactly N runs, failed ones counted; 0: skip "
+                   "(`tuner confirm` can do it later).")
 @studies_dir_option
 @storage_option("Optuna storage URL (e.g. postgresql://...), or set TUNER_STORAGE to keep a "
                 "password out of `ps`; default: SQLite in the study folder.")

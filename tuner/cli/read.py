@@ -115,6 +115,8 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
       tuner recommend resnet18-cuda --objective throughput --json | jq .config
       tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
     """
+    from tuner.errors import UserError
+    from tuner.use.recommend import BatchSizeNeeded
     from tuner.use.recommend import recommend as recommend_
 
     if as_json and fmt != "json":
@@ -125,10 +127,13 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
         fmt = "json"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rec = recommend_(study_path(study, studies_dir), batch_size=batch_size,
-                         objective=objective, max_vram_gb=max_vram_gb,
-                         max_compile_s=max_compile_s, max_latency_ms=max_latency_ms,
-                         strict=strict)
+        try:
+            rec = recommend_(study_path(study, studies_dir), batch_size=batch_size,
+                             objective=objective, max_vram_gb=max_vram_gb,
+                             max_compile_s=max_compile_s, max_latency_ms=max_latency_ms,
+                             strict=strict)
+        except BatchSizeNeeded as exc:  # it names the Python keywords: say the options here
+            raise UserError(exc.message("--batch-size N", "--objective throughput")) from None
     echo_warnings(caught)
     if fmt == "json":
         click.echo(json.dumps(rec.to_dict(), indent=2, default=str))

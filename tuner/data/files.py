@@ -19,11 +19,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuner.data.derive import derive
-from tuner.data.schema import COLUMNS, SCHEMA, SCHEMA_VERSION, is_option_column
+from tuner.data.schema import (
+    COLUMNS,
+    REQUIRED_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    is_option_column,
+    kind_of,
+)
 from tuner.data.select import pareto
 from tuner.errors import UserError
 from tuner.files import readable_mode
-from tuner.spec.layout import TRIALS_FILE, StudyLayout
+from tuner.spec.layout import DB_FILE, PARETO_FILE, TRIALS_FILE, StudyLayout
 from tuner.spec.records import FINGERPRINT_FIELDS
 
 
@@ -111,6 +118,7 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     if version > SCHEMA_VERSION:
         raise UserError(f"{path}: schema version {version} is newer than this tuner reads "
                         f"({SCHEMA_VERSION}); upgrade tuner")
+    _check_columns(table.schema, path)
     df = table.to_pandas()
     for column in COLUMNS:
         if column not in df:
@@ -124,6 +132,25 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     if missing:
         raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")
     return derive(df, meta.get("fingerprints") or [], fill_only=True), meta
+
+
+def _check_columns(schema: pa.Schema, path: Path) -> None:
+    """Refuse a file whose columns no tuner wrote: one of :data:`REQUIRED_COLUMNS` missing, or
+    a column of :data:`SCHEMA` holding another kind of value (text where numbers belong, say).
+    Such a file would otherwise read as a study with nothing measured."""
+    problem = next((f"has no {name} column" for name in REQUIRED_COLUMNS
+                    if name not in schema.names), None)
+    for field in (f for f in schema if problem is None and f.name in COLUMNS):
+        holds, wanted = kind_of(field.type), kind_of(SCHEMA.field(field.name).type)
+        if holds is not None and holds != wanted:
+            problem = f"has {holds} in its {field.name} column, not {wanted}"
+    if problem is None:
+        return
+    advice = ""
+    if path.name in (TRIALS_FILE, PARETO_FILE):
+        advice = (f"; rerun `tuner search` with the same options to rewrite it from "
+                  f"{DB_FILE if (path.parent / DB_FILE).exists() else 'the study storage'}")
+    raise UserError(f"{path} {problem}: it was not written by tuner, or is damaged{advice}")
 
 
 def load(study: Path | str) -> tuple[pd.DataFrame, dict[str, Any], Path]:

@@ -114,6 +114,26 @@ SCHEMA = pa.schema([
 ])
 COLUMNS = SCHEMA.names
 OPTION_PREFIX = "opt_"  # tuner.spec.config.option_column
+# Every version wrote these, and nothing in a file stands in for them: what each trial ran, how
+# it ended and its latency. A file without one of them was not written by tuner, or is damaged
+# (tuner.data.files.read refuses it rather than show, compare or recommend nothing).
+REQUIRED_COLUMNS = ("status", "batch_size", "backend", "label", "latency_ms_p50", "correct")
+
+
+def kind_of(type_: pa.DataType) -> str | None:
+    """What a column of this Arrow type holds, in words (``numbers``, ``text``, ``true/false``,
+    ``lists``); None for a type with no values at all (a column no row filled)."""
+    if pa.types.is_null(type_):
+        return None
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_decimal(type_):
+        return "numbers"
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return "text"
+    if pa.types.is_boolean(type_):
+        return "true/false"
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return "lists"
+    return str(type_)
 
 
 def is_option_column(name: str) -> bool:

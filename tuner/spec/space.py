@@ -35,6 +35,14 @@ from tuner.spec.workload import check_precision
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}
 
+
+def cuda_graph_option(name: str) -> bool:
+    """Whether an inductor option is about CUDA graphs (``triton.cudagraphs``,
+    ``triton.cudagraph_trees``, ``cudagraph_policy`` ...): torch names every one of them so, and
+    like the backend and the modes that record CUDA graphs, they do nothing off a CUDA device."""
+    return "cudagraph" in name.lower()
+
+
 # Registered with dynamo but only useful to debug dynamo or torch itself.
 _NOT_OFFERED = {"eager", "eager_debug", "eager_noexcept", "pre_dispatch_eager", "invoke_subgraph",
                 "dynamo_minifier_backend", "dynamo_accuracy_minifier_backend"}
@@ -388,6 +396,11 @@ def build_space(
     if options and INDUCTOR not in backends:
         raise UserError("--inductor-option applies to the inductor backend only: add inductor "
                         "to --backend or drop --inductor-option")
+    checked = check_options(options, available_options) if options else ()
+    graphs = [name for name, _ in checked if cuda_graph_option(name)]
+    if graphs and not on_cuda:
+        raise UserError(f"--inductor-option {', '.join(graphs)}: CUDA graphs need a CUDA device; "
+                        f"this run is on {device}: drop it")
 
     return SearchSpace(
         backends=tuple(dict.fromkeys(backends)),
@@ -397,5 +410,5 @@ def build_space(
         dtypes=tuple(dict.fromkeys(dtypes or ())),
         channels_last=_bools(channels_last or (), "--channels-last"),
         cudnn_benchmark=_bools(cudnn_benchmark or (), "--cudnn-benchmark"),
-        options=check_options(options, available_options) if options else (),
+        options=checked,
     )

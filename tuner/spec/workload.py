@@ -24,6 +24,7 @@ import dataclasses
 import importlib
 import inspect
 import re
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tuner.errors import UserError
@@ -173,12 +174,40 @@ def load_factory(spec: str, error: type[Exception], source: str | None = None) -
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        if _is_path(module_name):
+            raise error(_path_instead_of_module(module_name, attr, source)) from exc
         raise error(f"cannot import {module_name!r} for {source}: "
                     f"{type(exc).__name__}: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise error(f"{module_name!r} has no callable {attr!r} (from {source})")
     return factory
+
+
+def _is_path(module_name: str) -> bool:
+    """Whether a module name that did not import is a file's path (``tests/models.py``)."""
+    return "/" in module_name or "\\" in module_name or module_name.endswith(".py")
+
+
+def _path_instead_of_module(module_name: str, attr: str, source: str) -> str:
+    """The error for a file's path given where a module belongs: its dotted name, where the
+    path is under the current folder; else its folder goes on PYTHONPATH."""
+    path = PurePosixPath(module_name.replace("\\", "/"))
+    if path.suffix == ".py":
+        path = path.with_suffix("")
+    parts = [p for p in path.parts if p != "."]
+    if path.is_absolute():
+        try:
+            parts = list(path.relative_to(PurePosixPath(Path.cwd().as_posix())).parts)
+        except ValueError:
+            parts = []
+    flag = "--model " if source.startswith("--model") else ""
+    if parts and ".." not in parts and all(p.isidentifier() for p in parts):
+        instead = f"{flag}{'.'.join(parts)}:{attr}"
+    else:
+        instead = f"{flag}{path.name}:{attr}, with {path.parent} on PYTHONPATH"
+    return (f"{source} names a file: give the module's dotted name instead, {instead} (the "
+            "module is imported from the current folder or PYTHONPATH)")
 
 
 def check_loads_here(workload: Workload, study: str, command: str) -> None:

@@ -195,6 +195,20 @@ class Recommendation:
         return describe(self)
 
 
+class BatchSizeNeeded(UserError):
+    """A study that measured several batch sizes, asked for an objective other than throughput
+    with no batch size. The message names :func:`recommend`'s keywords; ``tuner recommend``
+    names its options instead (:meth:`message`)."""
+
+    def __init__(self, study: str, sizes: list[int]) -> None:
+        self.study, self.sizes = study, sizes
+        super().__init__(self.message("batch_size=N", 'objective="throughput"'))
+
+    def message(self, batch_size: str, throughput: str) -> str:
+        return (f"study {self.study!r} measured batch sizes {_list(self.sizes)}: give one "
+                f"({batch_size}), or use {throughput} to let the batch size be chosen too")
+
+
 def recommend(
     study: str | Path,
     batch_size: int | None = None,
@@ -241,9 +255,7 @@ def recommend(
                             f"{_list(sizes) or 'none'}")
         df = df[df["batch_size"] == batch_size]
     elif len(sizes) > 1 and objective != "throughput":
-        raise UserError(f"study {name!r} measured batch sizes {_list(sizes)}: give one "
-                        "(batch_size= / --batch-size), or use objective throughput to let the "
-                        "batch size be chosen too")
+        raise BatchSizeNeeded(name, sizes)
 
     where = f"study {name!r}"
     if batch_size is not None or len(sizes) == 1:

@@ -1,0 +1,141 @@
+"""Bad input a read-side audit found: a damaged study file, CUDA-graph inductor options on the
+CPU, a file's path given as --model, and recommend's wording. Each gets a one-line ``Error:``
+and a non-zero exit."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.test_bad_inputs import fingerprint
+from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
+from tuner.errors import UserError
+
+pytestmark = pytest.mark.usefixtures("fake_cli")
+
+OTHER = "other"  # a second study, for compare
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory, fake_cli_for_module) -> Path:
+    """A studies folder with two finished studies (fake runner), each over batch sizes 1, 8."""
+    root = tmp_path_factory.mktemp("studies")
+    for options in ({}, {"name": OTHER}):
+        result = invoke(*search_args(root, "--confirm", "1", **options))
+        assert result.exit_code == 0, result.stderr
+    return root
+
+
+# -- 1: a damaged trials.parquet is an error, not an empty table or a study left out -----------
+
+def _damage(path: Path, how: str) -> None:
+    """Rewrite ``path`` with its latency_ms_p50 column dropped or holding text, the tuner's
+    metadata kept (so only the column is wrong)."""
+    table = pq.read_table(path)
+    meta = table.schema.metadata
+    i = table.schema.get_field_index("latency_ms_p50")
+    if how == "missing":
+        table = table.remove_column(i)
+    else:
+        table = table.set_column(i, pa.field("latency_ms_p50", pa.string()),
+                                 pa.array(["fast"] * table.num_rows))
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+DAMAGE = {"missing": "has no latency_ms_p50 column",
+          "text": "has text in its latency_ms_p50 column, not numbers"}
+COMMANDS = {"show": ["show", "{s}"], "compare": ["compare", "{other}", "{s}"],
+            "recommend": ["recommend", "{s}", "--batch-size", "1"]}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_damaged_trials_file_is_a_one_line_error_naming_it(root, tmp_path, command, how):
+    studies = tmp_path / "studies"
+    shutil.copytree(root, studies)
+    trials = studies / STUDY / "trials.parquet"
+    _damage(trials, how)
+    args = [a.format(s=studies / STUDY, other=studies / OTHER) for a in COMMANDS[command]]
+    result = invoke(*args)
+    assert "Traceback" not in result.stderr
+    assert_one_line_error(result, f"{trials} {DAMAGE[how]}", "not written by tuner, or is damaged",
+                          "rerun `tuner search` with the same options to rewrite it from study.db")
+
+
+def test_rerunning_the_search_rewrites_a_damaged_trials_file(root, tmp_path):
+    studies = tmp_path / "studies"
+    shutil.copytree(root, studies)
+    _damage(studies / STUDY / "trials.parquet", "text")
+    assert_one_line_error(invoke("show", str(studies / STUDY)), "has text in its latency_ms_p50")
+    rerun = invoke(*search_args(studies, "--confirm", "1"))
+    assert rerun.exit_code == 0, rerun.stderr
+    assert "0 new trials" in rerun.stderr
+    shown = invoke("show", str(studies / STUDY))
+    assert shown.exit_code == 0, shown.stderr
+    assert "batch size 1: Pareto-optimal configs" in shown.stdout
+
+
+# -- 2: CUDA-graph inductor options need a CUDA device ------------------------------------------
+
+@pytest.mark.parametrize("option", ["triton.cudagraphs=true", "triton.cudagraphs=false,true",
+                                    "triton.cudagraph-trees=false,true"])
+def test_a_cuda_graph_inductor_option_on_the_cpu_is_refused_before_any_trial(tmp_path, option):
+    result = invoke(*search_args(tmp_path, "--inductor-option", option))
+    name = option.split("=")[0].replace("-", "_")
+    assert_one_line_error(result, f"--inductor-option {name}: CUDA graphs need a CUDA device",
+                          "this run is on cpu", "drop it")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cuda_graph_inductor_option_in_a_space_file_on_the_cpu_is_refused(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text("[inductor_options]\n\"triton.cudagraphs\" = [false, true]\n")
+    studies = tmp_path / "studies"
+    result = invoke(*search_args(studies, space=str(space)))
+    assert_one_line_error(result, "--inductor-option triton.cudagraphs: CUDA graphs need a CUDA "
+                                  "device", "this run is on cpu")
+    assert not studies.exists() or list(studies.iterdir()) == []
+
+
+# -- 3: a file's path given where --model wants a module ----------------------------------------
+
+@pytest.mark.parametrize("given", ["tests/models.py:tiny_cnn", "./tests/models.py:tiny_cnn",
+                                   "tests/models:tiny_cnn", f"{REPO}/tests/models.py:tiny_cnn"])
+def test_a_model_given_as_a_file_path_gets_its_dotted_name(tmp_path, monkeypatch, given):
+    monkeypatch.chdir(REPO)
+    result = invoke(*search_args(tmp_path, model=given, backend="eager", mode=None))
+    assert_one_line_error(result, f"--model {given} names a file",
+                          "give the module's dotted name instead, --model tests.models:tiny_cnn",
+                          "imported from the current folder or PYTHONPATH")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_file_outside_the_current_folder_is_put_on_pythonpath(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mymodels.py").write_text("from tests.models import tiny_cnn as make\n")
+    result = invoke(*search_args(tmp_path / "studies", model=f"{elsewhere}/mymodels.py:make",
+                                 backend="eager", mode=None))
+    assert_one_line_error(result, "names a file", f"--model mymodels:make, with {elsewhere} on "
+                                  "PYTHONPATH", "imported from the current folder or PYTHONPATH")
+
+
+# -- 4: recommend names the CLI's options on the command line, Python's keywords in Python ------
+
+def test_recommend_without_a_batch_size_names_the_option_on_the_command_line(root):
+    before = fingerprint(root)
+    result = invoke("recommend", str(root / STUDY))
+    assert_one_line_error(result, "measured batch sizes 1, 8", "(--batch-size N)",
+                          "--objective throughput")
+    assert "batch_size=" not in result.stderr
+    assert fingerprint(root) == before
+    from tuner.use.recommend import recommend
+
+    with pytest.raises(UserError, match=r"\(batch_size=N\), or use objective=\"throughput\""):
+        recommend(root / STUDY)
