@@ -19,13 +19,19 @@ STUDY = "resnet18-cpu"  # the study search_args makes
 OTHER = "other"  # a second study, for compare
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory, fake_cli_for_module) -> Path:
-    """A studies folder with two finished studies (fake runner) and a file that is no study."""
-    root = tmp_path_factory.mktemp("studies")
+def two_studies(root: Path) -> Path:
+    """``root`` with two finished studies (fake runner), STUDY and OTHER, over batch sizes 1, 8,
+    their finalists confirmed once."""
     for options in ({}, {"name": OTHER}):
         result = invoke(*search_args(root, "--confirm", "1", **options))
         assert result.exit_code == 0, result.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory, fake_cli_for_module) -> Path:
+    """A studies folder with two finished studies (fake runner) and a file that is no study."""
+    root = two_studies(tmp_path_factory.mktemp("studies"))
     (root / "junk.txt").write_text("not a study\n")
     (root / "space-typo.toml").write_text("batch_size = [1, 8]\n")
     (root / "space-broken.toml").write_text("modes = [default\n")

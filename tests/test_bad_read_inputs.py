@@ -11,24 +11,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_bad_inputs import fingerprint
+from tests.test_bad_inputs import OTHER, fingerprint, two_studies
 from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
 from tuner.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
 
-OTHER = "other"  # a second study, for compare
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory, fake_cli_for_module) -> Path:
     """A studies folder with two finished studies (fake runner), each over batch sizes 1, 8."""
-    root = tmp_path_factory.mktemp("studies")
-    for options in ({}, {"name": OTHER}):
-        result = invoke(*search_args(root, "--confirm", "1", **options))
-        assert result.exit_code == 0, result.stderr
-    return root
+    return two_studies(tmp_path_factory.mktemp("studies"))
 
 
 # -- 1: a damaged trials.parquet is an error, not an empty table or a study left out -----------
