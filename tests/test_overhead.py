@@ -328,3 +328,12 @@ def test_the_prewarm_fidelity_summary_compares_each_ways_ratio_to_its_control():
     assert "- on: 2.2000 (2.1000-3.4000), 3" in lines and "- control: 2.2000 (2.0000-2.4000), 2" \
         in lines
     assert lines[-1] == "prewarm fidelity: median trial / control, on 1.200, off 0.990"
+
+
+def test_study_growth_gives_each_block_of_trials_in_the_order_they_ran():
+    from benchmarks import study_growth
+
+    table = study_growth.blocks(pd.Series([1.0, 3.0, 2.0, 10.0, 20.0]), 2)
+    assert list(table["trials"]) == ["1-2", "3-4", "5-5"]
+    assert list(table["mean s"]) == [2.0, 6.0, 20.0]
+    assert list(table["max s"]) == [3.0, 10.0, 20.0]

@@ -68,6 +68,21 @@ def test_measurement_columns_carry_their_unit():
             assert unit.search(name), f"{name} has no unit in its name"
 
 
+def test_a_records_dict_is_plain_data_of_its_own_and_round_trips():
+    import dataclasses
+
+    from tuner.spec.records import Status, TrialResult
+
+    r = TrialResult(status=Status.OK, latency_ms_p50=1.5, schedule_latency_ms=[1.0, 2.0],
+                    recompile_reasons=["x"], fingerprint={"gpu": "H200", "nested": {"a": [1]}})
+    data = r.to_dict()
+    assert data == {**dataclasses.asdict(r), "status": "ok"}
+    assert TrialResult.from_dict(json.loads(json.dumps(data))) == r
+    data["schedule_latency_ms"].append(3.0)
+    data["fingerprint"]["nested"]["a"].append(2)  # the caller's to change: the record keeps its own
+    assert r.schedule_latency_ms == [1.0, 2.0] and r.fingerprint["nested"] == {"a": [1]}
+
+
 def test_workload_with_a_shape_schedule_round_trips_and_is_validated():
     import json
 
@@ -221,6 +236,20 @@ def test_pareto_keeps_non_dominated_ok_rows_per_batch_size():
     assert sorted(front[front["batch_size"] == 1]["label"]) == ["eager", "fast", "fast-twin"]
     assert list(front[front["batch_size"] == 8]["label"]) == ["bs8"]
     assert list(front["batch_size"]) == sorted(front["batch_size"])  # sorted by batch, latency
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 256])
+def test_pareto_domination_is_pairwise_over_every_chunk_of_rows(chunk):
+    # Whole arrays a chunk at a time (select._dominated) must say what the definition says, pair
+    # by pair: no worse in every objective and better in one; equal rows dominate neither.
+    import itertools
+
+    import numpy as np
+
+    values = np.array(list(itertools.product([1.0, 2.0, 3.0], repeat=3)) * 2)  # ties included
+    expected = [any((o <= v).all() and (o < v).any() for o in values) for v in values]
+    assert list(select._dominated(values, chunk=chunk)) == expected
+    assert sum(not d for d in expected) == 2  # (1, 1, 1) twice
 
 
 def test_pareto_of_nothing_is_empty():

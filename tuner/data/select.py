@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tuner.data.derive import ran_eager_only
@@ -49,15 +51,25 @@ def comparable(df: pd.DataFrame) -> pd.DataFrame:
 def pareto(df: pd.DataFrame) -> pd.DataFrame:
     """Non-dominated eligible rows within each batch size over :data:`PARETO_OBJECTIVES`."""
     ok = comparable(df)
-    keep = []
+    keep: list[Any] = []
     for _, group in ok.groupby("batch_size"):
         values = group[list(PARETO_OBJECTIVES)].to_numpy(dtype=float)
-        for i, row in enumerate(values):
-            dominated = any((other <= row).all() and (other < row).any()
-                            for j, other in enumerate(values) if j != i)
-            if not dominated:
-                keep.append(group.index[i])
+        keep += list(group.index[~_dominated(values)])
     return df.loc[keep].sort_values(["batch_size", "latency_ms_p50"]).reset_index(drop=True)
+
+
+def _dominated(values: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Which rows of ``values`` (one per trial, one column per objective, lower is better)
+    another row dominates: no worse in every objective and better in one. Whole arrays, a
+    chunk of rows at a time, since the search rewrites the front after every trial: a Python
+    loop over the pairs grew to a tenth of a second a call by a study's 600th trial."""
+    out = np.zeros(len(values), dtype=bool)
+    for start in range(0, len(values), chunk):
+        rows = values[start:start + chunk, None, :]  # each row against every other
+        no_worse = np.all(values[None, :, :] <= rows, axis=2)
+        better = np.any(values[None, :, :] < rows, axis=2)
+        out[start:start + chunk] = np.any(no_worse & better, axis=1)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

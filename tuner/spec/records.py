@@ -7,6 +7,7 @@ storage.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 from typing import Any
@@ -241,7 +242,15 @@ class TrialResult:
         return self.compile_s_cold + (self.warmup_s or 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """The record as plain data, with its own copies of the lists and the fingerprint.
+        What ``dataclasses.asdict`` gives, without its deep copy of every number: the search
+        turns every stored record into a row after every trial."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name, value in data.items():
+            if isinstance(value, list):
+                data[name] = list(value)  # numbers and text: nothing in them to share
+            elif isinstance(value, dict):
+                data[name] = copy.deepcopy(value)
         data["status"] = self.status.value
         return data
 
