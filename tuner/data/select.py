@@ -61,8 +61,8 @@ def pareto(df: pd.DataFrame) -> pd.DataFrame:
 def _dominated(values: np.ndarray, chunk: int = 256) -> np.ndarray:
     """Which rows of ``values`` (one per trial, one column per objective, lower is better)
     another row dominates: no worse in every objective and better in one. Whole arrays, a
-    chunk of rows at a time, since the search rewrites the front after every trial: a Python
-    loop over the pairs grew to a tenth of a second a call by a study's 600th trial."""
+    chunk of rows at a time: the search rewrites the front after every trial, and a Python
+    loop over the pairs grew with the study (benchmarks/README.md, "study_growth.py")."""
     out = np.zeros(len(values), dtype=bool)
     for start in range(0, len(values), chunk):
         rows = values[start:start + chunk, None, :]  # each row against every other

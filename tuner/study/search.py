@@ -39,9 +39,7 @@ from tuner.study.storage import (
     INTERRUPTED_ATTR,
     OWNER_ATTR,
     STATUS_ATTR,
-    make_storage,
     open_study,
-    opening,
     resumed_protocol,
 )
 
@@ -75,10 +73,7 @@ class Search:
         self.stop_after_trial = threading.Event()
         self.abort = threading.Event()
         # The storage tells this process of the trials it fails for want of heartbeats.
-        with opening(spec):
-            storage = make_storage(spec.storage_url, given=spec.storage is not None,
-                                   on_stale=lambda study, trial: self.claims.on_stale(study, trial))
-            self.fronts = open_study(spec, storage)
+        self.fronts = open_study(spec, lambda study, trial: self.claims.on_stale(study, trial))
         # Fields an older study lacks keep their old meaning (no compile budget), as for a
         # worker that joins it.
         self.spec = spec = dataclasses.replace(

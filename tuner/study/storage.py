@@ -57,12 +57,13 @@ HEARTBEAT_INTERVAL_S = 20
 HEARTBEAT_GRACE_S = 120
 
 
-def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = None) -> Fronts:
+def open_study(spec: StudySpec,
+               on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> Fronts:
     """Create or load the study and the study of each batch size (:mod:`tuner.study.fronts`);
     refuse to resume one made with another workload, space, sampler or limits.
 
-    ``storage``: one made by :func:`make_storage` for ``spec.storage_url`` (a worker makes its
-    own, to hear of the trials it fails for want of heartbeats); default: a new one.
+    ``on_stale``: told of the trials the storage fails for want of heartbeats (a search
+    process, :class:`tuner.study.search.Search`, hears of its own).
     """
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -71,9 +72,9 @@ def open_study(spec: StudySpec, storage: optuna.storages.BaseStorage | None = No
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     given = spec.storage is not None
-    with opening(spec):
+    with _opening(spec):
         try:
-            storage = storage or make_storage(spec.storage_url, given=given)
+            storage = make_storage(spec.storage_url, on_stale, given=given)
             _refuse_new_study_over_results(spec, storage)
             fronts = _open_fronts(spec, storage)
         except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
@@ -133,7 +134,7 @@ def _limits_of(study: optuna.Study, asked: Constraints | None) -> Constraints:
 
 
 @contextlib.contextmanager
-def opening(spec: StudySpec) -> Iterator[None]:
+def _opening(spec: StudySpec) -> Iterator[None]:
     """Around opening the study's storage: first refuse a folder whose results the new study
     would overwrite, then make the folder; where opening fails, remove the folders this made
     (those still empty), so a storage that cannot be opened leaves nothing behind."""
