@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 
 from tests.fakes import FakeRunner
+from tuner.data.derive import derive
 from tuner.render import study as report
 from tuner.spec.workload import Workload
 from tuner.study.search import Search
@@ -70,12 +72,68 @@ def test_steal_is_counted_apart_from_other_processes(monkeypatch):
     monkeypatch.setattr(host, "_cpu_s", lambda: next(stat))
     monkeypatch.setattr(host, "_own_cpu_s", lambda: 0.0)
     monkeypatch.setattr(host.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(host, "core_loop_ms", lambda: 2.5)
     with OtherProcesses() as measured:
         pass
     assert measured.other_cpu_cores == 0.5 and measured.steal_cores == 1.5
     row = {"host_other_cpu_cores": 0.1, "host_steal_cores": 1.5}
     assert "VM starved: the hypervisor took 1.5 CPU cores (steal)" in report.notes(row)
     assert "VM starved" not in report.notes({**row, "host_steal_cores": 0.0})
+
+
+def test_the_launching_cores_speed_is_the_loop_timed_as_the_window_opens_and_closes(monkeypatch):
+    from tuner.trial import host
+
+    loops = iter([2.0, 5.0])
+    monkeypatch.setattr(host, "core_loop_ms", lambda: next(loops))
+    with OtherProcesses() as measured:
+        assert measured.loop_ms is None  # the closing one is taken after the window
+    assert measured.loop_ms == 3.5
+
+
+def test_the_loop_times_this_threads_core():
+    from tuner.trial import host
+
+    quick = host.core_loop_ms()
+    assert 0 < quick < 1000
+    # Twice the loop takes longer: it times the loop, not a constant.
+    old = host.LOOP_N
+    try:
+        host.LOOP_N = old * 8
+        assert host.core_loop_ms() > quick * 2
+    finally:
+        host.LOOP_N = old
+
+
+def test_show_flags_a_row_measured_on_a_slow_core(tmp_path):
+    """`tuner show` flags a row whose loop ran 1.4x or more as long as on the study's fast cores
+    of that machine; the quartile is per machine, so a slower host's rows are not flagged."""
+    from tests.synthetic import configs, write_study
+    from tuner.data import files
+
+    loops = dict(zip([c.label for c in configs(batch_sizes=(1,))], [2.4, 2.5, 2.4, 4.6, None]))
+    study = write_study(tmp_path, "s", trial_configs=configs(batch_sizes=(1,)),
+                        changes={label: {"host_loop_ms": ms} for label, ms in loops.items()})
+    df, _, _ = files.load(study)
+    slowdown = dict(zip(df["label"], df["host_core_slowdown"]))
+    assert slowdown["inductor:max-autotune"] == pytest.approx(4.6 / 2.4)
+    assert slowdown["eager"] == pytest.approx(1.0)
+    assert pd.isna(slowdown["cudagraphs"])  # no loop measured (an older row): no figure, no flag
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+
+    shown = CliRunner().invoke(main, ["show", str(study)]).output
+    flagged = [line for line in shown.splitlines() if "slow host core" in line]
+    assert len(flagged) == 1 and "max-autotune" in flagged[0]
+    assert "slow host core: a fixed loop took 1.9x as long" in flagged[0]
+
+    # Another machine's rows are against its own fast cores: 6.0 ms there is not slow.
+    rows = pd.concat([df, df.assign(fp_host="slowhost",
+                                    host_loop_ms=df["host_loop_ms"] * 2.5)], ignore_index=True)
+    again = derive(rows)
+    assert list(again["host_core_slowdown"].round(2).fillna(0)) == \
+        list(df["host_core_slowdown"].round(2).fillna(0)) * 2
 
 
 def test_show_flags_a_row_measured_while_the_host_was_busy():

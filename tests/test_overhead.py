@@ -330,6 +330,28 @@ def test_the_prewarm_fidelity_summary_compares_each_ways_ratio_to_its_control():
     assert lines[-1] == "prewarm fidelity: median trial / control, on 1.200, off 0.990"
 
 
+def test_the_slow_mode_summary_splits_runs_by_p50_and_compares_each_kernels_gpu_time():
+    from benchmarks import slow_mode
+
+    def run(way, p50, conv_us):
+        return {"way": way, "eager_first_s": 1.0, "eager_p50_ms": 4.0, "compiled_first_s": 15.0,
+                "compiled_p50_ms": p50, "eager_p50_ms_after": 4.0,
+                "eager_kernels": {"conv": [1.0, 3000.0]},
+                "compiled_kernels": {"conv": [1.0, conv_us], "add": [2.0, 200.0]}}
+
+    runs = [run("quiet", 2.2, 1500.0), run("busy", 3.6, 1500.0), run("quiet", 3.4, 1600.0),
+            {"way": "busy", "error": "CUDA error"}]
+    lines = slow_mode.summary(runs, slow_ms=3.0)
+    assert "- quiet: compiled p50 slow (>= 3.0 ms) in 1 of 2" in lines[3]
+    assert "- busy: compiled p50 slow (>= 3.0 ms) in 1 of 1" in lines[4]
+    assert ("GPU time a call, all kernels: slow runs 1.750 ms, fast runs 1.700 ms "
+            "(2 slow, 1 fast)") in lines
+    assert "| `conv` | 1550.0 | 1500.0 | 2/2 / 1/1 |" in lines
+    assert slow_mode.row_line(4, runs[3]) == "| 4 | busy | error: CUDA error |"
+    assert "| 1.700 / 3.000 |" not in slow_mode.row_line(1, runs[0])
+    assert "| 3.000 / 1.700 |" in slow_mode.row_line(1, runs[0])
+
+
 def test_study_growth_gives_each_block_of_trials_in_the_order_they_ran():
     from benchmarks import study_growth
 

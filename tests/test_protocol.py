@@ -147,11 +147,23 @@ def test_with_a_timing_cpu_the_steady_state_is_timed_on_that_core_and_the_row_sa
                 return context.__exit__(*exc)
         return Spy()
 
+    from tuner.trial import host
+
+    loop_cores = []
+    real_loop = host.core_loop_ms
+
+    def loop_spy():
+        loop_cores.append(os.sched_getaffinity(0))
+        return real_loop()
+
     monkeypatch.setattr(affinity, "timing_thread_on", spy)
+    monkeypatch.setattr(host, "core_loop_ms", loop_spy)
     monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(core))
     result = _trial("tests.models:tiny_cnn", 2)
     assert result.status.value == "ok" and result.timing_cpu == core
     assert seen == [{core}] and os.sched_getaffinity(0) == allowed
+    # The core's speed is taken on the core that launched: before and after the timing.
+    assert loop_cores == [{core}, {core}] and result.host_loop_ms > 0
     monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(max(allowed) + 1000))
     assert _trial("tests.models:tiny_cnn", 2).timing_cpu is None
 

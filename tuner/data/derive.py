@@ -44,7 +44,7 @@ def baseline_of(df: pd.DataFrame) -> pd.Series:
 
 DERIVED = ("throughput_per_s", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
            "peak_vram_bytes", "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager",
-           "break_even_calls", "fraction_of_peak")
+           "break_even_calls", "fraction_of_peak", "host_core_slowdown")
 
 
 def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
@@ -90,6 +90,11 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     machine = [df["fp_host"].fillna(""), df["fp_gpu_name"].fillna("")]
     peak = number["peak_tflops_measured"].groupby(machine).transform("max")
     df["fraction_of_peak"] = df["achieved_tflops"] / peak
+    # How slow the launching core was: the fixed loop's time against the lower quartile of
+    # the same machine's trials in the study (its fast cores), 1.0 on a fast one.
+    loop = pd.to_numeric(df["host_loop_ms"], errors="coerce") if "host_loop_ms" in df \
+        else pd.Series(float("nan"), index=df.index)
+    df["host_core_slowdown"] = loop / loop.groupby(machine).transform(lambda v: v.quantile(0.25))
     if fill_only:
         for column in DERIVED:
             df[column] = stored[column].where(stored[column].notna(), df[column])

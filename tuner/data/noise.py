@@ -33,6 +33,11 @@ WARM, COLD, ARTIFACTS, EAGER_REPEAT = "warm", "cold", "artifacts", "eager"
 # CPU cores other processes kept busy while a trial measured, from which its figures are flagged
 # as measured under interference: a launch-bound config needs a core of its own.
 INTERFERENCE_CORES = 0.5
+# How many times as long as on the machine's fast cores (its study's lower quartile) the fixed
+# loop ran on a trial's launching core (``host_core_slowdown``) for its figures to be flagged as
+# measured on a slow core. The H200's VM had cores 1.5-2.2x slower than its fast ones
+# (benchmarks/slow-mode-h200-cores.md).
+SLOW_CORE_RATIO = 1.4
 
 # t(0.975, df): the two-sided 95 % quantile of Student's t; between entries the smaller df's
 # (larger, more cautious) value is used.

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.derive import ran_eager, ran_eager_only
-from tuner.data.noise import INTERFERENCE_CORES
+from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO
 from tuner.data.select import best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.records import SCHEDULE_REPEATS, Status
@@ -60,6 +60,10 @@ def notes(row: pd.Series) -> str:
     if steal is not None and not pd.isna(steal) and steal >= INTERFERENCE_CORES:
         out.append(f"VM starved: the hypervisor took {steal:.1f} CPU cores (steal) while it "
                    "measured")
+    slowdown = row.get("host_core_slowdown")
+    if slowdown is not None and not pd.isna(slowdown) and slowdown >= SLOW_CORE_RATIO:
+        out.append(f"slow host core: a fixed loop took {slowdown:.1f}x as long as on this "
+                   "machine's fast cores, so a launch-bound latency reads slow")
     for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
                          ("recompile_limit_hits", "recompile-limit hits"),
                          ("cudagraph_skips", "cudagraph skips"),

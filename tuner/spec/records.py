@@ -172,6 +172,9 @@ class TrialResult:
     # CPU time the hypervisor gave to others while this VM's cores wanted it ("steal"), in
     # cores; on bare metal 0 (tuner.trial.host)
     host_steal_cores: float | None = None
+    # how fast the launching core ran: a fixed Python loop's milliseconds, around the steady
+    # state (tuner.trial.host.core_loop_ms); on a slow core a launch-bound config reads slow
+    host_loop_ms: float | None = None
     timing_cpu: int | None = None  # the core the timing thread ran on (TUNER_TIMING_CPU), if pinned
     eager_reference_ms: float | None = None  # one eager call, for the break-even estimate
     # memory

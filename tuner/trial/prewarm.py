@@ -17,15 +17,16 @@ same state it did; only the eager call is shorter (``eager_reference_s``).
 It runs while the trial beside it compiles (once its BUILD file exists), and that trial waits
 for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it.
 
-It is off unless ``TUNER_PREWARM=1``: the algorithm choices it leaves are made beside another
-trial's compile (inductor's compile workers can fill every core then, and cuDNN times each
-algorithm between CUDA events, so a delayed launch counts against it), not on a quiet machine
-as the trial's own eager call makes them. On the H200 (torch 2.11, 2026-12-01) it cut resnet50's
-overhead per trial from 1.67 s to 0.45 s, but in a check of one config
-(benchmarks/prewarm_fidelity.py) 6 of 8 trials readied ahead landed in its slow mode (3.0-3.8
-against 2.0-2.5 ms), against 7 of 26 not readied ahead (benchmarks/README.md, "Readying the
-device ahead"). A tuner that measures must not trade what it measures for a second a trial, so
-it is not the default.
+It is off unless ``TUNER_PREWARM=1``. On the H200 (torch 2.11, 2026-12-01) it cut resnet50's
+overhead per trial from 1.67 s to 0.45 s, but in the checks of one config
+(benchmarks/prewarm_fidelity.py) 6 of 16 trials readied ahead landed in its slow mode (3.0-3.8
+against 2.0-2.5 ms), against 9 of 50 not readied ahead (p = 0.10), all 6 on one lease of the
+machine. The cause first feared, cuDNN's algorithm choices made beside another trial's compile,
+is not what the slow mode is: the GPU does the same work in it, and the process's host core is
+slow (benchmarks/README.md, "slow_mode.py"). What made those readied trials slow is not known,
+and a tuner that measures must not trade what it measures for a second a trial, so it is not
+the default until a check compares readied trials with others on cores of the same speed
+(``host_loop_ms``).
 
 It is not done beside a compile that itself benchmarks kernels on the GPU (max-autotune,
 coordinate descent tuning): two processes timing kernels at once could both choose worse ones.

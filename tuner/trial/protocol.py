@@ -180,7 +180,7 @@ def run_trial(request: TrialRequest, started: float,
                 stream = dev.time_stream_ms(call, *window)
             result.timing_cpu = pinned
             result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
-            result.host_steal_cores = host.steal_cores
+            result.host_steal_cores, result.host_loop_ms = host.steal_cores, host.loop_ms
         except Exception as exc:  # noqa: BLE001
             return _raised(result, "", exc)
 
