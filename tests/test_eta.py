@@ -24,6 +24,8 @@ def test_each_config_left_is_estimated_from_its_own_label_then_its_kind():
     # inductor:default from its own trial, eager from eager, reduce-overhead from the compiles.
     eta = _eta(history, [EAGER_8, DEFAULT_8, REDUCE_8], 2, None, None)
     assert eta == pytest.approx(2.0 + 30.0 + 30.0)
+    # With no trial of its kind yet, from every trial.
+    assert _eta([(EAGER_1, 2.0), (EAGER_8, 4.0)], [DEFAULT_8], 2, None, None) == 3.0
 
 
 def test_three_compiles_left_after_fast_eager_trials_are_not_underestimated():

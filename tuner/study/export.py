@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pandas as pd
 
@@ -28,13 +29,36 @@ class Exported:
     pareto: pd.DataFrame  # the Pareto set of each batch size
 
 
+class TrialRows:
+    """Each finished trial's row, made once and kept between exports: a search writes the files
+    after every trial, and remaking every row each time grew with the study
+    (benchmarks/study-growth-cpu.md). A kept row serves only while the trial's stored record is
+    the same; the finalist columns are made afresh on every export (re-measurements and
+    artifacts files come later)."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, tuple[tuple[Any, ...], TrialResult, dict[str, Any]]] = {}
+
+    def row(self, name: str, number: int, config: TrialConfig, workload: Workload,
+            stored: dict[str, Any]) -> tuple[TrialResult, dict[str, Any]]:
+        """The record as a result and its row (the caller's to change: a copy)."""
+        made = self._made.get(number)
+        if made is None or made[0] != (name, config, workload, stored):
+            result = TrialResult.from_dict(stored)
+            made = ((name, config, workload, dict(stored)), result,
+                    trial_row(name, number, config, workload, result))
+            self._made[number] = made
+        return made[1], dict(made[2])
+
+
 def study_frame(fronts: Fronts, name: str, workload: Workload,
-                layout: StudyLayout | None = None) -> pd.DataFrame:
+                layout: StudyLayout | None = None, rows: TrialRows | None = None) -> pd.DataFrame:
     """Every measured trial of every batch size as a Parquet row, in the order the trials were
     made; ``layout`` (the study folder on this host) is where finalists' artifacts files are
-    looked for."""
+    looked for; ``rows``, the rows an earlier export made, to reuse."""
+    rows = rows or TrialRows()
     repeats = repeats_of(fronts.main, fronts.storage)
-    rows = []
+    out = []
     not_run: set[str] = set()
     for t in sorted(fronts.trials(), key=lambda t: t.number):
         stored = stored_result(t.frozen)
@@ -46,12 +70,11 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
             if config.key in not_run:
                 continue
             not_run.add(config.key)
-        result = TrialResult.from_dict(stored)
-        row = trial_row(name, t.number, config, workload, result)
+        result, row = rows.row(name, t.number, config, workload, stored)
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
                                   None if layout is None else layout.directory))
-        rows.append(row)
-    return with_ranks(frame(rows))
+        out.append(row)
+    return with_ranks(frame(out))
 
 
 def storage_label(spec: StudySpec) -> str:
@@ -61,9 +84,10 @@ def storage_label(spec: StudySpec) -> str:
     return DB_FILE if spec.storage is None else redact(spec.storage)
 
 
-def export_study(fronts: Fronts, spec: StudySpec) -> Exported:
-    """Write the study's Parquet files under this host's study folder, from the storage."""
-    df = study_frame(fronts, spec.name, spec.workload, spec.layout)
+def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None) -> Exported:
+    """Write the study's Parquet files under this host's study folder, from the storage;
+    ``rows``: those an earlier export of this study made (:class:`TrialRows`)."""
+    df = study_frame(fronts, spec.name, spec.workload, spec.layout, rows)
     front = files.export(spec.layout, df, {
         "study": spec.name, "workload": spec.workload.to_dict(),
         "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),

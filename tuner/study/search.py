@@ -15,7 +15,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 
 import optuna
@@ -29,7 +29,7 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.claims import Claims
-from tuner.study.export import Exported, export_study, study_frame
+from tuner.study.export import Exported, TrialRows, export_study, study_frame
 from tuner.study.params import suggest
 from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
@@ -82,6 +82,7 @@ class Search:
         # live in each batch size's study (self.fronts), unless it was made before.
         self.study = self.fronts.main
         self.claims = Claims(self.fronts, spec.space, self.on_message)
+        self._rows = TrialRows()  # each trial's row, kept between the exports after each trial
 
     def run(self) -> SearchSummary:
         if self.runner is None:
@@ -336,14 +337,15 @@ class Search:
 
     def export(self) -> Exported:
         """Write the Parquet files, and delete the compile caches of trials off the front."""
-        exported = export_study(self.fronts, self.spec)
+        exported = export_study(self.fronts, self.spec, self._rows)
         finalists.prune_caches(self.fronts, self.spec, exported.pareto)
         return exported
 
     def current(self) -> Exported:
         """The trials and the Pareto set as the storage holds them now, written nowhere and
         deleting nothing: what a caller checks before it measures (``tuner confirm``)."""
-        df = study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout)
+        df = study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout,
+                         self._rows)
         return Exported(df, pareto(df))
 
 
@@ -383,7 +385,8 @@ def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], meas
     both would be wrong whichever kind is left."""
     if not history:
         return None
-    estimates = [_estimate_s(config, history) for config in left]
+    seconds = _TrialSeconds(history)
+    estimates = [seconds.estimate(config) for config in left]
     count = len(estimates) if target is None else min(len(estimates), target - measured)
     if count <= 0:
         return None
@@ -394,12 +397,28 @@ def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], meas
     return eta
 
 
-def _estimate_s(config: TrialConfig, history: list[tuple[TrialConfig, float]]) -> float:
-    """A trial's seconds, from this run's trials of the same label (the same backend and mode
-    compile alike at any batch size), else of the same kind (compiled or eager), else any."""
-    for same in (lambda c: c.label == config.label, lambda c: c.compiled == config.compiled,
-                 lambda c: True):
-        seconds = [s for c, s in history if same(c)]
-        if seconds:
-            return sum(seconds) / len(seconds)
-    raise ValueError("_estimate_s needs a history")
+class _TrialSeconds:
+    """A trial's seconds, from this run's trials (``history``, not empty) of the same label (the
+    same backend and mode compile alike at any batch size), else of the same kind (compiled or
+    eager), else any. The means are taken once: the estimate is asked for every config left,
+    after every trial."""
+
+    def __init__(self, history: list[tuple[TrialConfig, float]]) -> None:
+        self.by_label = _means((config.label, s) for config, s in history)
+        self.by_kind = _means((config.compiled, s) for config, s in history)
+        self.every = sum(s for _, s in history) / len(history)
+
+    def estimate(self, config: TrialConfig) -> float:
+        label = self.by_label.get(config.label)
+        if label is not None:
+            return label
+        return self.by_kind.get(config.compiled, self.every)
+
+
+def _means(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, float]:
+    sums: dict[Hashable, list[float]] = {}
+    for key, seconds in pairs:
+        total = sums.setdefault(key, [0.0, 0.0])
+        total[0] += seconds
+        total[1] += 1
+    return {key: total / n for key, (total, n) in sums.items()}

@@ -1,0 +1,64 @@
+"""A search keeps each finished trial's row between the exports after each trial: the files it
+writes are those a fresh export of the same storage writes, and a record that changed gets a
+new row."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.fakes import FakeRunner
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status, TrialResult
+from tuner.study.export import TrialRows, study_frame
+from tuner.study.search import Search
+
+from .test_study import WORKLOAD, make_spec
+
+
+def test_the_files_a_search_writes_are_those_a_fresh_export_makes(tmp_path):
+    spec = make_spec(tmp_path)
+    search = Search(spec, FakeRunner())
+    search.run()
+    written = pd.read_parquet(spec.layout.trials_file)
+    fresh = study_frame(search.fronts, spec.name, spec.workload, spec.layout)
+    assert len(written) == len(fresh) > 3
+    # the rows it kept served (not made again at the last export)...
+    assert len(search._rows._made) == len(written)
+    # ...and hold what a fresh export holds, cell for cell
+    pd.testing.assert_frame_equal(
+        written.drop(columns=["tuner_overhead_s"]).reset_index(drop=True),
+        pd.read_parquet(_written(fresh, spec)).drop(columns=["tuner_overhead_s"])
+        .reset_index(drop=True))
+
+
+def _written(df: pd.DataFrame, spec) -> str:
+    from tuner.data import files
+
+    path = spec.root / "fresh.parquet"
+    files.write(df, path, {})
+    return str(path)
+
+
+def test_a_kept_row_serves_only_while_the_record_is_the_same():
+    rows = TrialRows()
+    config = TrialConfig("eager", 1)
+    ok = TrialResult(status=Status.OK, latency_ms_p50=2.0).to_dict()
+    result, row = rows.row("s", 0, config, WORKLOAD, ok)
+    assert row["latency_ms_p50"] == 2.0 and result.latency_ms_p50 == 2.0
+    row["latency_ms_p50"] = 99.0  # the caller's copy: the kept row is not changed
+    assert rows.row("s", 0, config, WORKLOAD, dict(ok))[1]["latency_ms_p50"] == 2.0
+    changed = {**ok, "latency_ms_p50": 3.0}
+    assert rows.row("s", 0, config, WORKLOAD, changed)[1]["latency_ms_p50"] == 3.0
+    renamed = rows.row("t", 0, config, WORKLOAD, changed)[1]
+    assert renamed["study"] == "t"
+
+
+@pytest.mark.parametrize("field", ["status", "message"])
+def test_a_record_changed_in_place_is_not_served_from_the_kept_copy(field):
+    rows = TrialRows()
+    config = TrialConfig("eager", 1)
+    record = TrialResult(status=Status.OK, latency_ms_p50=2.0).to_dict()
+    rows.row("s", 0, config, WORKLOAD, record)
+    record[field] = "timeout" if field == "status" else "changed"
+    assert rows.row("s", 0, config, WORKLOAD, record)[1][field] == record[field]
