@@ -76,6 +76,11 @@ def test_a_storage_without_the_study_of_the_folder_is_refused_and_starts_no_stud
                           "pass the --storage it lives in (or none: the folder has a study.db)",
                           OR_ELSE)
     assert fingerprint(folder) == before
+    assert not (tmp_path / "elsewhere.db").exists()  # refused before opening would make it
+    (tmp_path / "elsewhere.db").touch()  # a SQLite file there, empty: refused once opened
+    result = invoke(*search_args(tmp_path / "studies", storage=elsewhere))
+    assert_one_line_error(result, f"but --storage {elsewhere} has no study '{STUDY}'")
+    assert fingerprint(folder) == before
     assert optuna.get_all_study_names(elsewhere) == []
     again = invoke(*search_args(tmp_path / "studies"))  # its own storage: resumes
     assert again.exit_code == 0 and "0 new trials, 4 in the study" in again.stderr
@@ -124,6 +129,22 @@ def test_a_storage_that_cannot_be_opened_is_one_line_naming_it_and_why(tmp_path,
         for raw in ("Can't load plugin", "install appropriate one", "sqlalche.me",
                     "invalid literal", "TCP/IP"):
             assert raw not in result.stderr
+
+
+def test_a_postgres_storage_without_a_driver_names_the_option_and_what_to_install(
+        tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in (
+        "psycopg", "psycopg2") else find_spec(name, *a))
+    url = f"postgresql://u:{PASSWORD}@127.0.0.1/x"
+    for args in (search_args(tmp_path / "studies", storage=url),
+                 ["worker", "--study", STUDY, "--storage", url]):
+        result = invoke(*args)
+        assert_one_line_error(result, "cannot open --storage postgresql://u:***@127.0.0.1/x: no "
+                              "PostgreSQL driver is installed: pip install 'tuner[postgres]'")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("url, words", UNOPENABLE)

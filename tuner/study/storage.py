@@ -16,7 +16,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -158,30 +158,51 @@ def _refuse_new_study_over_results(spec: StudySpec,
     """A folder that holds a study's results (its Parquet files, trial records) but whose storage
     lacks the study (study.db gone, or another --storage) would get a new study, whose files
     overwrite them: refuse. ``storage``: None before it is opened (then only a missing
-    study.db is known)."""
+    study.db is known, or a SQLite file not made yet)."""
     found = spec.layout.results()
     if not found:
         return
     db = spec.layout.db.exists()
     other = "pick another --name or --studies-dir, or remove the folder"
-    if storage is None:
-        if spec.storage is not None or db:
+    if storage is None and spec.storage is None:
+        if db:
             return
         lacks, fix = "no study.db", f"restore study.db, {other}"
+    elif storage is None and not _new_sqlite_file(cast(str, spec.storage)):
+        return  # known once it is opened (a SQLite file not made yet holds no study)
+    elif storage is not None and _holds(storage, spec.name):
+        return
+    elif spec.storage is None:
+        lacks, fix = f"its study.db has no study {spec.name!r}", f"restore study.db, {other}"
     else:
-        try:
-            storage.get_study_id_from_name(spec.name)
-            return
-        except KeyError:
-            pass
-        if spec.storage is None:
-            lacks, fix = f"its study.db has no study {spec.name!r}", f"restore study.db, {other}"
-        else:
-            lacks = f"--storage {redact(spec.storage)} has no study {spec.name!r}"
-            fix = ("pass the --storage it lives in"
-                   + (" (or none: the folder has a study.db)" if db else "") + f", {other}")
+        lacks = f"--storage {redact(spec.storage)} has no study {spec.name!r}"
+        fix = ("pass the --storage it lives in"
+               + (" (or none: the folder has a study.db)" if db else "") + f", {other}")
     raise UserError(f"{spec.directory} holds a study's results ({', '.join(found)}) but {lacks}, "
                     f"so a new study would overwrite them: {fix}")
+
+
+def _holds(storage: optuna.storages.BaseStorage, name: str) -> bool:
+    try:
+        storage.get_study_id_from_name(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _new_sqlite_file(url: str) -> bool:
+    """Whether ``url`` names a SQLite file that does not exist yet (opening it would make it)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - opening it says what is wrong with it
+        return False
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" \
+            or database.startswith("file:"):
+        return False
+    return not Path(database).exists()
 
 
 def ensure_folder(spec: StudySpec) -> None:
@@ -305,6 +326,9 @@ def _cause(url: str, exc: Exception) -> str:
                 "(e.g. postgresql://user@host/db or sqlite:///path/study.db)")
     if isinstance(exc, ArgumentError):
         return "not a database URL (e.g. postgresql://user@host/db or sqlite:///path/study.db)"
+    if isinstance(exc, _NoDriver):
+        return ("no PostgreSQL driver is installed: pip install 'tuner[postgres]' (or "
+                "psycopg2-binary)")
     if isinstance(exc, ImportError):  # optuna's, over the driver's own ModuleNotFoundError
         missing = getattr(exc.__cause__, "name", None) or getattr(exc, "name", None)
         return f"its driver{f' {missing!r}' if missing else ''} is not installed"
@@ -328,8 +352,12 @@ def _with_driver(url: str) -> str:
     for driver in ("psycopg", "psycopg2"):
         if importlib.util.find_spec(driver) is not None:
             return f"postgresql+{driver}://{url[len('postgresql://'):]}"
-    raise UserError("a postgresql:// storage needs a driver: pip install 'tuner[postgres]' "
-                    "(or psycopg2-binary)")
+    raise _NoDriver("no PostgreSQL driver")
+
+
+class _NoDriver(ImportError):
+    """Neither PostgreSQL driver SQLAlchemy reads a plain ``postgresql://`` URL with is
+    installed."""
 
 
 def _begin_immediate(engine: Any) -> None:
