@@ -10,17 +10,20 @@ device ahead, beside another trial's compile, made the slow mode more frequent (
 7 of 26). This runs that config the way a trial does, each run in a fresh process with empty
 inductor and triton caches: the model on the GPU with ``cudnn.benchmark`` on, its first eager
 call, eager p50, ``torch.compile`` and its first call, warm-up, compiled p50, then the profiler
-over 10 eager and 10 compiled calls (the GPU time of each kernel). Runs alternate between two
-ways:
+over 10 eager and 10 compiled calls (the GPU time of each kernel). Runs take the ``--ways`` in
+turn (``quiet,busy`` unless given):
 
 - ``quiet``: nothing else runs;
-- ``busy``: one spinning process per core runs during the first eager call only.
+- ``busy``: one spinning process per core runs during the first eager call only;
+- ``fastest``: quiet, and before each p50 the process moves to the core that runs a fixed
+  Python loop fastest then, as ``TUNER_TIMING_CPU=fastest`` has a trial do
+  (:func:`tuner.trial.affinity.fastest_cpu`); the compile itself runs on every core.
 
 If the slow mode is a choice made during a first call (cuDNN's algorithm for a conv shape,
 triton's config for a kernel), the slow runs' kernels differ from the fast runs' in name or in
 time, and the summary lists the kernels whose time differs most; if ``busy`` runs are slow more
-often, a busy CPU while cuDNN times its algorithms is what brings it. Rows are written as each
-run ends; the whole record of every run (every kernel's time) goes to ``--json``.
+often, a busy CPU while cuDNN times its algorithms is what brings it; if ``fastest`` runs are
+never slow, picking the core is the cure. Rows are written as each run ends; the whole record of every run (every kernel's time) goes to ``--json``.
 """
 
 from __future__ import annotations
@@ -90,6 +93,18 @@ def kernels(fn, calls=10):
             out[event.key] = [event.count / calls, us / calls]
     return out
 
+def pin_fastest():
+    # TUNER_TIMING_CPU=fastest's choice (tuner.trial.affinity.fastest_cpu): the loop on each
+    # core in turn, then stay on the fastest
+    times = {}
+    for cpu in sorted(allowed):
+        os.sched_setaffinity(0, {cpu})
+        times[cpu] = loop_ms()
+    best = min(times, key=times.get)
+    os.sched_setaffinity(0, {best})
+    return best
+
+allowed = os.sched_getaffinity(0)
 out = {"way": way}
 with torch.no_grad():
     burners = []
@@ -106,11 +121,16 @@ with torch.no_grad():
             p.wait()
     for _ in range(20):
         model(x)
+    if way == "fastest":
+        out["pinned"] = pin_fastest()
     out["eager_p50_ms"] = p50_ms(lambda: model(x))
     compiled = torch.compile(model)
+    os.sched_setaffinity(0, allowed)  # the compile (and its workers) on every core
     out["compiled_first_s"] = timed(lambda: compiled(x))
     for _ in range(50):
         compiled(x)
+    if way == "fastest":
+        out["pinned_compiled"] = pin_fastest()
     out["loop_ms"] = loop_ms()
     out["compiled_p50_ms"] = p50_ms(lambda: compiled(x))
     out["cpu"] = cpu_now()
@@ -188,7 +208,7 @@ def kernel_differences(runs: list[dict], which: str, slow_ms: float, key: str,
 def summary(runs: list[dict], slow_ms: float) -> list[str]:
     ok = [r for r in runs if "error" not in r]
     lines = ["", "## Summary", ""]
-    for way in ("quiet", "busy"):
+    for way in dict.fromkeys(r["way"] for r in ok):
         mine = [r for r in ok if r["way"] == way]
         if not mine:
             continue
@@ -219,6 +239,8 @@ def main() -> None:
                         help="a compiled p50 at or above this is the slow mode")
     parser.add_argument("--limit-s", type=float, default=500,
                         help="start no run after this many seconds; summarise what ran")
+    parser.add_argument("--ways", type=lambda text: text.split(","), default=["quiet", "busy"],
+                        help="ways the runs take in turn: quiet, busy, fastest")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -250,7 +272,7 @@ def main() -> None:
         if time.monotonic() - started > args.limit_s:
             head.insert(2, f"Stopped at the time limit after {number} of {args.runs} runs.\n")
             break
-        way = ("quiet", "busy")[number % 2]
+        way = args.ways[number % len(args.ways)]
         runs.append(run_once(args, way))
         print(row_line(number + 1, runs[-1]), file=sys.stderr, flush=True)
         write()

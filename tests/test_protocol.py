@@ -168,6 +168,38 @@ def test_with_a_timing_cpu_the_steady_state_is_timed_on_that_core_and_the_row_sa
     assert _trial("tests.models:tiny_cnn", 2).timing_cpu is None
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity")
+                    or len(__import__("os").sched_getaffinity(0)) < 2, reason="2 cores, Linux")
+def test_timing_cpu_fastest_times_the_steady_state_on_the_core_that_ran_the_loop_fastest(
+        monkeypatch):
+    """TUNER_TIMING_CPU=fastest: each core the process may use runs the loop in turn; the
+    steady state is timed on the fastest, and the thread is free again afterwards."""
+    import os
+
+    from tuner.trial import affinity, host
+
+    allowed = os.sched_getaffinity(0)
+    fast = min(allowed)  # the first core probed: the last one probed must not just win
+    probed = []
+
+    def loop_ms(repeats=5):
+        core = os.sched_getaffinity(0)
+        probed.append(core)
+        return 2.0 if core == {fast} else 5.0
+
+    monkeypatch.setattr(host, "core_loop_ms", loop_ms)
+    monkeypatch.setenv(affinity.TIMING_CPU_ENV, "fastest")
+    result = _trial("tests.models:tiny_cnn", 2)
+    assert result.status.value == "ok" and result.timing_cpu == fast
+    assert [{c} for c in sorted(allowed)] == probed[:len(allowed)]  # each core, one at a time
+    assert result.host_loop_ms == 2.0  # taken on the core it measured on
+    assert os.sched_getaffinity(0) == allowed
+    # The slow cores' figures are what a core other than the fastest would show.
+    monkeypatch.setattr(host, "core_loop_ms", lambda repeats=5: 5.0 if os.sched_getaffinity(0)
+                        == {fast} else 2.0)
+    assert _trial("tests.models:tiny_cnn", 2).timing_cpu != fast
+
+
 def test_a_failure_of_many_lines_is_one_line_in_the_row_and_whole_on_stderr(capfd):
     """An inductor error wraps the real one in lines of context: the row's message keeps the
     first and the last line, and the whole text goes to stderr (the row's stderr_tail)."""

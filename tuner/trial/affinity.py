@@ -4,6 +4,14 @@ Launch-bound configs (eager, inductor without CUDA graphs) wait on the host CPU 
 kernels, so their latency depends on the core the launching thread runs on. With
 ``TUNER_TIMING_CPU=N`` the trial's timing thread (the one that launches) runs on core N while
 it measures, and nowhere else; compile workers and other threads keep every core.
+
+``TUNER_TIMING_CPU=fastest`` picks the core as the measurement starts: the timing thread runs
+the fixed loop of :func:`tuner.trial.host.core_loop_ms` on each core it may use, in turn, and
+stays on the fastest. On the H200's VM a fresh process's cores ran that loop in 2.3-2.9 ms or
+3.8-5.1 ms, and a launch-bound p50 followed (benchmarks/README.md, "slow_mode.py"); no core
+stayed the fastest from one process to the next (``launch-variance-h200.md``), so a fixed N
+cannot choose well. Whether picking the core each trial narrows the spread of fresh processes
+on the H200 has not been measured yet, so it is not the default.
 """
 
 from __future__ import annotations
@@ -13,15 +21,40 @@ import os
 from collections.abc import Iterator
 
 TIMING_CPU_ENV = "TUNER_TIMING_CPU"
+FASTEST = "fastest"
+PROBE_REPEATS = 3  # loops per core when picking the fastest: about 7 ms a core on the H200
 
 
 def timing_cpu() -> int | None:
-    """The core named by TUNER_TIMING_CPU, if it is one this process may run on."""
+    """The core named by TUNER_TIMING_CPU (or, for ``fastest``, the fastest now: see the
+    module's text), if it is one this process may run on."""
     text = os.environ.get(TIMING_CPU_ENV, "").strip()
-    if not text.isdigit() or not hasattr(os, "sched_getaffinity"):
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    if text == FASTEST:
+        return fastest_cpu()
+    if not text.isdigit():
         return None
     cpu = int(text)
     return cpu if cpu in os.sched_getaffinity(0) else None
+
+
+def fastest_cpu() -> int | None:
+    """The core, of those the calling thread may use, that runs the fixed loop fastest now;
+    the thread is left where it was. None where it may not be moved."""
+    from tuner.trial.host import core_loop_ms
+
+    before = os.sched_getaffinity(0)
+    times = {}
+    try:
+        for cpu in sorted(before):
+            os.sched_setaffinity(0, {cpu})
+            times[cpu] = core_loop_ms(PROBE_REPEATS)
+    except OSError:
+        return None
+    finally:
+        os.sched_setaffinity(0, before)
+    return min(times, key=lambda cpu: times[cpu]) if times else None
 
 
 @contextlib.contextmanager
