@@ -186,6 +186,23 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
     return out
 
 
+def slow_core(trials: pd.DataFrame, listed: int = 5) -> str | None:
+    """One sentence on the trials measured on a slow host core (``host_core_slowdown``): a
+    launch-bound config among them reads slow, so it may be missing from a front."""
+    if "host_core_slowdown" not in trials:
+        return None
+    slowdown = pd.to_numeric(trials["host_core_slowdown"], errors="coerce")
+    slow = trials[(trials["status"] == Status.OK.value) & (slowdown >= SLOW_CORE_RATIO)]
+    if slow.empty:
+        return None
+    names = [f"{r['label']} bs={r['batch_size']}" for _, r in slow.head(listed).iterrows()]
+    more = f" and {len(slow) - listed} more" if len(slow) > listed else ""
+    return (f"{len(slow)} of {len(trials)} trials were measured on a slow host core (a fixed "
+            f"loop took {SLOW_CORE_RATIO}x as long or more as on this machine's fast cores): "
+            f"{', '.join(names)}{more}. A launch-bound config among them reads slow and may be "
+            "missing from a front above; `tuner show --all` flags them.")
+
+
 def failures(trials: pd.DataFrame) -> list[str]:
     bad = trials[trials["status"] != Status.OK.value]
     return [f"{r['label']} bs={r['batch_size']}: {r['status']}: {str(r['message'])[:160]}"
@@ -227,6 +244,9 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                      "step synchronised; ms: each shape once warm, its compiles and CUDA-graph "
                      "recordings counted apart):")
         lines.append(schedule_table(replay))
+    if slow := slow_core(trials):
+        lines.append("")
+        lines.append(slow)
     failed = failures(trials)
     if failed:
         lines.append("")
