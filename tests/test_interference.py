@@ -3,6 +3,7 @@ of a search."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -127,6 +128,10 @@ def test_show_flags_a_row_measured_on_a_slow_core(tmp_path):
     flagged = [line for line in shown.splitlines() if "slow host core:" in line]
     assert len(flagged) == 1 and "max-autotune" in flagged[0]
     assert "slow host core: a fixed loop took 1.9x as long" in flagged[0]
+    shown_json = json.loads(CliRunner().invoke(main, ["show", str(study), "--json"]).output)
+    by_label = {r["label"]: r for r in shown_json["pareto"]}
+    assert by_label["inductor:max-autotune"]["host_core_slowdown"] == pytest.approx(4.6 / 2.4)
+    assert by_label["inductor:max-autotune"]["host_loop_ms"] == 4.6
     # The report says so below the fronts, naming it: a slow-core row may be off the front.
     assert ("1 of 5 trials were measured on a slow host core (a fixed loop took 1.4x as long "
             "or more as on this machine's fast cores): inductor:max-autotune bs=1.") in shown
