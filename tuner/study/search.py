@@ -111,6 +111,7 @@ class Search:
         deadline = started + spec.budget_s if spec.budget_s else None
         new, duplicates_in_a_row, stop_reason = 0, 0, ""
         history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
+        configs = spec.space.configs()  # made once: asked for after every trial
         ended: float | None = None  # when this run's last trial ended (time.monotonic)
         # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
         # their other configs would fail the same way, each up to --timeout, so they are skipped.
@@ -126,7 +127,7 @@ class Search:
             if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
                 stop_reason = f"reached {spec.n_trials} trials"
                 break
-            remaining = [c for c in spec.space.configs()
+            remaining = [c for c in configs
                          if not state.taken(c.key) and c.batch_size not in broken]
             # Other workers measure the last configs: wait for them rather than stop, since the
             # trial of one that dies goes stale and its config comes back to the queue.
@@ -209,7 +210,7 @@ class Search:
             self.on_trial(TrialEvent(
                 number=measured, target=spec.n_trials, config=config, result=result,
                 best=_best_by_batch(exported.trials),
-                eta_s=_eta(history, [c for c in spec.space.configs() if c.key != config.key
+                eta_s=_eta(history, [c for c in configs if c.key != config.key
                                      and c.key not in state.measured
                                      and c.key not in state.running],
                            measured, spec.n_trials, deadline)))
@@ -224,7 +225,7 @@ class Search:
                                 "; the other batch sizes go on")
                 not_run.add(config.key)  # its own row says why
                 taken = claims.state()
-                for other in spec.space.configs():
+                for other in configs:
                     if other.batch_size == config.batch_size and other.key != config.key \
                             and not taken.taken(other.key):
                         record_not_run(self.fronts, spec.space, other,
