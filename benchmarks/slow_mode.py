@@ -42,6 +42,8 @@ from pathlib import Path
 CHILD = r"""
 import json, os, statistics, subprocess, sys, time
 import torch, torchvision
+from tuner.trial.affinity import fastest_cpu
+from tuner.trial.host import core_loop_ms as loop_ms  # the loop a trial times (host_loop_ms)
 model_name, dtype_name, batch, way = sys.argv[1:5]
 dtype = getattr(torch, dtype_name)
 torch.backends.cudnn.benchmark = True
@@ -69,15 +71,6 @@ def cpu_now():
     with open("/proc/self/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[36])
 
-def loop_ms():
-    # the host core's speed: a fixed Python loop, median of 5
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        sum(range(200000))
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
-
 def kernels(fn, calls=10):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -94,13 +87,8 @@ def kernels(fn, calls=10):
     return out
 
 def pin_fastest():
-    # TUNER_TIMING_CPU=fastest's choice (tuner.trial.affinity.fastest_cpu): the loop on each
-    # core in turn, then stay on the fastest
-    times = {}
-    for cpu in sorted(allowed):
-        os.sched_setaffinity(0, {cpu})
-        times[cpu] = loop_ms()
-    best = min(times, key=times.get)
+    # the core TUNER_TIMING_CPU=fastest has a trial time on, and stay there
+    best = fastest_cpu()
     os.sched_setaffinity(0, {best})
     return best
 
@@ -141,6 +129,7 @@ with torch.no_grad():
 print("RESULT " + json.dumps(out))
 """
 
+ROOT = Path(__file__).resolve().parents[1]
 HEADER = ("| run | way | eager first s | eager p50 ms | compiled first s | compiled p50 ms | "
           "eager p50 ms after | GPU ms a call: eager / compiled | core | loop ms |")
 
@@ -148,7 +137,9 @@ HEADER = ("| run | way | eager first s | eager p50 ms | compiled first s | compi
 def run_once(args: argparse.Namespace, way: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
-                   TRITON_CACHE_DIR=f"{tmp}/triton", TMPDIR=tmp)
+                   TRITON_CACHE_DIR=f"{tmp}/triton", TMPDIR=tmp,
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+                                                            os.environ.get("PYTHONPATH")])))
         proc = subprocess.run([sys.executable, "-c", CHILD, args.model, args.dtype,
                                str(args.batch_size), way],
                               capture_output=True, text=True, env=env, timeout=300)

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import random
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -407,7 +408,7 @@ class _TrialSeconds:
     def __init__(self, history: list[tuple[TrialConfig, float]]) -> None:
         self.by_label = _means((config.label, s) for config, s in history)
         self.by_kind = _means((config.compiled, s) for config, s in history)
-        self.every = sum(s for _, s in history) / len(history)
+        self.every = statistics.fmean(s for _, s in history)
 
     def estimate(self, config: TrialConfig) -> float:
         label = self.by_label.get(config.label)
@@ -417,9 +418,7 @@ class _TrialSeconds:
 
 
 def _means(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, float]:
-    sums: dict[Hashable, list[float]] = {}
+    groups: dict[Hashable, list[float]] = {}
     for key, seconds in pairs:
-        total = sums.setdefault(key, [0.0, 0.0])
-        total[0] += seconds
-        total[1] += 1
-    return {key: total / n for key, (total, n) in sums.items()}
+        groups.setdefault(key, []).append(seconds)
+    return {key: statistics.fmean(values) for key, values in groups.items()}
