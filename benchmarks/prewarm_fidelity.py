@@ -34,7 +34,8 @@ from tuner.trial.prebuild import PrebuildRequest
 from tuner.trial.prewarm import PREWARM_ENV
 
 HEADER = ("| sample | way | control p50 ms | trial p50 ms | trial / control | trial prewarmed | "
-          "trial eager_ref s | trial compile s | loop ms: control / trial |")
+          "trial eager_ref s | trial compile s | loop ms: control / trial | timing core: control / "
+          "trial |")
 
 
 def sample(config: TrialConfig, workload: Workload, protocol: TrialProtocol, way: str,
@@ -56,10 +57,16 @@ def row(number: int, way: str, control: TrialResult, trial: TrialResult) -> str:
              if trial.latency_ms_p50 and control.latency_ms_p50 else None)
     cells = [number, way, _f(control.latency_ms_p50), _f(trial.latency_ms_p50), _f(ratio),
              trial.prewarmed, _f(trial.eager_reference_s, 2), _f(trial.compile_s_cold, 2),
-             f"{_f(control.host_loop_ms, 2)} / {_f(trial.host_loop_ms, 2)}"]
+             f"{_f(control.host_loop_ms, 2)} / {_f(trial.host_loop_ms, 2)}",
+             f"{_core(control.timing_cpu)} / {_core(trial.timing_cpu)}"]
     if not (control.ok and trial.ok):
         cells.append(f"{control.status.value}/{trial.status.value}: {trial.message or control.message}")
     return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _core(cpu: int | None) -> str:
+    """The core a trial timed on (TUNER_TIMING_CPU), or "-" where it was not pinned."""
+    return "-" if cpu is None else str(cpu)
 
 
 def summary(ratios: dict[str, list[float]],
@@ -107,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [f"# prewarm fidelity, {datetime.date.today()}, {name}, torch {torch.__version__}", "",
              f"`python benchmarks/prewarm_fidelity.py {' '.join(sys.argv[1:])}`: {args.model} "
              f"{args.dtype}, inductor {args.mode} at batch size {args.batch_size}; "
-             "see the script for the design.", "", HEADER, "|" + "---|" * 9]
+             "see the script for the design.", "", HEADER, "|" + "---|" * 10]
     out = args.out
 
     def emit(line: str) -> None:

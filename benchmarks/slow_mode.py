@@ -15,6 +15,9 @@ turn (``quiet,busy`` unless given):
 
 - ``quiet``: nothing else runs;
 - ``busy``: one spinning process per core runs during the first eager call only;
+- ``gpu-busy``: another process runs matmuls on the same GPU during the first eager call
+  only (where cuDNN times its algorithms), as a compile's kernel benchmarks beside a process
+  that readies the device ahead (TUNER_PREWARM=1) would;
 - ``fastest``: quiet, and before each p50 the process moves to the core that runs a fixed
   Python loop fastest then, as ``TUNER_TIMING_CPU=fastest`` has a trial do
   (:func:`tuner.trial.affinity.fastest_cpu`); the compile itself runs on every core.
@@ -86,12 +89,27 @@ def kernels(fn, calls=10):
             out[event.key] = [event.count / calls, us / calls]
     return out
 
+def core_loops():
+    # every core this process may use, the loop on each in turn (3 loops, as the probe does)
+    times = {}
+    for cpu in sorted(allowed):
+        os.sched_setaffinity(0, {cpu})
+        times[cpu] = loop_ms(3)
+    os.sched_setaffinity(0, allowed)
+    return times
+
 def pin_fastest():
     # the core TUNER_TIMING_CPU=fastest has a trial time on, and stay there
     best = fastest_cpu()
     os.sched_setaffinity(0, {best})
     return best
 
+# another process's matmuls on the same GPU, as a compile's kernel benchmarks beside it would be
+GPU_BURNER = ("import torch\n"
+              "a = torch.randn(4096, 4096, device='cuda')\n"
+              "a @ a; torch.cuda.synchronize(); print('ready', flush=True)\n"
+              "while True:\n"
+              "    a @ a\n")
 allowed = os.sched_getaffinity(0)
 out = {"way": way}
 with torch.no_grad():
@@ -100,6 +118,9 @@ with torch.no_grad():
         burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                    for _ in range(os.cpu_count() or 1)]
         time.sleep(1.0)
+    if way == "gpu-busy":
+        burners = [subprocess.Popen([sys.executable, "-c", GPU_BURNER], stdout=subprocess.PIPE)]
+        burners[0].stdout.readline()  # its CUDA context made, its matmuls under way
     try:
         out["eager_first_s"] = timed(lambda: model(x))
     finally:
@@ -124,6 +145,8 @@ with torch.no_grad():
     out["cpu"] = cpu_now()
     out["loop_ms_after"] = loop_ms()
     out["eager_p50_ms_after"] = p50_ms(lambda: model(x))
+    os.sched_setaffinity(0, allowed)
+    out["core_loops"] = core_loops()
     out["eager_kernels"] = kernels(lambda: model(x))
     out["compiled_kernels"] = kernels(lambda: compiled(x))
 print("RESULT " + json.dumps(out))
@@ -131,7 +154,8 @@ print("RESULT " + json.dumps(out))
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ("| run | way | eager first s | eager p50 ms | compiled first s | compiled p50 ms | "
-          "eager p50 ms after | GPU ms a call: eager / compiled | core | loop ms |")
+          "eager p50 ms after | GPU ms a call: eager / compiled | core | loop ms | "
+          "every core's loop ms: min / median / max |")
 
 
 def run_once(args: argparse.Namespace, way: str) -> dict:
@@ -160,7 +184,16 @@ def row_line(number: int, r: dict) -> str:
             f"{fmt(r['compiled_first_s'], 1)} | {fmt(r['compiled_p50_ms'])} | "
             f"{fmt(r['eager_p50_ms_after'])} | {gpu_ms(r['eager_kernels'])} / "
             f"{gpu_ms(r['compiled_kernels'])} | {r.get('cpu', '')} | "
-            f"{fmt(r.get('loop_ms'), 2)} / {fmt(r.get('loop_ms_after'), 2)} |")
+            f"{fmt(r.get('loop_ms'), 2)} / {fmt(r.get('loop_ms_after'), 2)} | "
+            f"{spread(r.get('core_loops'))} |")
+
+
+def spread(loops: dict | None) -> str:
+    """The fastest, median and slowest core of one process, by the loop (ms)."""
+    if not loops:
+        return ""
+    times = sorted(loops.values())
+    return f"{times[0]:.2f} / {statistics.median(times):.2f} / {times[-1]:.2f}"
 
 
 def gpu_ms(kernels: dict) -> str:
@@ -211,12 +244,27 @@ def summary(runs: list[dict], slow_ms: float) -> list[str]:
                      f"eager p50 median {statistics.median(r['eager_p50_ms'] for r in mine):.3f} ms "
                      f"(over 1.2x the median of all: {eager_slow}); eager first call median "
                      f"{statistics.median(r['eager_first_s'] for r in mine):.2f} s")
+    lines += core_lines(ok, slow_ms)
     lines += ["", "### Compiled calls: kernels, slow runs against fast", ""]
     lines += kernel_differences(ok, "compiled_kernels", slow_ms, "compiled_p50_ms")
     eager_cut = statistics.median(r["eager_p50_ms"] for r in ok) * 1.2 if ok else 0.0
     lines += ["", f"### Eager calls: kernels, slow runs (eager p50 >= {eager_cut:.3f} ms, 1.2x the "
               "median) against fast", ""]
     lines += kernel_differences(ok, "eager_kernels", eager_cut, "eager_p50_ms")
+    return lines
+
+
+def core_lines(runs: list[dict], slow_ms: float) -> list[str]:
+    """Whether a slow run's process was slow on every core or on the one it timed on: each
+    group's fastest and slowest core (the loop after the p50s), medians over its runs."""
+    lines = []
+    for name, group in (("slow", [r for r in runs if r["compiled_p50_ms"] >= slow_ms]),
+                        ("fast", [r for r in runs if r["compiled_p50_ms"] < slow_ms])):
+        loops = [sorted(r["core_loops"].values()) for r in group if r.get("core_loops")]
+        if loops:
+            lines.append(f"- {name} runs' cores ({len(loops)} runs): fastest core's loop median "
+                         f"{statistics.median(t[0] for t in loops):.2f} ms, slowest core's "
+                         f"{statistics.median(t[-1] for t in loops):.2f} ms")
     return lines
 
 
@@ -231,7 +279,7 @@ def main() -> None:
     parser.add_argument("--limit-s", type=float, default=500,
                         help="start no run after this many seconds; summarise what ran")
     parser.add_argument("--ways", type=lambda text: text.split(","), default=["quiet", "busy"],
-                        help="ways the runs take in turn: quiet, busy, fastest")
+                        help="ways the runs take in turn: quiet, busy, gpu-busy, fastest")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -245,8 +293,10 @@ def main() -> None:
             "eager call only. p50 of 200 calls between CUDA events, each call waited for. GPU ms a "
             "call: every kernel's time, summed, from the profiler. core: the one the process ran "
             "on after its compiled p50; loop ms: a fixed Python loop before and after it (the "
-            "core's speed).", "", HEADER,
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "core's speed); every core's loop ms: the loop on each core in turn, after the p50s "
+            "(is a slow process slow on every core, or on some?). `fastest`: each p50 on the "
+            "core that ran the loop fastest just before it.", "", HEADER,
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     runs: list[dict] = []
     started = time.monotonic()
 

@@ -17,7 +17,7 @@ from tuner.data import files
 from tuner.launch import runner as runners
 from tuner.launch.runner import LaunchSettings, ProcessRunner
 from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialProtocol, TrialRequest
+from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.spec.workload import Workload
 from tuner.study import fleet as fleets
 from tuner.study.search import Search
@@ -350,6 +350,34 @@ def test_the_slow_mode_summary_splits_runs_by_p50_and_compares_each_kernels_gpu_
     assert slow_mode.row_line(4, runs[3]) == "| 4 | busy | error: CUDA error |"
     assert "| 1.700 / 3.000 |" not in slow_mode.row_line(1, runs[0])
     assert "| 3.000 / 1.700 |" in slow_mode.row_line(1, runs[0])
+
+
+def test_the_slow_mode_summary_gives_each_groups_fastest_and_slowest_core():
+    from benchmarks import slow_mode
+
+    def run(p50, loops):
+        return {"way": "quiet", "eager_first_s": 1.0, "eager_p50_ms": 4.0, "compiled_first_s": 15.0,
+                "compiled_p50_ms": p50, "eager_p50_ms_after": 4.0, "eager_kernels": {},
+                "compiled_kernels": {"conv": [1.0, 1500.0]}, "core_loops": loops}
+
+    runs = [run(3.4, {"0": 2.4, "1": 4.8, "2": 5.0}), run(2.2, {"0": 2.6, "1": 2.5, "2": 4.4}),
+            run(2.3, {"0": 2.3, "1": 4.6})]
+    lines = slow_mode.summary(runs, slow_ms=3.0)
+    assert ("- slow runs' cores (1 runs): fastest core's loop median 2.40 ms, slowest core's "
+            "5.00 ms") in lines
+    assert ("- fast runs' cores (2 runs): fastest core's loop median 2.40 ms, slowest core's "
+            "4.50 ms") in lines
+    assert slow_mode.row_line(1, runs[0]).endswith("| 2.40 / 4.80 / 5.00 |")
+
+
+def test_a_prewarm_fidelity_row_names_the_core_each_trial_timed_on():
+    from benchmarks import prewarm_fidelity
+
+    def result(cpu):
+        return TrialResult(status=Status.OK, latency_ms_p50=2.2, host_loop_ms=2.4, timing_cpu=cpu)
+
+    line = prewarm_fidelity.row(1, "on", result(None), result(7))
+    assert line.endswith("| 2.40 / 2.40 | - / 7 |")
 
 
 def test_study_growth_gives_each_block_of_trials_in_the_order_they_ran():

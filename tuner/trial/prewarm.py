@@ -18,15 +18,14 @@ It runs while the trial beside it compiles (once its BUILD file exists), and tha
 for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it.
 
 It is off unless ``TUNER_PREWARM=1``. On the H200 (torch 2.11, 2026-12-01) it cut resnet50's
-overhead per trial from 1.67 s to 0.45 s, but in the checks of one config
-(benchmarks/prewarm_fidelity.py) 6 of 16 trials readied ahead landed in its slow mode (3.0-3.8
-against 2.0-2.5 ms), against 9 of 50 not readied ahead (p = 0.10), all 6 on one lease of the
-machine. The cause first feared, cuDNN's algorithm choices made beside another trial's compile,
-is not what the slow mode is: the GPU does the same work in it, and the process's host core is
-slow (benchmarks/README.md, "slow_mode.py"). What made those readied trials slow is not known,
-and a tuner that measures must not trade what it measures for a second a trial, so it is not
-the default until a check compares readied trials with others on cores of the same speed
-(``host_loop_ms``).
+overhead per trial from 1.67 s to 0.45 s. The cause first feared, cuDNN's algorithm choices
+made beside another trial's compile, did not change the GPU work, whether the CPU or the GPU was
+busy while they were made; the slow mode of that config's cold trials (3.0-3.8 against 2.0-2.5
+ms) is a slow host core (benchmarks/README.md, "slow_mode.py"). Readied trials met it no more
+often on a lease that showed it (1 of 5 against 2 of 13). But there they read a median 1.12x
+their controls against 1.00x for trials not readied ahead, in five samples, and a tuner that
+measures must not trade what it measures for a second a trial, so it is not the default until
+more samples say whether that is a cost.
 
 It is not done beside a compile that itself benchmarks kernels on the GPU (max-autotune,
 coordinate descent tuning): two processes timing kernels at once could both choose worse ones.
