@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -10,7 +12,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.noise import repeat_columns
 from tuner.data.rows import frame, trial_row
-from tuner.data.select import with_ranks
+from tuner.data.select import pareto, with_ranks
 from tuner.spec.config import TrialConfig
 from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
@@ -27,6 +29,40 @@ from tuner.study.storage import CONFIG_ATTR
 class Exported:
     trials: pd.DataFrame  # every measured trial
     pareto: pd.DataFrame  # the Pareto set of each batch size
+
+
+EXPORT_SHARE = 0.05  # at most this share of a search's time goes to rewriting its files
+
+
+class ExportPacer:
+    """When a search rewrites its Parquet files after a trial. Each write is whole (both files,
+    every row), so it costs more as the study grows: at 600 trials on the 2-core box, writing
+    them was about a fifth of the search's own time a trial (benchmarks/study-growth-cpu-profile.md).
+    After a trial the files are rewritten only once the time since the last write ended is at
+    least ``1 / share`` times what that write took, so writing takes at most about ``share``
+    of the run however large the study. With trials of seconds (any GPU trial) that is after
+    every trial until a write takes a twentieth of a trial. A run's last export always writes
+    (:meth:`tuner.study.search.Search.export`); ``behind`` says the files miss a trial."""
+
+    def __init__(self, share: float = EXPORT_SHARE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.share, self._clock = share, clock
+        self._last_end: float | None = None
+        self._last_s = 0.0
+        self.behind = False
+
+    def due(self) -> bool:
+        return self._last_end is None or (
+            self._clock() - self._last_end >= self._last_s / self.share)
+
+    def write(self, write: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """Time ``write`` (which writes the files and returns the front) as this pacer's last."""
+        started = self._clock()
+        front = write()
+        self._last_end = self._clock()
+        self._last_s = self._last_end - started
+        self.behind = False
+        return front
 
 
 class TrialRows:
@@ -84,12 +120,22 @@ def storage_label(spec: StudySpec) -> str:
     return DB_FILE if spec.storage is None else redact(spec.storage)
 
 
-def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None) -> Exported:
+def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
+                 pacer: ExportPacer | None = None) -> Exported:
     """Write the study's Parquet files under this host's study folder, from the storage;
-    ``rows``: those an earlier export of this study made (:class:`TrialRows`)."""
+    ``rows``: those an earlier export of this study made (:class:`TrialRows`); ``pacer``: write
+    only when it says so (:class:`ExportPacer`; the frames are made either way)."""
     df = study_frame(fronts, spec.name, spec.workload, spec.layout, rows)
-    front = files.export(spec.layout, df, {
-        "study": spec.name, "workload": spec.workload.to_dict(),
-        "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
-        "storage": storage_label(spec)})
-    return Exported(df, front)
+
+    def write() -> pd.DataFrame:
+        return files.export(spec.layout, df, {
+            "study": spec.name, "workload": spec.workload.to_dict(),
+            "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
+            "storage": storage_label(spec)})
+
+    if pacer is None:
+        return Exported(df, write())
+    if pacer.due():
+        return Exported(df, pacer.write(write))
+    pacer.behind = True
+    return Exported(df, pareto(df))

@@ -30,7 +30,7 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.claims import Claims
-from tuner.study.export import Exported, TrialRows, export_study, study_frame
+from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
 from tuner.study.params import suggest
 from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
@@ -84,6 +84,7 @@ class Search:
         self.study = self.fronts.main
         self.claims = Claims(self.fronts, spec.space, self.on_message)
         self._rows = TrialRows()  # each trial's row, kept between the exports after each trial
+        self._pacer = ExportPacer()  # how often those exports write the files
 
     def run(self) -> SearchSummary:
         if self.runner is None:
@@ -93,6 +94,9 @@ class Search:
         finally:
             self.claims.stop_heartbeat()
             self.runner.close()  # a pre-started trial process is not left waiting
+            if self._pacer.behind:  # a run that raised: the files get every trial stored
+                with contextlib.suppress(Exception):  # the error that ended the run is the one to see
+                    self.export()
 
     def prepare(self) -> None:
         """What :meth:`run` does first: fail the trials of dead search processes on this host
@@ -304,7 +308,7 @@ class Search:
         store_result(self.claims.storage, trial_id, result)
         # One frame for all: the summary, objectives and constraints are the trial's Parquet
         # row, so the dashboard, the sampler and the files have the same numbers.
-        exported = self.export()
+        exported = self.export(after_trial=True)
         df = exported.trials
         row = df[df["trial_number"] == number].iloc[0]
         for name, value in summary(row).items():
@@ -337,9 +341,14 @@ class Search:
                             "cores): latency of launch-bound configs will be noisy; rows say "
                             "how much CPU other processes took while they measured")
 
-    def export(self) -> Exported:
-        """Write the Parquet files, and delete the compile caches of trials off the front."""
-        exported = export_study(self.fronts, self.spec, self._rows)
+    def export(self, after_trial: bool = False) -> Exported:
+        """Write the Parquet files, and delete the compile caches of trials off the front;
+        ``after_trial``: the export after each trial, which writes only when the pacer says so
+        (:class:`tuner.study.export.ExportPacer`)."""
+        exported = export_study(self.fronts, self.spec, self._rows,
+                                self._pacer if after_trial else None)
+        if not after_trial:
+            self._pacer.behind = False  # the files hold every trial stored
         finalists.prune_caches(self.fronts, self.spec, exported.pareto)
         return exported
 
