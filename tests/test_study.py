@@ -345,3 +345,15 @@ def test_a_worker_checking_the_study_folder_never_removes_another_workers_files(
     ensure_folder(spec)
     assert all(f.read_text() == "another worker's" for f in others)
     assert sorted(p.name for p in spec.directory.iterdir()) == sorted(f.name for f in others)
+
+
+def test_a_config_held_only_by_the_trial_asked_for_it_is_not_taken_by_another():
+    from tuner.study.claims import StudyState
+
+    state = StudyState(measured={"a"}, pending={"b", "c"}, waiting=2,
+                       holders={"b": {7}, "c": {7, 9}})
+    assert not state.taken_by_another("b", 7)  # the enqueued trial ask() handed out as 7
+    assert state.taken_by_another("b", 8)
+    assert state.taken_by_another("c", 7)  # queued twice: the other one holds it
+    assert state.taken_by_another("a", 7)
+    assert not state.taken_by_another("d", 7)

@@ -12,6 +12,7 @@ key is the one it had before those dimensions existed, so older studies resume u
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,7 @@ class TrialConfig:
     def compiled(self) -> bool:
         return self.backend != EAGER
 
-    @property
+    @functools.cached_property  # a search compares every config's key after every trial
     def key(self) -> str:
         """A stable text key: two trials with the same key measure the same thing. The newer
         dimensions are appended only where set, so older keys stay what they were."""
@@ -85,7 +86,7 @@ class TrialConfig:
             key += f"|cudnn_benchmark={self.cudnn_benchmark}"
         return key + "".join(f"|opt.{name}={value!r}" for name, value in self.options)
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         """Short label without the batch size, e.g. ``inductor:reduce-overhead`` (dynamic=False),
         ``inductor:default dynamic=None`` or ``inductor:default bf16 epilogue_fusion=False``."""

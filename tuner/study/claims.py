@@ -50,9 +50,18 @@ class StudyState:
     beating: int = 0  # of those, trials whose process records heartbeats
     # Optuna study name -> the number of its oldest enqueued trial (tuner.study.fronts)
     queued: dict[str, int] = dataclasses.field(default_factory=dict)
+    # key -> the tuner's numbers of the trials that hold it pending (running or enqueued)
+    holders: dict[str, set[int]] = dataclasses.field(default_factory=dict)
 
     def taken(self, key: str) -> bool:
         return key in self.measured or key in self.pending
+
+    def taken_by_another(self, key: str, number: int) -> bool:
+        """Whether a trial other than the tuner's trial ``number`` measured ``key`` or holds it:
+        the check, on the state read before ``number`` was asked, of the config the sampler
+        proposed for it (an enqueued trial that ``ask`` handed out holds its own key). Only a
+        hint that spares a claim: :meth:`Claims.claim` reads afresh."""
+        return key in self.measured or bool(self.holders.get(key, set()) - {number})
 
 
 class Claims:
@@ -77,6 +86,7 @@ class Claims:
         """The study's configs as the storage has them, the tuner's trial ``exclude`` left out."""
         measured, pending, waiting, running, beating = set(), set(), 0, set(), 0
         queued: dict[str, int] = {}
+        holders: dict[str, set[int]] = {}
         for stored in self.fronts.trials():
             t = stored.frozen
             if stored.number == exclude:
@@ -92,6 +102,7 @@ class Claims:
                 # An enqueued trial carries its key before anyone owns it; one left RUNNING with
                 # no owner (killed between ask and claiming it) would otherwise block its config.
                 pending.add(key)
+                holders.setdefault(key, set()).add(stored.number)
                 waiting += t.state == TrialState.WAITING
                 if t.state == TrialState.WAITING:
                     name = stored.study.study_name
@@ -99,7 +110,7 @@ class Claims:
                 if t.state == TrialState.RUNNING:
                     running.add(key)
                     beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
-        return StudyState(measured, pending, waiting, running, beating, queued)
+        return StudyState(measured, pending, waiting, running, beating, queued, holders)
 
     def enqueue(self, config: TrialConfig, **attrs: object) -> None:
         """Queue ``config`` in its batch size's study: the next trial asked there measures it."""

@@ -161,12 +161,13 @@ class Search:
             assert front is not None, "a config is left, so a front has one"
             trial, number = claims.ask(front[0])
             config = suggest(trial, spec.space, front[1])
-            if config.batch_size in broken and config.key not in not_run and not claims.state(
-                    exclude=number).taken(config.key) and claims.claim(trial, number, config):
+            # The state read above serves these checks (claim reads afresh before it holds).
+            if config.batch_size in broken and config.key not in not_run and not \
+                    state.taken_by_another(config.key, number) and claims.claim(trial, number, config):
                 self.record(trial, number, _not_run(config.batch_size, broken))  # says why
                 not_run.add(config.key)
                 continue
-            if claims.state(exclude=number).taken(config.key) or config.batch_size in broken:
+            if state.taken_by_another(config.key, number) or config.batch_size in broken:
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
                 trial.study.tell(trial, state=TrialState.PRUNED)
                 duplicates_in_a_row += 1
