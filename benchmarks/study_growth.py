@@ -9,8 +9,9 @@ pruned. That is each row's ``tuner_overhead_s`` (the search's time since the pre
 ended). The space: resnet18 on the CPU, batch sizes 1, 8, 16 and 32, eager and 160 inductor
 configs each (dynamic and five inductor options), 644 configs in all, searched in a fresh
 study. The table gives the mean, median and max of ``tuner_overhead_s`` per block of
-``--block`` trials, in the order they ran; the last line, the first block's mean and the last
-one's.
+``--block`` trials, in the order they ran, and the trials asked a trial measured (the sampler's
+proposals of configs already measured are asked, then pruned: near the end of a space most
+are); the last line, the first block's mean and the last one's.
 """
 
 from __future__ import annotations
@@ -35,14 +36,22 @@ SPACE = ["--model", "resnet18", "--device", "cpu", "--batch-sizes", "1,8,16,32",
          "--inductor-option", "split_reductions=false,true"]
 
 
-def blocks(overhead: pd.Series, size: int) -> pd.DataFrame:
-    """Mean, median and max of ``overhead`` (in trial order) per block of ``size`` trials."""
+def blocks(overhead: pd.Series, size: int, numbers: pd.Series | None = None) -> pd.DataFrame:
+    """Mean, median and max of ``overhead`` (in trial order) per block of ``size`` trials;
+    given the trials' ``numbers`` (the storage's ids, which every trial asked takes, pruned
+    duplicates and queued ones too), also the trials asked per trial measured: 1 where the
+    sampler's first proposal was new, more where it proposed configs already measured."""
     values = overhead.reset_index(drop=True)
-    rows = [{"trials": f"{start + 1}-{min(start + size, len(values))}",
-             "mean s": values[start:start + size].mean(),
-             "median s": values[start:start + size].median(),
-             "max s": values[start:start + size].max()}
-            for start in range(0, len(values), size)]
+    asked = None if numbers is None else numbers.reset_index(drop=True).diff()
+    rows = []
+    for start in range(0, len(values), size):
+        row = {"trials": f"{start + 1}-{min(start + size, len(values))}",
+               "mean s": values[start:start + size].mean(),
+               "median s": values[start:start + size].median(),
+               "max s": values[start:start + size].max()}
+        if asked is not None:
+            row["asked a trial"] = asked[start:start + size].mean()
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -65,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         if proc.returncode != 0:
             raise SystemExit(f"tuner search exited {proc.returncode}: {proc.stderr[-2000:]}")
         df = pd.read_parquet(Path(tmp) / "growth" / "trials.parquet")
-    overhead = df.sort_values("trial_number")["tuner_overhead_s"].dropna()
-    table = blocks(overhead, args.block)
+    ran = df.sort_values("trial_number").dropna(subset=["tuner_overhead_s"])
+    table = blocks(ran["tuner_overhead_s"], args.block, ran["trial_number"])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                             capture_output=True, text=True).stdout.strip() or "?"
     import torch
