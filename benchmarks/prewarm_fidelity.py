@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import statistics
 import sys
@@ -102,7 +103,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--first", choices=("on", "off"), default="on")
     parser.add_argument("--min-seconds", type=float, default=2.0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--pool", type=Path, nargs="+", metavar="FILE",
+                        help="measure nothing: pool the samples of files this script wrote")
     args = parser.parse_args(argv)
+    if args.pool:
+        text = "\n".join([f"# prewarm fidelity, every sample pooled ({datetime.date.today()})", "",
+                          f"`python benchmarks/prewarm_fidelity.py --pool "
+                          f"{' '.join(p.name for p in args.pool)}`", "", *pool(args.pool)]) + "\n"
+        print(text, end="")
+        if args.out:
+            args.out.write_text(text)
+        return
 
     import torch
 
@@ -145,6 +156,56 @@ def main(argv: list[str] | None = None) -> None:
             emit(f"(interrupted after {sum(map(len, ratios.values()))} finished samples)")
     for line in summary(ratios, p50s):
         emit(line)
+
+
+def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
+    """Every sample of the files this script wrote, together: each way's trial / control
+    ratios, how many trials of each way (and controls) were slow (p50 at or above ``slow_ms``),
+    and a one-sided Mann-Whitney test of readied ahead reading higher than not (normal
+    approximation, no tie correction)."""
+    ratios: dict[str, list[float]] = {"on": [], "off": []}
+    p50s: dict[str, list[float]] = {"on": [], "off": [], "control": []}
+    lines = ["| file | samples on | samples off | median trial / control: on | off |",
+             "|---|---|---|---|---|"]
+    for path in paths:
+        mine: dict[str, list[float]] = {"on": [], "off": []}
+        for line in path.read_text().splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 5 or not cells[0].isdigit() or cells[1] not in mine:
+                continue
+            try:
+                control, trial, ratio = float(cells[2]), float(cells[3]), float(cells[4])
+            except ValueError:  # a failed sample
+                continue
+            mine[cells[1]].append(ratio)
+            p50s[cells[1]].append(trial)
+            p50s["control"].append(control)
+        for way in mine:
+            ratios[way] += mine[way]
+        lines.append(f"| `{path.name}` | {len(mine['on'])} | {len(mine['off'])} | "
+                     f"{_median(mine['on'])} | {_median(mine['off'])} |")
+    lines += ["", f"all: trial / control, median: on {_median(ratios['on'])} "
+              f"({len(ratios['on'])}), off {_median(ratios['off'])} ({len(ratios['off'])}); "
+              f"one-sided Mann-Whitney p (on above off) = {_greater_p(ratios['on'], ratios['off']):.3f}"]
+    lines.append("slow trials (p50 >= " + f"{slow_ms} ms): " + ", ".join(
+        f"{way} {sum(v >= slow_ms for v in values)} of {len(values)}"
+        for way, values in p50s.items()))
+    return lines
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f}" if values else "-"
+
+
+def _greater_p(a: list[float], b: list[float]) -> float:
+    """One-sided p of values in ``a`` ranking above those in ``b`` (Mann-Whitney U, normal
+    approximation)."""
+    if not a or not b:
+        return float("nan")
+    u = sum((x > y) + 0.5 * (x == y) for x in a for y in b)
+    n, m = len(a), len(b)
+    z = (u - n * m / 2) / ((n * m * (n + m + 1) / 12) ** 0.5)
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def _f(value: float | None, digits: int = 4) -> str:

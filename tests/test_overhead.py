@@ -380,6 +380,23 @@ def test_a_prewarm_fidelity_row_names_the_core_each_trial_timed_on():
     assert line.endswith("| 2.40 / 2.40 | - / 7 |")
 
 
+def test_pooled_prewarm_fidelity_files_count_every_finished_sample_of_each_way(tmp_path):
+    from benchmarks import prewarm_fidelity
+
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("| 0 | on | 2.0 | 3.2 | 1.6 | True |\n| 1 | off | 2.0 | 2.0 | 1.0 | None |\n"
+                     "| 2 | on | | | | error: CUDA error |\n")
+    second.write_text("# header\n| 0 | off | 3.1 | 2.2 | 0.71 | None |\n"
+                      "| 1 | on | 2.0 | 2.4 | 1.2 | True |\n")
+    lines = prewarm_fidelity.pool([first, second])
+    assert "| `a.md` | 1 | 1 | 1.600 | 1.000 |" in lines
+    assert "| `b.md` | 1 | 1 | 1.200 | 0.710 |" in lines
+    assert lines[-2].startswith("all: trial / control, median: on 1.400 (2), off 0.855 (2); ")
+    assert lines[-1] == "slow trials (p50 >= 3.0 ms): on 1 of 2, off 0 of 2, control 1 of 4"
+    assert prewarm_fidelity._greater_p([3.0, 4.0], [1.0, 2.0]) < 0.1 < prewarm_fidelity._greater_p(
+        [1.0, 2.0], [3.0, 4.0])
+
+
 def test_study_growth_gives_each_block_of_trials_in_the_order_they_ran():
     from benchmarks import study_growth
 
