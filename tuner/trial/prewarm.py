@@ -22,10 +22,11 @@ overhead per trial from 1.67 s to 0.45 s. The cause first feared, cuDNN's algori
 made beside another trial's compile, did not change the GPU work, whether the CPU or the GPU was
 busy while they were made; the slow mode of that config's cold trials (3.0-3.8 against 2.0-2.5
 ms) is a slow host core (benchmarks/README.md, "slow_mode.py"). Readied trials met it no more
-often on a lease that showed it (1 of 5 against 2 of 13). But there they read a median 1.12x
-their controls against 1.00x for trials not readied ahead, in five samples, and a tuner that
-measures must not trade what it measures for a second a trial, so it is not the default until
-more samples say whether that is a cost.
+often on a lease that showed it (1 of 5 against 2 of 13). But over every check so far they read
+a median 1.063x their controls against 0.995x for trials not readied ahead (21 samples each,
+one-sided p = 0.08, benchmarks/prewarm-fidelity-h200-pooled.md), and a tuner that measures must
+not trade what it measures for a second a trial, so it is not the default until more samples
+say whether that is a cost.
 
 It is not done beside a compile that itself benchmarks kernels on the GPU (max-autotune,
 coordinate descent tuning): two processes timing kernels at once could both choose worse ones.
