@@ -9,14 +9,16 @@
 #          then, with FACTORY=1, the factory tuner.examples:text_encoder fresh against
 #          pre-started: trial-overhead-h200-factory.md (bounded by FACTORY_LIMIT seconds).
 # PREWARM_FIDELITY=1 instead runs benchmarks/prewarm_fidelity.py on both GPUs at once, opposite
-# orders, REPEATS pairs each (default 4): prewarm-fidelity-h200-gpu{0,1}.md.
+# orders, REPEATS pairs each (default 4): prewarm-fidelity-h200-TAG-gpu{0,1}.md (TAG: $FIDELITY_TAG,
+# default the month, day, hour and minute), then pools them with every committed
+# benchmarks/prewarm-fidelity-h200-*.md: prewarm-fidelity-h200-pooled.md.
 # IMPORT=1 then measures the import beside the compile on GPU 0. FIRST_CALL=1 first runs
 # benchmarks/first_call.py on GPU 0 (what a trial process's first eager call of resnet50
 # costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
 # spares, on both GPUs. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
 # On a machine with one GPU (nvidia-h200) the default and PREWARM_FIDELITY=1 run on GPU 0 alone,
 # every core: fresh, pre-started and prewarm in one trial-overhead-h200.md; the fidelity pairs
-# in prewarm-fidelity-h200-gpu0.md.
+# in prewarm-fidelity-h200-TAG-gpu0.md.
 source "$(dirname "$0")/gpu_env.sh"
 gpus=$(nvidia-smi -L | wc -l)
 if [ "${FIRST_CALL:-0}" = 1 ]; then
@@ -31,16 +33,20 @@ overhead() {  # GPU CORES MODEL WAYS OUT [LIMIT]
       --out "$OUT/$5" 2> "$OUT/$5.log" | tail -2
 }
 if [ "${PREWARM_FIDELITY:-0}" = 1 ]; then
+  tag=${FIDELITY_TAG:-$(date +%m%d-%H%M)}
   for g in $(seq 0 $(( gpus > 1 ? 1 : 0 ))); do
     first=$([ "$g" = 0 ] && echo on || echo off)
     cores=$([ "$gpus" = 1 ] && echo "0-$(( 2 * half - 1 ))" || echo "$(( g * half ))-$(( g * half + half - 1 ))")
     CUDA_VISIBLE_DEVICES=$g taskset -c "$cores" \
       timeout -s INT "${LIMIT:-540}" python3 benchmarks/prewarm_fidelity.py \
-        --repeats "${REPEATS:-4}" --first "$first" --out "$OUT/prewarm-fidelity-h200-gpu$g.md" \
+        --repeats "${REPEATS:-4}" --first "$first" --out "$OUT/prewarm-fidelity-h200-$tag-gpu$g.md" \
         > "$OUT/prewarm-fidelity-gpu$g.log" 2>&1 &
   done
   wait
-  tail -n 2 "$OUT"/prewarm-fidelity-h200-gpu*.md
+  tail -n 2 "$OUT"/prewarm-fidelity-h200-"$tag"-gpu*.md
+  python3 benchmarks/prewarm_fidelity.py --pool \
+      $(ls benchmarks/prewarm-fidelity-h200-*.md | grep -v pooled) \
+      "$OUT"/prewarm-fidelity-h200-"$tag"-gpu*.md --out "$OUT/prewarm-fidelity-h200-pooled.md" | tail -2
   exit
 fi
 if [ "${AB:-0}" = 1 ]; then
