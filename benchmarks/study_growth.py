@@ -7,7 +7,8 @@ time), so what is left of each trial is the tuner's own work between trials: the
 from the storage, the sampler, the Parquet files rewritten after every trial, the caches
 pruned. That is each row's ``tuner_overhead_s`` (the search's time since the previous trial
 ended). The space: resnet18 on the CPU, batch sizes 1, 8, 16 and 32, eager and 160 inductor
-configs each (dynamic and five inductor options), 644 configs in all, searched in a fresh
+configs each (dynamic and five inductor options), 644 configs in all (`--large`: seven options,
+2,564 configs), searched in a fresh
 study. The table gives the mean, median and max of ``tuner_overhead_s`` per block of
 ``--block`` trials, in the order they ran, and the trials asked a trial measured (the sampler's
 proposals of configs already measured are asked, then pruned: near the end of a space most
@@ -34,6 +35,9 @@ SPACE = ["--model", "resnet18", "--device", "cpu", "--batch-sizes", "1,8,16,32",
          "--inductor-option", "aggressive_fusion=false,true",
          "--inductor-option", "pattern_matcher=false,true",
          "--inductor-option", "split_reductions=false,true"]
+# --large: two more options, four times the configs (2,564), so that a long run does not
+# exhaust the space (where the sampler mostly proposes measured configs)
+LARGE = ["--inductor-option", "freezing=false,true", "--inductor-option", "shape_padding=false,true"]
 
 
 def blocks(overhead: pd.Series, size: int, numbers: pd.Series | None = None) -> pd.DataFrame:
@@ -59,12 +63,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=600)
     parser.add_argument("--block", type=int, default=100)
+    parser.add_argument("--large", action="store_true",
+                        help="a space four times larger (2,564 configs)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    space = SPACE + LARGE if args.large else SPACE
 
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="tuner-growth-") as tmp:
-        cmd = [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "0", "search", *SPACE,
+        cmd = [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "0", "search", *space,
                "--studies-dir", tmp, "--name", "growth", "--trials", str(args.trials),
                "--confirm", "0", "--quiet"]
         print(" ".join(cmd[2:]), file=sys.stderr)
@@ -84,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
              f"torch {torch.__version__}, commit {commit}", "",
              f"`python benchmarks/study_growth.py {' '.join(sys.argv[1:] if argv is None else argv)}`"
-             ": the fake runner (trials take no time), 4 batch sizes, 644 configs; "
+             f": the fake runner (trials take no time), 4 batch sizes, "
+             f"{2564 if args.large else 644} configs; "
              "`tuner_overhead_s` per block of trials, in seconds (see the script).", "",
              "```", table.to_string(index=False, float_format=lambda v: f"{v:.3f}"), "```", "",
              f"tuner time per trial: first {args.block} trials {table['mean s'].iloc[0]:.3f} s, "
