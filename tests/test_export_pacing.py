@@ -26,13 +26,25 @@ def test_the_files_are_rewritten_once_the_time_since_the_last_write_is_twenty_ti
     pacer = ExportPacer(share=0.05, clock=clock)
     assert pacer.due()  # the first write of a run
 
+    written: list[float] = []
+
     def write() -> pd.DataFrame:
+        written.append(clock.now)
         clock.now += 0.5  # the write took 0.5 s
         return pd.DataFrame()
 
-    pacer.write(write)
+    def instead() -> pd.DataFrame:
+        return pd.DataFrame()
+
+    pacer.write(write, instead)
     clock.now += 9.9
     assert not pacer.due()  # 9.9 s since it ended: under 20 x 0.5 s
+    pacer.write(write, instead)
+    assert written == [100.0] and pacer.behind
+    pacer.write(write, instead, force=True)  # the end of a run
+    assert written == [100.0, 110.4] and not pacer.behind
+    clock.now += 9.9
+    assert not pacer.due()
     clock.now += 0.1
     assert pacer.due()
 

@@ -55,8 +55,13 @@ class ExportPacer:
         return self._last_end is None or (
             self._clock() - self._last_end >= self._last_s / self.share)
 
-    def write(self, write: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-        """Time ``write`` (which writes the files and returns the front) as this pacer's last."""
+    def write(self, write: Callable[[], pd.DataFrame], instead: Callable[[], pd.DataFrame],
+              force: bool = False) -> pd.DataFrame:
+        """``write()`` (which writes the files and returns the front), timed as the last write,
+        where ``force`` or :meth:`due`; else ``instead()`` (the front, written nowhere)."""
+        if not (force or self.due()):
+            self.behind = True
+            return instead()
         started = self._clock()
         front = write()
         self._last_end = self._clock()
@@ -121,10 +126,11 @@ def storage_label(spec: StudySpec) -> str:
 
 
 def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
-                 pacer: ExportPacer | None = None) -> Exported:
+                 pacer: ExportPacer | None = None, after_trial: bool = False) -> Exported:
     """Write the study's Parquet files under this host's study folder, from the storage;
-    ``rows``: those an earlier export of this study made (:class:`TrialRows`); ``pacer``: write
-    only when it says so (:class:`ExportPacer`; the frames are made either way)."""
+    ``rows``: those an earlier export of this study made (:class:`TrialRows`); ``pacer``: the
+    search's, which times each write and, ``after_trial``, skips one that is not due
+    (:class:`ExportPacer`; the frames are made either way)."""
     df = study_frame(fronts, spec.name, spec.workload, spec.layout, rows)
 
     def write() -> pd.DataFrame:
@@ -135,7 +141,4 @@ def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
 
     if pacer is None:
         return Exported(df, write())
-    if pacer.due():
-        return Exported(df, pacer.write(write))
-    pacer.behind = True
-    return Exported(df, pareto(df))
+    return Exported(df, pacer.write(write, lambda: pareto(df), force=not after_trial))

@@ -346,10 +346,7 @@ class Search:
         """Write the Parquet files, and delete the compile caches of trials off the front;
         ``after_trial``: the export after each trial, which writes only when the pacer says so
         (:class:`tuner.study.export.ExportPacer`)."""
-        exported = export_study(self.fronts, self.spec, self._rows,
-                                self._pacer if after_trial else None)
-        if not after_trial:
-            self._pacer.behind = False  # the files hold every trial stored
+        exported = export_study(self.fronts, self.spec, self._rows, self._pacer, after_trial)
         finalists.prune_caches(self.fronts, self.spec, exported.pareto)
         return exported
 
