@@ -23,7 +23,7 @@ class Clock:
 
 def test_the_files_are_rewritten_once_the_time_since_the_last_write_is_twenty_times_its_cost():
     clock = Clock()
-    pacer = ExportPacer(share=0.05, clock=clock)
+    pacer = ExportPacer(share=0.05, from_s=0.2, clock=clock)
     assert pacer.due()  # the first write of a run
 
     written: list[float] = []
@@ -49,8 +49,25 @@ def test_the_files_are_rewritten_once_the_time_since_the_last_write_is_twenty_ti
     assert pacer.due()
 
 
+def test_a_quick_write_is_made_after_every_trial():
+    clock = Clock()
+    pacer = ExportPacer(share=0.05, from_s=0.2, clock=clock)
+    written: list[float] = []
+
+    def write() -> pd.DataFrame:
+        written.append(clock.now)
+        clock.now += 0.19  # under the 0.2 s from which writes are paced
+        return pd.DataFrame()
+
+    for _ in range(3):
+        pacer.write(write, pd.DataFrame)
+        clock.now += 0.01
+    assert len(written) == 3 and not pacer.behind
+
+
 def _never_after_the_first(search: Search) -> None:
-    search._pacer = ExportPacer(share=1e-9)  # after its first write, none is due in this test
+    # after its first write, none is due in this test, however quick
+    search._pacer = ExportPacer(share=1e-9, from_s=0.0)
 
 
 def test_skipped_rewrites_are_made_up_at_the_end_of_the_run(tmp_path):

@@ -31,28 +31,31 @@ class Exported:
     pareto: pd.DataFrame  # the Pareto set of each batch size
 
 
-EXPORT_SHARE = 0.05  # at most this share of a search's time goes to rewriting its files
+EXPORT_SHARE = 0.05  # at most this share of a search's time goes to rewriting its files...
+PACED_FROM_S = 0.2  # ...once a rewrite takes this long; a quicker one is made after every trial
 
 
 class ExportPacer:
     """When a search rewrites its Parquet files after a trial. Each write is whole (both files,
     every row), so it costs more as the study grows: at 600 trials on the 2-core box, writing
     them was about a fifth of the search's own time a trial (benchmarks/study-growth-cpu-profile.md).
-    After a trial the files are rewritten only once the time since the last write ended is at
+    A write that took under ``from_s`` is made after every trial, so that the files of a
+    search killed outright miss at most the trial in flight. Once a write takes longer, the
+    files are rewritten after a trial only when the time since the last write ended is at
     least ``1 / share`` times what that write took, so writing takes at most about ``share``
-    of the run however large the study. With trials of seconds (any GPU trial) that is after
-    every trial until a write takes a twentieth of a trial. A run's last export always writes
-    (:meth:`tuner.study.search.Search.export`); ``behind`` says the files miss a trial."""
+    of the run however large the study. With trials of seconds (any GPU trial) that is still
+    after every trial until a write takes a twentieth of one. A run's last export always
+    writes (:meth:`tuner.study.search.Search.export`); ``behind`` says the files miss a trial."""
 
-    def __init__(self, share: float = EXPORT_SHARE,
+    def __init__(self, share: float = EXPORT_SHARE, from_s: float = PACED_FROM_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.share, self._clock = share, clock
+        self.share, self.from_s, self._clock = share, from_s, clock
         self._last_end: float | None = None
         self._last_s = 0.0
         self.behind = False
 
     def due(self) -> bool:
-        return self._last_end is None or (
+        return self._last_end is None or self._last_s < self.from_s or (
             self._clock() - self._last_end >= self._last_s / self.share)
 
     def write(self, write: Callable[[], pd.DataFrame], instead: Callable[[], pd.DataFrame],
