@@ -37,8 +37,8 @@ PACED_FROM_S = 0.2  # ...once a rewrite takes this long; a quicker one is made a
 
 class ExportPacer:
     """When a search rewrites its Parquet files after a trial. Each write is whole (both files,
-    every row), so it costs more as the study grows: at 600 trials on the 2-core box, writing
-    them was about a fifth of the search's own time a trial (benchmarks/study-growth-cpu-profile.md).
+    every row), so it costs more as the study grows: over a 600-trial run on the 2-core box,
+    writing them was 21 % of the search's own time (benchmarks/study-growth-cpu-profile.md).
     A write that took under ``from_s`` is made after every trial, so that the files of a
     search killed outright miss at most the trial in flight. Once a write takes longer, the
     files are rewritten after a trial only when the time since the last write ended is at
