@@ -12,7 +12,10 @@ not when it is ``off``. Ways alternate, ``on`` first (``--first off``: ``off`` f
 drift of a shared machine; if readying the device ahead leaves the measurement as it was, that
 ratio is the same both ways. Where the config's cold trials land in two modes (resnet50 bf16 at
 bs 32 on the H200: 2.0-2.5 or 3.0-3.8 ms), a slow control moves the ratio as much, so the
-summary also gives the p50s themselves: the trials' of each way and the controls'. Rows are
+summary also gives the p50s themselves: the trials' of each way and the controls'. Each trial
+also records the GPU's own time a call (TUNER_GPU_TIME=1, after its steady state): where readying
+ahead changed the GPU's work (cuDNN's algorithm choices), the trial's GPU time moves against its
+control's; where only the host core moved the p50, it does not. Rows are
 written to --out as each sample ends, the summary last.
 """
 
@@ -31,18 +34,20 @@ from tuner.launch.runner import ProcessRunner
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import TrialProtocol, TrialRequest, TrialResult
 from tuner.spec.workload import Workload
+from tuner.trial.contract import GPU_TIME_ENV
 from tuner.trial.prebuild import PrebuildRequest
 from tuner.trial.prewarm import PREWARM_ENV
 
 HEADER = ("| sample | way | control p50 ms | trial p50 ms | trial / control | trial prewarmed | "
           "trial eager_ref s | trial compile s | loop ms: control / trial | timing core: control / "
-          "trial |")
+          "trial | GPU ms a call: control / trial |")
 
 
 def sample(config: TrialConfig, workload: Workload, protocol: TrialProtocol, way: str,
            folder: Path) -> tuple[TrialResult, TrialResult]:
     """The control trial and the measured one, in a fresh runner, the way set."""
     os.environ[PREWARM_ENV] = "1" if way == "on" else "0"
+    os.environ[GPU_TIME_ENV] = "1"  # the kernels' own time: a slow host core leaves it as it was
     runner = ProcessRunner(timeout_s=900, prestart=True)
     try:
         runner.start_spare(PrebuildRequest(workload, config.batch_size))
@@ -59,7 +64,8 @@ def row(number: int, way: str, control: TrialResult, trial: TrialResult) -> str:
     cells = [number, way, _f(control.latency_ms_p50), _f(trial.latency_ms_p50), _f(ratio),
              trial.prewarmed, _f(trial.eager_reference_s, 2), _f(trial.compile_s_cold, 2),
              f"{_f(control.host_loop_ms, 2)} / {_f(trial.host_loop_ms, 2)}",
-             f"{_core(control.timing_cpu)} / {_core(trial.timing_cpu)}"]
+             f"{_core(control.timing_cpu)} / {_core(trial.timing_cpu)}",
+             f"{_f(control.gpu_time_ms)} / {_f(trial.gpu_time_ms)}"]
     if not (control.ok and trial.ok):
         cells.append(f"{control.status.value}/{trial.status.value}: {trial.message or control.message}")
     return "| " + " | ".join(str(c) for c in cells) + " |"
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [f"# prewarm fidelity, {datetime.date.today()}, {name}, torch {torch.__version__}", "",
              f"`python benchmarks/prewarm_fidelity.py {' '.join(sys.argv[1:])}`: {args.model} "
              f"{args.dtype}, inductor {args.mode} at batch size {args.batch_size}; "
-             "see the script for the design.", "", HEADER, "|" + "---|" * 10]
+             "see the script for the design.", "", HEADER, "|" + "---|" * 11]
     out = args.out
 
     def emit(line: str) -> None:
@@ -165,6 +171,7 @@ def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
     approximation, no tie correction)."""
     ratios: dict[str, list[float]] = {"on": [], "off": []}
     p50s: dict[str, list[float]] = {"on": [], "off": [], "control": []}
+    gpu_ratios: dict[str, list[float]] = {"on": [], "off": []}
     lines = ["| file | samples on | samples off | median trial / control: on | off |",
              "|---|---|---|---|---|"]
     for path in paths:
@@ -180,6 +187,9 @@ def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
             mine[cells[1]].append(ratio)
             p50s[cells[1]].append(trial)
             p50s["control"].append(control)
+            gpu = _pair(cells[10]) if len(cells) > 10 else None
+            if gpu:
+                gpu_ratios[cells[1]].append(gpu[1] / gpu[0])
         for way in mine:
             ratios[way] += mine[way]
         lines.append(f"| `{path.name}` | {len(mine['on'])} | {len(mine['off'])} | "
@@ -190,7 +200,22 @@ def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
     lines.append("slow trials (p50 >= " + f"{slow_ms} ms): " + ", ".join(
         f"{way} {sum(v >= slow_ms for v in values)} of {len(values)}"
         for way, values in p50s.items()))
+    if any(gpu_ratios.values()):
+        lines.append(f"GPU time a call (the kernels' own), trial / control, median: on "
+                     f"{_median(gpu_ratios['on'])} ({len(gpu_ratios['on'])}), off "
+                     f"{_median(gpu_ratios['off'])} ({len(gpu_ratios['off'])}); one-sided "
+                     f"Mann-Whitney p (on above off) = "
+                     f"{_greater_p(gpu_ratios['on'], gpu_ratios['off']):.3f}")
     return lines
+
+
+def _pair(cell: str) -> tuple[float, float] | None:
+    """The control's and the trial's figures of a "control / trial" cell, if both are there."""
+    try:
+        control, trial = (float(v) for v in cell.split("/"))
+    except ValueError:
+        return None
+    return (control, trial) if control > 0 else None
 
 
 def _median(values: list[float]) -> str:

@@ -44,6 +44,17 @@ def test_cuda_trial_measures_latency_and_memory(tmp_path, config):
     assert r.correct is True
 
 
+def test_gpu_time_is_the_kernels_own_time_below_what_a_request_waits(tmp_path, monkeypatch):
+    """TUNER_GPU_TIME=1 on CUDA: the profiler's kernel time a call, positive and no more than
+    the p50 a request waits (which adds the host's launches and the synchronize)."""
+    from tuner.trial.contract import GPU_TIME_ENV
+
+    monkeypatch.setenv(GPU_TIME_ENV, "1")
+    r = run(tmp_path, TrialConfig("inductor", 8, "default", False))
+    assert r.status is Status.OK, (r.message, r.stderr_tail)
+    assert r.gpu_time_ms is not None and 0 < r.gpu_time_ms <= r.latency_ms_p50
+
+
 def test_bf16_torchvision_model_on_cuda(tmp_path):
     r = run(tmp_path, TrialConfig("inductor", 4, "default", False), model="resnet18",
             dtype="bfloat16", image_size=64)

@@ -373,11 +373,12 @@ def test_the_slow_mode_summary_gives_each_groups_fastest_and_slowest_core():
 def test_a_prewarm_fidelity_row_names_the_core_each_trial_timed_on():
     from benchmarks import prewarm_fidelity
 
-    def result(cpu):
-        return TrialResult(status=Status.OK, latency_ms_p50=2.2, host_loop_ms=2.4, timing_cpu=cpu)
+    def result(cpu, gpu=None):
+        return TrialResult(status=Status.OK, latency_ms_p50=2.2, host_loop_ms=2.4, timing_cpu=cpu,
+                           gpu_time_ms=gpu)
 
-    line = prewarm_fidelity.row(1, "on", result(None), result(7))
-    assert line.endswith("| 2.40 / 2.40 | - / 7 |")
+    line = prewarm_fidelity.row(1, "on", result(None), result(7, 1.65))
+    assert line.endswith("| 2.40 / 2.40 | - / 7 | - / 1.6500 |")
 
 
 def test_pooled_prewarm_fidelity_files_count_every_finished_sample_of_each_way(tmp_path):
@@ -393,6 +394,14 @@ def test_pooled_prewarm_fidelity_files_count_every_finished_sample_of_each_way(t
     assert "| `b.md` | 1 | 1 | 1.200 | 0.710 |" in lines
     assert lines[-2].startswith("all: trial / control, median: on 1.400 (2), off 0.855 (2); ")
     assert lines[-1] == "slow trials (p50 >= 3.0 ms): on 1 of 2, off 0 of 2, control 1 of 4"
+    # Rows with the GPU's own time a call (control / trial, the 11th cell): its ratio by way.
+    gpu = tmp_path / "gpu.md"
+    gpu.write_text("| 0 | on | 2.0 | 3.0 | 1.5 | True | 0.2 | 13 | 2.4 / 4.4 | - / - | 1.60 / 1.68 |\n"
+                   "| 1 | off | 2.0 | 2.0 | 1.0 | None | 1.3 | 13 | 2.4 / 2.4 | - / - | 1.60 / 1.60 |\n"
+                   "| 2 | on | 2.0 | 2.1 | 1.05 | True | 0.2 | 13 | 2.4 / 2.4 | - / - | - / 1.60 |\n")
+    lines = prewarm_fidelity.pool([first, gpu])
+    assert lines[-1].startswith("GPU time a call (the kernels' own), trial / control, median: "
+                                "on 1.050 (1), off 1.000 (1); ")
     assert prewarm_fidelity._greater_p([3.0, 4.0], [1.0, 2.0]) < 0.1 < prewarm_fidelity._greater_p(
         [1.0, 2.0], [3.0, 4.0])
 

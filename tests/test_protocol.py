@@ -215,3 +215,40 @@ def test_a_failure_of_many_lines_is_one_line_in_the_row_and_whole_on_stderr(capf
     assert "while compiling the graph of forward" in capfd.readouterr().err
     assert _fail(TrialResult(status=Status.OK), Status.OOM, "out of memory").message == \
         "out of memory"
+
+
+def test_gpu_time_is_recorded_only_when_asked_and_a_profiler_failure_leaves_the_trial_ok(
+        monkeypatch):
+    """TUNER_GPU_TIME=1: the row has the GPU's own time a call; unset, the profiler never runs
+    (its start-up would be every trial's overhead); where it fails the trial is still measured
+    and the cell is blank."""
+    from tuner.trial import contract
+    from tuner.trial.device import Device
+
+    asked = []
+
+    def profiled(self, fn, calls=10):
+        asked.append(calls)
+        fn()
+        return 1.25
+
+    monkeypatch.setattr(Device, "gpu_time_ms", profiled)
+    assert _trial("tests.models:tiny_cnn", 2).gpu_time_ms is None and asked == []
+    monkeypatch.setenv(contract.GPU_TIME_ENV, "1")
+    result = _trial("tests.models:tiny_cnn", 2)
+    assert result.status.value == "ok" and result.gpu_time_ms == 1.25
+    assert asked == [contract.GPU_TIME_CALLS]
+
+    def broken(self, fn, calls=10):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    monkeypatch.setattr(Device, "gpu_time_ms", broken)
+    result = _trial("tests.models:tiny_cnn", 2)
+    assert result.status.value == "ok" and result.gpu_time_ms is None
+    assert result.latency_ms_p50 > 0
+
+
+def test_there_is_no_gpu_time_off_cuda():
+    from tuner.trial.device import Device
+
+    assert Device("cpu").gpu_time_ms(lambda: None) is None

@@ -84,6 +84,7 @@ SCHEMA = pa.schema([
     ("stream_ms_iqr", _f64), ("stream_calls", _i64), ("stream_s", _f64), ("stream_timer", _str),
     ("host_other_cpu_cores", _f64), ("host_load_1m", _f64), ("host_steal_cores", _f64),
     ("host_loop_ms", _f64), ("host_core_slowdown", _f64), ("timing_cpu", _i64),
+    ("gpu_time_ms", _f64),
     ("throughput_per_s", _f64),
     ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
     # memory

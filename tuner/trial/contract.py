@@ -46,3 +46,9 @@ TEMPLATE_ENV = "TUNER_TEMPLATE"
 # the runner kill the process group and keep that record as compile_timeout
 # (tuner.launch.compile_budget): no exit code of the trial's own says so.
 COMPILE_MARKER_ENV = "TUNER_COMPILE_MARKER"
+
+# TUNER_GPU_TIME=1 in the tuner's environment: each CUDA trial also records the GPU's own time
+# for one call (gpu_time_ms: the profiler over GPU_TIME_CALLS calls after the steady state), to
+# tell GPU work from host time. Off by default: the profiler's start-up is a trial's overhead.
+GPU_TIME_ENV = "TUNER_GPU_TIME"
+GPU_TIME_CALLS = 10

@@ -96,6 +96,23 @@ class Device:
                 break
         return samples, time.perf_counter() - start, "perf_counter"
 
+    def gpu_time_ms(self, fn: Callable[[], Any], calls: int = 10) -> float | None:
+        """The GPU's own time for one call, in ms: every kernel's device time over ``calls``
+        calls, summed, over ``calls`` (torch.profiler). Host time between kernels is not in it,
+        so a slow launching core leaves it as it was. None off CUDA."""
+        if not self.cuda:
+            return None
+        from torch.profiler import ProfilerActivity, profile
+
+        self.sync()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            self.sync()
+        total_us = sum(e.device_time_total for e in prof.key_averages()
+                       if e.device_type == self.torch.autograd.DeviceType.CUDA)
+        return total_us / calls / 1e3
+
     def _events(self, n: int) -> list[Any]:
         """``n`` timing events, each recorded once so that CUDA creates it now (torch creates
         an event at its first record)."""

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from tuner.spec.config import uses_cudagraphs
 from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.trial.compiling import compiling
-from tuner.trial.contract import BUILD_FILE_ENV, QUIET_FILE_ENV, QUIET_MAX_WAIT_S
+from tuner.trial.contract import (
+    BUILD_FILE_ENV,
+    GPU_TIME_CALLS,
+    GPU_TIME_ENV,
+    QUIET_FILE_ENV,
+    QUIET_MAX_WAIT_S,
+)
 from tuner.trial.host import OtherProcesses
 
 if TYPE_CHECKING:
@@ -181,6 +187,8 @@ def run_trial(request: TrialRequest, started: float,
             result.timing_cpu = pinned
             result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
             result.host_steal_cores, result.host_loop_ms = host.steal_cores, host.loop_ms
+            if os.environ.get(GPU_TIME_ENV) == "1":
+                result.gpu_time_ms = _gpu_time_ms(dev, call)
         except Exception as exc:  # noqa: BLE001
             return _raised(result, "", exc)
 
@@ -206,6 +214,18 @@ def run_trial(request: TrialRequest, started: float,
     if result.correct is False:
         return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
     return result
+
+
+def _gpu_time_ms(dev, call) -> float | None:
+    """The GPU's own time for one call (TUNER_GPU_TIME=1); None, with the reason on stderr,
+    where the profiler cannot give it: a diagnostic never fails the trial it describes."""
+    import sys
+
+    try:
+        return dev.gpu_time_ms(call, GPU_TIME_CALLS)
+    except Exception as exc:  # noqa: BLE001
+        print(f"tuner: no GPU time a call: {describe_error(exc)}", file=sys.stderr)
+        return None
 
 
 def let_next_build() -> None:
