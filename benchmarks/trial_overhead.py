@@ -21,8 +21,8 @@ line `overhead per trial: fresh X s, pre-started Y s`. `--ways` picks other ways
 "no-template" is --prestart with TUNER_TEMPLATE=0 (each pre-started process imports, instead
 of being forked from a template); "prewarm" is --prestart with TUNER_PREWARM=1 (the next
 trial's process readies the device before its trial: tuner.trial.prewarm), "no-prewarm" with
-TUNER_PREWARM=0 (as --prestart is now; it was on by default on 2026-11-30, commit 9067913,
-when trial-overhead-h200-prewarm.md was measured). Where both
+TUNER_PREWARM=0 (as --prestart was from 2026-11-30, after commit 9067913, when
+trial-overhead-h200-prewarm.md was measured, until 2026-12-01; readying is the default again). Where both
 fresh and pre-started were measured the report still ends with that line, the other ways on
 the line before it; otherwise the last line names the ways measured. With more than one way,
 a table puts each config's latency (p50, ms) side by side, way by way: readying the device

@@ -3,8 +3,8 @@
 # overhead per trial (benchmarks/trial_overhead.py --measure), resnet50 bf16, both GPUs at once,
 # each on its own half of the host's cores:
 #   GPU 0: fresh processes against pre-started ones: trial-overhead-h200.md;
-#   GPU 1: pre-started processes (the default: the device not readied ahead) against ones that
-#          ready it (TUNER_PREWARM=1), each config's latency side by side:
+#   GPU 1: pre-started processes (the default: the device readied ahead) against ones that do
+#          not ready it (TUNER_PREWARM=0), each config's latency side by side:
 #          trial-overhead-h200-prewarm.md;
 #          then, with FACTORY=1, the factory tuner.examples:text_encoder fresh against
 #          pre-started: trial-overhead-h200-factory.md (bounded by FACTORY_LIMIT seconds).
@@ -17,7 +17,7 @@
 # costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
 # spares, on both GPUs. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
 # On a machine with one GPU (nvidia-h200) the default and PREWARM_FIDELITY=1 run on GPU 0 alone,
-# every core: fresh, pre-started and prewarm in one trial-overhead-h200.md; the fidelity pairs
+# every core: fresh, pre-started and no-prewarm in one trial-overhead-h200.md; the fidelity pairs
 # in prewarm-fidelity-h200-TAG-gpu0.md.
 source "$(dirname "$0")/gpu_env.sh"
 gpus=$(nvidia-smi -L | wc -l)
@@ -64,12 +64,12 @@ if [ "${AB:-0}" = 1 ]; then
   exit
 fi
 if [ "$gpus" = 1 ]; then
-  overhead 0 "0-$(( 2 * half - 1 ))" resnet50 fresh,pre-started,prewarm trial-overhead-h200.md
+  overhead 0 "0-$(( 2 * half - 1 ))" resnet50 fresh,pre-started,no-prewarm trial-overhead-h200.md
   exit
 fi
 overhead 0 "0-$(( half - 1 ))" resnet50 fresh,pre-started trial-overhead-h200.md &
 {
-  overhead 1 "$half-$(( 2 * half - 1 ))" resnet50 prewarm,pre-started trial-overhead-h200-prewarm.md
+  overhead 1 "$half-$(( 2 * half - 1 ))" resnet50 no-prewarm,pre-started trial-overhead-h200-prewarm.md
   if [ "${FACTORY:-0}" = 1 ]; then
     overhead 1 "$half-$(( 2 * half - 1 ))" tuner.examples:text_encoder fresh,pre-started \
         trial-overhead-h200-factory.md "${FACTORY_LIMIT:-${LIMIT:-540}}"

@@ -65,7 +65,7 @@ def test_bf16_torchvision_model_on_cuda(tmp_path):
 def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path, monkeypatch):
     """Pre-started processes (the default on CUDA) import torch without CUDA and then run
     their trial on the GPU; NVML shows the process's memory during compile and at the end."""
-    monkeypatch.setenv("TUNER_PREWARM", "1")  # asked (tuner.trial.prewarm)
+    monkeypatch.setenv("TUNER_PREWARM", "1")  # the default, whatever the caller has (tuner.trial.prewarm)
     runner = ProcessRunner(timeout_s=300, prestart=True)
     wl = Workload(model="tests.models:tiny_cnn", device="cuda")
     try:

@@ -4,6 +4,7 @@ inductor's compile workers shared out among a fleet's workers."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pandas as pd
@@ -182,10 +183,32 @@ def test_asked_the_next_process_readies_the_device_beside_a_compile_that_does_no
     # Not where the search varies cudnn.benchmark: a cuDNN plan kept with it off would serve a
     # next trial that has it on.
     assert warm(TrialConfig("inductor", 8, "default", False, cudnn_benchmark=True)) is None
-    # Off unless asked (TUNER_PREWARM=1): its choices are made beside another trial's compile.
-    for off in ("0", ""):
-        monkeypatch.setenv(prewarm.PREWARM_ENV, off)
-        assert warm(default) is None
+    # On unless told not to (TUNER_PREWARM=0): the GPU's work of a readied trial was the
+    # same as its control's (benchmarks/prewarm-fidelity-h200-pooled.md).
+    monkeypatch.delenv(prewarm.PREWARM_ENV)
+    assert warm(default) == dataclasses.replace(GPU_WORK, dtype="bfloat16", channels_last=True)
+    monkeypatch.setenv(prewarm.PREWARM_ENV, "0")
+    assert warm(default) is None
+
+
+def test_the_device_is_readied_only_while_half_its_memory_is_free(monkeypatch):
+    """The trial beside may need far more than it holds while it compiles: a crowded device is
+    not readied (the trial says why, and the process keeps its place), a roomy one is."""
+    gib = 2**30
+    assert prewarm.room(GPU_WORK, lambda device: (100 * gib, 140 * gib)) == ""
+    assert prewarm.room(GPU_WORK, lambda device: (30 * gib, 140 * gib)) == (
+        "device not readied: 30.0 of 140.0 GiB free beside the trial before it (under 50%)")
+    assert prewarm.room(TINY, lambda device: (0, 1)) == ""  # the CPU: nothing to guard
+
+    model, inputs, _ = build.build_on_host(TINY, 2)
+    ran = []
+    monkeypatch.setattr(prewarm, "warm", lambda *a: ran.append(a) or "")
+    for note in ("device not readied: crowded", ""):
+        monkeypatch.setattr(prewarm, "room", lambda work, note=note: note)
+        built = prebuild.Prebuilt(prebuild.PrebuildRequest(TINY, 2, warm=TINY), model, inputs, None)
+        assert prebuild.warm(built, job_waiting=False) == ""  # no fresh start either way
+        assert (built.warmed, built.warm_note) == ((False, note) if note else (True, ""))
+    assert len(ran) == 1
 
 
 def test_readying_the_device_leaves_the_model_and_the_process_settings_as_they_were():

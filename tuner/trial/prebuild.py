@@ -61,7 +61,8 @@ class Prebuilt:
     # building (and readying the device) still going on when the trial was handed over: its build_s
     left_s: float = 0.0
     # the device was readied with the model (tuner.trial.prewarm): True; its job came first:
-    # False, with ``warm_note``; not asked: None
+    # False, with ``warm_note``; the device too full to ready (tuner.trial.prewarm.room): False,
+    # with ``warm_note``; not asked: None
     warmed: bool | None = None
     warm_note: str = ""
 
@@ -96,8 +97,16 @@ def warm(prebuilt: Prebuilt, job_waiting: bool) -> str:
     if job_waiting:
         prebuilt.warmed, prebuilt.warm_note = False, "device not readied: the job came first"
         return ""
+    from tuner.trial.prewarm import room
     from tuner.trial.prewarm import warm as run_once
 
+    try:
+        crowded = room(work)
+    except Exception as exc:  # noqa: BLE001 - CUDA cannot start: the trial will say why
+        return f"device not readied before the trial ({type(exc).__name__})"
+    if crowded:
+        prebuilt.warmed, prebuilt.warm_note = False, crowded
+        return ""
     failed = run_once(prebuilt.model, prebuilt.inputs, work)
     prebuilt.warmed = not failed
     return failed

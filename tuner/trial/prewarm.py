@@ -17,16 +17,21 @@ same state it did; only the eager call is shorter (``eager_reference_s``).
 It runs while the trial beside it compiles (once its BUILD file exists), and that trial waits
 for it before its warm-up (``quiet_wait_s``), so no measurement shares the GPU with it.
 
-It is off unless ``TUNER_PREWARM=1``. On the H200 (torch 2.11, 2026-12-01) it cut resnet50's
-overhead per trial from 1.67 s to 0.45 s. The cause first feared, cuDNN's algorithm choices
-made beside another trial's compile, did not change the GPU work, whether the CPU or the GPU was
-busy while they were made; the slow mode of that config's cold trials (3.0-3.8 against 2.0-2.5
-ms) is a slow host core (benchmarks/README.md, "slow_mode.py"). Readied trials met it no more
-often on a lease that showed it (1 of 5 against 2 of 13). But over every check so far they read
-a median 1.063x their controls against 0.995x for trials not readied ahead (21 samples each,
-one-sided p = 0.08, benchmarks/prewarm-fidelity-h200-pooled.md), and a tuner that measures must
-not trade what it measures for a second a trial, so it is not the default until more samples
-say whether that is a cost.
+It is on unless ``TUNER_PREWARM=0``. On the H200 (torch 2.11, 2026-12-01) it cut resnet50's
+overhead per trial from 1.67 s to 0.45 s. Whether it changes what a trial measures was checked
+with the same config run twice in a fresh runner, the second trial readied ahead or not
+(benchmarks/prewarm_fidelity.py): the GPU's own time a call (``gpu_time_ms``, every kernel's
+time from the profiler) was the same, trial over control a median 1.006 readied against 0.999
+not (14 and 11 samples, 0.955-1.038 either way; every trial 1.63-1.78 ms). So cuDNN's
+algorithm choices made beside another trial's compile give the same GPU work. The p50s spread
+far more (2.1-4.2 ms in those samples, in the two modes a slow launching core makes; see
+benchmarks/README.md, "slow_mode.py"), readied or not: over every check, trial over control a median 1.050 readied against 1.010 not (35 and 32 samples,
+one-sided p = 0.31; benchmarks/prewarm-fidelity-h200-pooled.md), slow in 10 of 35 readied
+trials, 11 of 32 others and 15 of 67 controls.
+
+It is not readied where the device has less than half its memory free (:func:`room`): the
+trial beside holds only its weights and inputs while it compiles, and may need much more when
+its first compiled call runs, perhaps while this process still has its copies there.
 
 It is not done beside a compile that itself benchmarks kernels on the GPU (max-autotune,
 coordinate descent tuning): two processes timing kernels at once could both choose worse ones.
@@ -50,6 +55,9 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.workload import Workload
 
 PREWARM_ENV = "TUNER_PREWARM"
+# Readied only while this share of the device's memory is free: the trial beside, which may
+# need much more than it holds while compiling, must not run out of memory for it.
+MIN_FREE_SHARE = 0.5
 
 # Inductor options under which the compile benchmarks kernels on the GPU.
 _TUNING_OPTIONS = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise",
@@ -60,8 +68,8 @@ def expected(config: TrialConfig, workload: Workload) -> Workload | None:
     """What the process started beside the trial of ``config`` (on ``workload``, as requests
     carry it) warms the device with: the workload as this config runs it (its precision,
     memory format, cudnn.benchmark), the next trial's most likely; None where it must not warm
-    (see the module's text) or is not asked to (TUNER_PREWARM=1 asks)."""
-    if os.environ.get(PREWARM_ENV) != "1" or not workload.device.startswith("cuda"):
+    (see the module's text) or is told not to (TUNER_PREWARM=0)."""
+    if os.environ.get(PREWARM_ENV, "1") == "0" or not workload.device.startswith("cuda"):
         return None
     if not config.compiled or benchmarks_while_compiling(config):
         return None
@@ -75,6 +83,22 @@ def benchmarks_while_compiling(config: TrialConfig) -> bool:
     options = config.option_dict
     return "max-autotune" in (config.mode or "") or any(
         options.get(name) is True for name in _TUNING_OPTIONS)
+
+
+def room(work: Workload, mem_get_info: Any = None) -> str:
+    """"" where the device has room to be readied beside the trial running there: at least
+    MIN_FREE_SHARE of its memory free; else why not. A guard, not a guarantee: what the trial
+    beside will take is not known, only what it holds now (its weights and inputs while it
+    compiles). Starts CUDA in this process, as readying would."""
+    import torch
+
+    if torch.device(work.device).type != "cuda":
+        return ""
+    free, total = (mem_get_info or torch.cuda.mem_get_info)(torch.device(work.device))
+    if free >= MIN_FREE_SHARE * total:
+        return ""
+    return (f"device not readied: {free / 2**30:.1f} of {total / 2**30:.1f} GiB free beside the "
+            f"trial before it (under {MIN_FREE_SHARE:.0%})")
 
 
 def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
