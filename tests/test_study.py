@@ -357,3 +357,49 @@ def test_a_config_held_only_by_the_trial_asked_for_it_is_not_taken_by_another():
     assert state.taken_by_another("c", 7)  # queued twice: the other one holds it
     assert state.taken_by_another("a", 7)
     assert not state.taken_by_another("d", 7)
+
+
+class Proposes(optuna.samplers.BaseSampler):
+    """A sampler that proposes one config over and over (each parameter's value in
+    ``params``, else its first choice), as TPE comes to where a study has converged."""
+
+    def __init__(self, params: dict) -> None:
+        self.params = params
+
+    def infer_relative_search_space(self, study, trial):
+        return {}
+
+    def sample_relative(self, study, trial, search_space):
+        return {}
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.params.get(param_name, param_distribution.choices[0])
+
+
+def test_a_proposal_already_measured_is_answered_by_the_nearest_config_left(tmp_path,
+                                                                           monkeypatch):
+    """Each proposal of a measured config costs a trial asked (the study's time, more as it
+    grows): the search queues the unmeasured config nearest to it at once, so every new
+    config costs at most one such proposal, and the search moves out from where the sampler
+    looks."""
+    from tuner.study import search, storage
+
+    space = build_space(device="cuda", batch_sizes=[1], backends=["eager", "inductor"],
+                        modes=["default"], dynamic=[False, True], channels_last=[False, True],
+                        available_backends=BACKENDS, available_modes=MODES)  # 6 configs
+    looked_at = TrialConfig("inductor", 1, "default", False, channels_last=False)
+    assert looked_at in space.baselines()  # so every proposal after the baselines is measured
+    monkeypatch.setattr(storage, "make_sampler",
+                        lambda kind, seed: Proposes(params_of(looked_at)))
+    asked = []
+    real = search.suggest
+    monkeypatch.setattr(search, "suggest", lambda *a: asked.append(real(*a)) or asked[-1])
+    summary, runner = run(tmp_path, space=space)
+    assert sorted(runner.calls) == sorted(keys(space))
+    after = runner.calls[len(space.baselines()):]
+    one_apart = {TrialConfig("inductor", 1, "default", True, channels_last=False).key,
+                 TrialConfig("inductor", 1, "default", False, channels_last=True).key}
+    assert set(after[:2]) == one_apart  # then two apart, then eager (four: no mode, no dynamic)
+    assert after[2:] == [TrialConfig("inductor", 1, "default", True, channels_last=True).key,
+                         TrialConfig("eager", 1, channels_last=True).key]
+    assert len(asked) == len(runner.calls) + len(after)  # one measured proposal per new config

@@ -5,6 +5,8 @@ older study stay what they were."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from typing import Any, cast
 
 import optuna
@@ -53,3 +55,20 @@ def params_of(config: TrialConfig) -> dict[str, Any]:
             params[name] = getattr(config, name)
     params.update({OPTION_PARAM + name: value for name, value in config.options})
     return params
+
+
+def nearest(config: TrialConfig, candidates: Sequence[TrialConfig],
+            rng: random.Random) -> TrialConfig:
+    """The candidate whose parameters differ from ``config``'s in the fewest places (one a
+    parameter only one of them has counts too), ties broken by ``rng``: what the search hands
+    the sampler when it proposes a config already measured, as near as is left to where it
+    was looking."""
+    mine = params_of(config)
+
+    def distance(other: TrialConfig) -> int:
+        theirs = params_of(other)
+        return sum(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys())
+
+    distances = [distance(c) for c in candidates]
+    least = min(distances)
+    return rng.choice([c for c, d in zip(candidates, distances, strict=True) if d == least])

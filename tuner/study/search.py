@@ -31,7 +31,7 @@ from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.claims import Claims
 from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
-from tuner.study.params import suggest
+from tuner.study.params import nearest, suggest
 from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
 from tuner.study.spec import StudySpec
@@ -114,7 +114,7 @@ class Search:
         self._warn_of_neighbours()
         started = time.monotonic()
         deadline = started + spec.budget_s if spec.budget_s else None
-        new, duplicates_in_a_row, stop_reason = 0, 0, ""
+        new, stop_reason = 0, ""
         history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
         configs = spec.space.configs()  # made once: asked for after every trial
         ended: float | None = None  # when this run's last trial ended (time.monotonic)
@@ -170,15 +170,13 @@ class Search:
             if state.taken_by_another(config.key, number) or config.batch_size in broken:
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
                 trial.study.tell(trial, state=TrialState.PRUNED)
-                duplicates_in_a_row += 1
-                if duplicates_in_a_row >= 3 and remaining:
-                    # The sampler keeps proposing measured configs; hand it an unmeasured one,
-                    # of its own batch size where one is left.
-                    claims.enqueue(rng.choice([c for c in remaining if c.batch_size ==
-                                               config.batch_size] or remaining))
-                    duplicates_in_a_row = 0
+                if remaining and not state.waiting:
+                    # The sampler proposed a measured config: hand it the unmeasured one nearest
+                    # to it, of its own batch size where one is left (each proposal asked costs
+                    # the study's time, more as it grows: benchmarks/README.md, study_growth.py).
+                    claims.enqueue(nearest(config, [c for c in remaining if c.batch_size ==
+                                                    config.batch_size] or remaining, rng))
                 continue
-            duplicates_in_a_row = 0
             if not claims.claim(trial, number, config):
                 # Another worker claimed this config at the same moment: at most one goes on.
                 trial.set_user_attr(DUPLICATE_ATTR, config.key)
