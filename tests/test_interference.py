@@ -169,3 +169,19 @@ def test_a_search_says_when_other_processes_run_trials_of_its_study_here(tmp_pat
     assert any("1 trial(s) of this study run in other processes on this host" in m
                for m in messages)
 
+
+
+def test_show_json_gives_the_gpus_own_time_a_call_where_it_was_recorded(tmp_path):
+    """TUNER_GPU_TIME=1's figure reaches `tuner show --json`; a row without it has null."""
+    from click.testing import CliRunner
+
+    from tests.synthetic import configs, write_study
+    from tuner.cli import main
+
+    labels = [c.label for c in configs(batch_sizes=(1,))]
+    study = write_study(tmp_path, "s", trial_configs=configs(batch_sizes=(1,)),
+                        changes={labels[0]: {"gpu_time_ms": 1.7}})
+    shown = json.loads(CliRunner().invoke(main, ["show", str(study), "--json"]).output)
+    by_label = {r["label"]: r for r in shown["pareto"]}
+    assert by_label[labels[0]]["gpu_time_ms"] == 1.7
+    assert all(r["gpu_time_ms"] is None for label, r in by_label.items() if label != labels[0])

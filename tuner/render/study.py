@@ -304,7 +304,8 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
             "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
             "rank_within_noise", "latency_ms_p50_ci_low", "latency_ms_p50_ci_high",
             "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
-            "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown"]
+            "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown",
+            "gpu_time_ms"]
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
     rows = [{k: (v.tolist() if is_list(v) and hasattr(v, "tolist") else v)
              for k, v in row.items()} for row in rows]
