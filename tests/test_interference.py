@@ -172,7 +172,8 @@ def test_a_search_says_when_other_processes_run_trials_of_its_study_here(tmp_pat
 
 
 def test_show_json_gives_the_gpus_own_time_a_call_where_it_was_recorded(tmp_path):
-    """TUNER_GPU_TIME=1's figure reaches `tuner show --json`; a row without it has null."""
+    """TUNER_GPU_TIME=1's figure reaches `tuner show` and its --json; a row without it has
+    none."""
     from click.testing import CliRunner
 
     from tests.synthetic import configs, write_study
@@ -185,3 +186,8 @@ def test_show_json_gives_the_gpus_own_time_a_call_where_it_was_recorded(tmp_path
     by_label = {r["label"]: r for r in shown["pareto"]}
     assert by_label[labels[0]]["gpu_time_ms"] == 1.7
     assert all(r["gpu_time_ms"] is None for label, r in by_label.items() if label != labels[0])
+    # The text says how much of that row's p50 the GPU was busy; other rows say nothing of it.
+    text = CliRunner().invoke(main, ["show", str(study)]).output
+    said = [line for line in text.splitlines() if "GPU busy" in line]
+    p50 = by_label[labels[0]]["latency_ms_p50"]
+    assert len(said) == 1 and f"GPU busy 1.70 ms a call ({1.7 / p50:.0%} of its p50)" in said[0]

@@ -64,6 +64,10 @@ def notes(row: pd.Series) -> str:
     if slowdown is not None and not pd.isna(slowdown) and slowdown >= SLOW_CORE_RATIO:
         out.append(f"slow host core: a fixed loop took {slowdown:.1f}x as long as on this "
                    "machine's fast cores, so a launch-bound latency reads slow")
+    gpu, p50 = row.get("gpu_time_ms"), row.get("latency_ms_p50")
+    if gpu is not None and not pd.isna(gpu):  # TUNER_GPU_TIME=1: the rest of a call is the host's
+        share = f" ({gpu / p50:.0%} of its p50)" if p50 and not pd.isna(p50) else ""
+        out.append(f"GPU busy {gpu:.2f} ms a call{share}")
     for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
                          ("recompile_limit_hits", "recompile-limit hits"),
                          ("cudagraph_skips", "cudagraph skips"),
