@@ -25,9 +25,10 @@ time from the profiler) was the same, trial over control a median 1.006 readied 
 not (14 and 11 samples, 0.955-1.038 either way; every trial 1.63-1.78 ms). So cuDNN's
 algorithm choices made beside another trial's compile give the same GPU work. The p50s spread
 far more (2.1-4.2 ms in those samples, in the two modes a slow launching core makes; see
-benchmarks/README.md, "slow_mode.py"), readied or not: over every check, trial over control a median 1.050 readied against 1.010 not (35 and 32 samples,
-one-sided p = 0.31; benchmarks/prewarm-fidelity-h200-pooled.md), slow in 10 of 35 readied
-trials, 11 of 32 others and 15 of 67 controls.
+benchmarks/README.md, "slow_mode.py"), readied or not: over every check, trial over control a
+median 1.050 readied against 1.010 not (35 and 32 samples, one-sided p = 0.31;
+benchmarks/prewarm-fidelity-h200-pooled.md), slow in 10 of 35 readied trials, 11 of 32 others
+and 15 of 67 controls.
 
 It is not readied where the device has less than half its memory free (:func:`room`): the
 trial beside holds only its weights and inputs while it compiles, and may need much more when
@@ -86,8 +87,8 @@ def benchmarks_while_compiling(config: TrialConfig) -> bool:
 
 
 def room(work: Workload, mem_get_info: Any = None) -> str:
-    """"" where the device has room to be readied beside the trial running there: at least
-    MIN_FREE_SHARE of its memory free; else why not. A guard, not a guarantee: what the trial
+    """An empty string where the device has room to be readied beside the trial running
+    there (at least MIN_FREE_SHARE of its memory free); else why not. A guard, not a guarantee: what the trial
     beside will take is not known, only what it holds now (its weights and inputs while it
     compiles). Starts CUDA in this process, as readying would."""
     import torch
