@@ -177,7 +177,8 @@ class TrialResult:
     host_loop_ms: float | None = None
     timing_cpu: int | None = None  # the core the timing thread ran on (TUNER_TIMING_CPU), if pinned
     # the GPU's own time for one call: every kernel's device time, summed (TUNER_GPU_TIME=1;
-    # tuner.trial.device.Device.gpu_time_ms); what the p50 would be with no host time in it
+    # tuner.trial.device.Device.gpu_time_ms); no host time is in it, so a p50 far above it is
+    # launch-bound
     gpu_time_ms: float | None = None
     eager_reference_ms: float | None = None  # one eager call, for the break-even estimate
     # memory
