@@ -22,7 +22,9 @@ line `overhead per trial: fresh X s, pre-started Y s`. `--ways` picks other ways
 of being forked from a template); "prewarm" is --prestart with TUNER_PREWARM=1 (the next
 trial's process readies the device before its trial: tuner.trial.prewarm), "no-prewarm" with
 TUNER_PREWARM=0 (as --prestart was from 2026-11-30, after commit 9067913, when
-trial-overhead-h200-prewarm.md was measured, until 2026-12-01; readying is the default again). Where both
+trial-overhead-h200-prewarm.md was measured, until 2026-12-01; readying is the default again);
+"gpu-time" is --prestart with TUNER_GPU_TIME=1 (each CUDA trial also profiles 10 calls for its
+gpu_time_ms: what that costs a trial). Where both
 fresh and pre-started were measured the report still ends with that line, the other ways on
 the line before it; otherwise the last line names the ways measured. With more than one way,
 a table puts each config's latency (p50, ms) side by side, way by way: readying the device
@@ -53,10 +55,10 @@ COLUMNS = {"trial_number": "trial", "label": "config", "batch_size": "bs", "wall
            "warmup_s": "warmup", "measurement_s": "measure", "replay_s": "replay",
            "other_s": "other", "return_s": "return", "overhead_s": "overhead",
            "tuner_overhead_s": "between", "prebuilt": "prebuilt", "prewarmed": "prewarmed",
-           "reference_reused": "ref_reused", "latency_ms_p50": "p50_ms"}
+           "reference_reused": "ref_reused", "latency_ms_p50": "p50_ms", "gpu_time_ms": "gpu_ms"}
 # What each way changes in the tuner's environment, beyond --prestart / --no-prestart.
 WAY_ENV = {"no-template": {"TUNER_TEMPLATE": "0"}, "prewarm": {"TUNER_PREWARM": "1"},
-           "no-prewarm": {"TUNER_PREWARM": "0"}}
+           "no-prewarm": {"TUNER_PREWARM": "0"}, "gpu-time": {"TUNER_GPU_TIME": "1"}}
 
 
 def overhead_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--ways", default="fresh,pre-started",
                         help="ways to measure, in order: fresh, pre-started, no-template, "
-                             "prewarm, no-prewarm")
+                             "prewarm, no-prewarm, gpu-time")
     parser.add_argument("--out", help="also write the report to this Markdown file, e.g. "
                                       "benchmarks/trial-overhead-h200.md")
     args = parser.parse_args(argv)

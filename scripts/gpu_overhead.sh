@@ -15,7 +15,9 @@
 # IMPORT=1 then measures the import beside the compile on GPU 0. FIRST_CALL=1 first runs
 # benchmarks/first_call.py on GPU 0 (what a trial process's first eager call of resnet50
 # costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
-# spares, on both GPUs. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
+# spares, on both GPUs. GPU_TIME=1 instead runs the GPU tests (pytest -m gpu), then pre-started
+# resnet50 trials with and without TUNER_GPU_TIME=1 on GPU 0, every core:
+# trial-overhead-h200-gpu-time.md. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
 # On a machine with one GPU (nvidia-h200) the default and PREWARM_FIDELITY=1 run on GPU 0 alone,
 # every core: fresh, pre-started and no-prewarm in one trial-overhead-h200.md; the fidelity pairs
 # in prewarm-fidelity-h200-TAG-gpu0.md.
@@ -47,6 +49,12 @@ if [ "${PREWARM_FIDELITY:-0}" = 1 ]; then
   python3 benchmarks/prewarm_fidelity.py --pool \
       $(ls benchmarks/prewarm-fidelity-h200-*.md | grep -v pooled) \
       "$OUT"/prewarm-fidelity-h200-"$tag"-gpu*.md --out "$OUT/prewarm-fidelity-h200-pooled.md" | tail -2
+  exit
+fi
+if [ "${GPU_TIME:-0}" = 1 ]; then
+  CUDA_VISIBLE_DEVICES=0 timeout -s INT "${TESTS_LIMIT:-240}" python3 -m pytest -q -m gpu tests \
+      -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -4
+  overhead 0 "0-$(( 2 * half - 1 ))" resnet50 pre-started,gpu-time trial-overhead-h200-gpu-time.md
   exit
 fi
 if [ "${AB:-0}" = 1 ]; then
