@@ -278,6 +278,23 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
     assert list(back["latency_ms_p50"]) == [10.0]
 
 
+def test_columns_no_row_filled_read_back_empty(tmp_path):
+    """A frame's empty text and list columns come back as NaN floats from pandas; Arrow reads
+    those as empty in text, but cannot make lists of them: the file holds empty cells."""
+    df = frame((EAGER1, ok(10.0)), (inductor(1), ok(5.0)))
+    df["message"] = float("nan")
+    df["graph_break_reasons"] = float("nan")
+    df.loc[0, "stderr_tail"] = float("nan")
+    df.loc[1, "stderr_tail"] = "tail"
+    path = tmp_path / layout.TRIALS_FILE
+    files.write(df, path, {"study": "s"})
+    back = pq.read_table(path)
+    assert back.schema.field("graph_break_reasons").type == pa.list_(pa.string())
+    assert back["graph_break_reasons"].to_pylist() == [None, None]
+    assert back["message"].to_pylist() == [None, None]
+    assert back["stderr_tail"].to_pylist() == [None, "tail"]
+
+
 def one_line_error(path) -> str:
     with pytest.raises(UserError) as exc:
         files.read(path)

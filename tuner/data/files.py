@@ -43,9 +43,12 @@ def to_table(df: pd.DataFrame) -> pa.Table:
     for name in options:
         schema = schema.append(pa.field(name, _option_type(df[name])))
     for field in schema:
-        if (pa.types.is_list(field.type) or pa.types.is_string(field.type)
-                or field.name in options):
-            # A column no row filled comes back as NaN floats; Arrow wants None there.
+        # Arrow reads NaN as null in text and in a column of lists, but a column no row filled
+        # comes back as NaN floats, which Arrow cannot make lists of: None there. The options'
+        # columns are typed by their values, so theirs are cleaned too. (Cleaning every text
+        # column as well took half of a write's time: 20 against 9 ms at 300 rows.)
+        if field.name in options or (pa.types.is_list(field.type)
+                                      and df[field.name].dtype != object):
             column = df[field.name].astype(object)
             df[field.name] = column.where(column.map(_filled), None)
             if field.name in options and pa.types.is_string(field.type):

@@ -41,7 +41,7 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     (sorted; empty where a row's config does not set the option), the derived ones filled,
     sorted by batch size and trial number."""
     rows = list(rows)
-    options = sorted({k for row in rows for k in row if is_option_column(k)})
+    options = sorted(k for k in set().union(*rows) if is_option_column(k))
     df = derive(pd.DataFrame(rows, columns=COLUMNS + options))
     return df.sort_values(["batch_size", "trial_number"], kind="stable").reset_index(drop=True)
 

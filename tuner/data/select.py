@@ -196,8 +196,10 @@ def with_ranks(df: pd.DataFrame) -> pd.DataFrame:
     if len(df):
         low = pd.to_numeric(df["latency_ms_p50_ci_low"], errors="coerce")
         high = pd.to_numeric(df["latency_ms_p50_ci_high"], errors="coerce")
-        front = set(pareto(df)["trial_number"])
-        ranked = df[df["trial_number"].isin(front) & low.notna() & high.notna()]
+        interval = low.notna() & high.notna()
+        # Only finalists measured again have an interval: no front to find before any is.
+        front = set(pareto(df)["trial_number"]) if interval.any() else set()
+        ranked = df[df["trial_number"].isin(front) & interval]
         for _, group in ranked.groupby("batch_size"):
             ranks[group.index] = rank_intervals(low[group.index].tolist(),
                                                 high[group.index].tolist())

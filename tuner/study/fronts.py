@@ -25,6 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.data.select import PARETO_OBJECTIVES, Constraints
+from tuner.spec.config import TrialConfig
 from tuner.spec.space import SearchSpace
 from tuner.study.sampler import DEFAULT_SAMPLER
 
@@ -135,7 +136,8 @@ class Fronts:
         return found
 
     def next_front(self, space: SearchSpace, taken: Callable[[str], bool],
-                   queued: dict[str, int], skip: Container[int]
+                   queued: dict[str, int], skip: Container[int],
+                   configs: Sequence[TrialConfig] | None = None
                    ) -> tuple[optuna.Study, int | None] | None:
         """Which study to ask for the next trial, and the batch size it samples (None: the
         sampler of a study made before picks it).
@@ -144,18 +146,24 @@ class Fronts:
         again); ``queued`` maps a study's name to its oldest queued trial's number. Otherwise,
         of the batch sizes not in ``skip`` that still have a config nobody has ``taken``, the
         one with the fewest taken, so that trials spread over the batch sizes. None when
-        nothing is left to ask for."""
+        nothing is left to ask for. ``configs``: the space's, where the caller made them
+        already (making them again after every trial was a tenth of a large search's own time
+        at 300 trials)."""
         if queued:
             name = min(queued, key=queued.__getitem__)
             study = next(s for s in self.studies() if s.study_name == name)
             return study, self.batch_size_of(study)
-        configs = space.configs()
-        open_ = [bs for bs in space.batch_sizes if bs not in skip
-                 and any(c.batch_size == bs and not taken(c.key) for c in configs)]
+        counts: collections.Counter[int] = collections.Counter()  # taken, by batch size
+        left: set[int] = set()  # batch sizes with a config nobody has taken
+        for config in space.configs() if configs is None else configs:
+            if taken(config.key):
+                counts[config.batch_size] += 1
+            else:
+                left.add(config.batch_size)
+        open_ = [bs for bs in space.batch_sizes if bs not in skip and bs in left]
         if not open_:
             return None
         if not self.per_batch_size:
             return self.main, None
-        counts = collections.Counter(c.batch_size for c in configs if taken(c.key))
         batch_size = min(open_, key=counts.__getitem__)  # ties: the first listed
         return self.of(batch_size), batch_size

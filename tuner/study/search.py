@@ -157,7 +157,8 @@ class Search:
 
             # Baselines and queued configs first; then the batch size with the fewest trials,
             # whose own study's sampler proposes the rest of the config.
-            front = self.fronts.next_front(spec.space, state.taken, state.queued, broken)
+            front = self.fronts.next_front(spec.space, state.taken, state.queued, broken,
+                                           configs)
             assert front is not None, "a config is left, so a front has one"
             trial, number = claims.ask(front[0])
             config = suggest(trial, spec.space, front[1])
