@@ -96,7 +96,18 @@ def report(table: pd.DataFrame) -> list[str]:
             + ", ".join(f"{name} {_s(value)}" for name, value in means.items()),
             f"pre-built models {_count(later, 'prebuilt')} of {len(later)}, devices readied "
             f"{_count(later, 'prewarmed')} of {len(later)}, eager references reused "
-            f"{_count(later, 'reference_reused')} of {len(later)}", ""]
+            f"{_count(later, 'reference_reused')} of {len(later)}", *readied_memory(table), ""]
+
+
+def readied_memory(table: pd.DataFrame) -> list[str]:
+    """What the processes readied ahead held on the device beside the trial before theirs,
+    as a line (MiB, NVML), where any trial recorded it."""
+    held = pd.to_numeric(table.get("prewarm_vram_bytes_nvml", pd.Series(dtype=float)),
+                         errors="coerce").dropna() / 2**20
+    if held.empty:
+        return []
+    return [f"GPU memory a readied process held beside the trial before it (NVML): "
+            f"{held.min():.0f}-{held.max():.0f} MiB over {len(held)} trials"]
 
 
 def _count(table: pd.DataFrame, column: str) -> int:

@@ -24,6 +24,7 @@ from tuner.study import fleet as fleets
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 from tuner.trial import build, prebuild, prewarm, reference
+from tuner.trial.device import Device
 from tuner.trial.protocol import run_trial
 
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.01, warmup_max_calls=20)
@@ -203,11 +204,16 @@ def test_the_device_is_readied_only_while_half_its_memory_is_free(monkeypatch):
     model, inputs, _ = build.build_on_host(TINY, 2)
     ran = []
     monkeypatch.setattr(prewarm, "warm", lambda *a: ran.append(a) or "")
+    # what NVML gives the process once readied: the trial it runs next records it
+    monkeypatch.setattr(Device, "process_memory_nvml", lambda self: 600 * 2**20)
     for note in ("device not readied: crowded", ""):
         monkeypatch.setattr(prewarm, "room", lambda work, note=note: note)
         built = prebuild.Prebuilt(prebuild.PrebuildRequest(TINY, 2, warm=TINY), model, inputs, None)
         assert prebuild.warm(built, job_waiting=False) == ""  # no fresh start either way
         assert (built.warmed, built.warm_note) == ((False, note) if note else (True, ""))
+        assert built.warm_vram_bytes == (None if note else 600 * 2**20)
+        r = trial(TrialConfig("eager", 2), prebuilt=built)
+        assert r.prewarmed is built.warmed and r.prewarm_vram_bytes_nvml == built.warm_vram_bytes
     assert len(ran) == 1
 
 
@@ -316,6 +322,10 @@ def test_the_overhead_figure_is_the_mean_after_the_first_trial_of_each_batch_siz
     assert trial_overhead.mean_after_first(table) == pytest.approx((5.5 + 1.5 + 4.0) / 3)
     assert "pre-built models 3 of 3, devices readied 0 of 3" in "\n".join(
         trial_overhead.report(table))
+    assert "readied process held" not in "\n".join(trial_overhead.report(table))
+    df["prewarm_vram_bytes_nvml"] = [None, None, 500 * 2**20, None, 700 * 2**20, None]
+    assert ("GPU memory a readied process held beside the trial before it (NVML): 500-700 MiB "
+            "over 2 trials") in trial_overhead.report(trial_overhead.overhead_table(df))
 
 
 def test_the_overhead_report_ends_with_the_line_the_issue_names_and_compares_latencies():

@@ -92,7 +92,8 @@ SCHEMA = pa.schema([
     ("vram_bytes_baseline", _i64), ("vram_bytes_compile_allocated", _i64),
     ("vram_bytes_compile_reserved", _i64), ("vram_bytes_steady_allocated", _i64),
     ("vram_bytes_steady_reserved", _i64), ("vram_bytes_process_nvml", _i64),
-    ("vram_bytes_compile_process_nvml", _i64), ("host_rss_bytes_peak", _i64),
+    ("vram_bytes_compile_process_nvml", _i64), ("prewarm_vram_bytes_nvml", _i64),
+    ("host_rss_bytes_peak", _i64),
     # correctness against eager
     ("correct", _bool), ("max_abs_error", _f64), ("tolerance", _f64), ("correctness_note", _str),
     ("max_abs_error_vs_fp32", _f64),

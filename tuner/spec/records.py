@@ -190,6 +190,11 @@ class TrialResult:
     vram_bytes_process_nvml: int | None = None  # the process's device memory, context included
     # the highest NVML showed for this process during compile + warm-up (sampled every 50 ms)
     vram_bytes_compile_process_nvml: int | None = None
+    # Readied ahead (prewarmed): the device memory NVML gave this trial's process once it had
+    # readied the device, context included: what it held beside the trial before this one
+    # while that one measured (NVML counts each process apart, so that trial's own figures
+    # leave it out)
+    prewarm_vram_bytes_nvml: int | None = None
     host_rss_bytes_peak: int | None = None
     # correctness vs eager on the same inputs
     correct: bool | None = None

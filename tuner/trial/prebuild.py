@@ -65,6 +65,9 @@ class Prebuilt:
     # with ``warm_note``; not asked: None
     warmed: bool | None = None
     warm_note: str = ""
+    # the device memory NVML gave this process once readied (its CUDA context, the libraries'
+    # workspaces, what the allocator kept): what it holds while the trial before it measures
+    warm_vram_bytes: int | None = None
 
 
 def touched_cuda() -> bool:
@@ -109,6 +112,10 @@ def warm(prebuilt: Prebuilt, job_waiting: bool) -> str:
         return ""
     failed = run_once(prebuilt.model, prebuilt.inputs, work)
     prebuilt.warmed = not failed
+    if not failed:
+        from tuner.trial.device import Device
+
+        prebuilt.warm_vram_bytes = Device(work.device).process_memory_nvml()
     return failed
 
 

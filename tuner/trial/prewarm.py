@@ -42,8 +42,10 @@ without that setting, so a plan chosen with it off would serve a next trial that
 Where it fails (a model that raises, runs out of memory or trips a device-side assert at that
 batch size), the process replaces itself with a fresh one, same pid, same stdin, which imports
 and then runs its trial with nothing built ahead: the trial meets the failure, if it is its
-own, in a clean process. The process keeps its CUDA context (GPU memory the trial beside it
-cannot use; how much was not measured) while that trial measures.
+own, in a clean process. The process keeps what readying left on the device (its CUDA context,
+the libraries' workspaces, the allocator's cache) while that trial measures: NVML gave 722 MiB
+for resnet50 bf16 on the H200 (benchmarks/trial-overhead-h200-readied-memory.md); each readied
+trial records its own figure (``prewarm_vram_bytes_nvml``).
 """
 
 from __future__ import annotations

@@ -283,6 +283,7 @@ def _build_float32(request: TrialRequest, work: Workload, prebuilt: Prebuilt | N
                                                 request.config.batch_size)
         result.prebuilt = made is not None
         result.prewarmed = prebuilt.warmed
+        result.prewarm_vram_bytes_nvml = prebuilt.warm_vram_bytes
         result.reuse_note = "; ".join(n for n in (result.reuse_note, prebuilt.warm_note) if n)
         if made is not None:
             return build.to_device(work, *made)
