@@ -15,7 +15,8 @@
 # IMPORT=1 then measures the import beside the compile on GPU 0. FIRST_CALL=1 first runs
 # benchmarks/first_call.py on GPU 0 (what a trial process's first eager call of resnet50
 # costs). AB=1 instead runs pre-started resnet50 trials forked from the template against fresh
-# spares, on both GPUs. GPU_TIME=1 instead runs the GPU tests (pytest -m gpu), then pre-started
+# spares, on both GPUs. GPU_TIME=1 instead runs the GPU tests (pytest -m gpu, 237 s on 2026-12-01;
+# TESTS_LIMIT, default 360 s, bounds them), then pre-started
 # resnet50 trials with and without TUNER_GPU_TIME=1 on GPU 0, every core:
 # trial-overhead-h200-gpu-time.md. LIMIT bounds each measurement (seconds, default 540). Writes under $OUT.
 # On a machine with one GPU (nvidia-h200) the default and PREWARM_FIDELITY=1 run on GPU 0 alone,
@@ -52,7 +53,7 @@ if [ "${PREWARM_FIDELITY:-0}" = 1 ]; then
   exit
 fi
 if [ "${GPU_TIME:-0}" = 1 ]; then
-  CUDA_VISIBLE_DEVICES=0 timeout -s INT "${TESTS_LIMIT:-240}" python3 -m pytest -q -m gpu tests \
+  CUDA_VISIBLE_DEVICES=0 timeout -s INT "${TESTS_LIMIT:-360}" python3 -m pytest -q -m gpu tests \
       -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -4
   overhead 0 "0-$(( 2 * half - 1 ))" resnet50 pre-started,gpu-time trial-overhead-h200-gpu-time.md
   exit
