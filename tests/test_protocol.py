@@ -251,4 +251,4 @@ def test_gpu_time_is_recorded_only_when_asked_and_a_profiler_failure_leaves_the_
 def test_there_is_no_gpu_time_off_cuda():
     from tuner.trial.device import Device
 
-    assert Device("cpu").gpu_time_ms(lambda: None) is None
+    assert Device("cpu").gpu_time_ms(lambda: None, 10) is None

@@ -137,8 +137,7 @@ class Fronts:
 
     def next_front(self, space: SearchSpace, taken: Callable[[str], bool],
                    queued: dict[str, int], skip: Container[int],
-                   configs: Sequence[TrialConfig] | None = None
-                   ) -> tuple[optuna.Study, int | None] | None:
+                   configs: Sequence[TrialConfig]) -> tuple[optuna.Study, int | None] | None:
         """Which study to ask for the next trial, and the batch size it samples (None: the
         sampler of a study made before picks it).
 
@@ -146,16 +145,16 @@ class Fronts:
         again); ``queued`` maps a study's name to its oldest queued trial's number. Otherwise,
         of the batch sizes not in ``skip`` that still have a config nobody has ``taken``, the
         one with the fewest taken, so that trials spread over the batch sizes. None when
-        nothing is left to ask for. ``configs``: the space's, where the caller made them
-        already: making them again after every trial, this was 8 % of a large search's own
-        time over 300 trials (benchmarks/study-growth-cpu-profile-300.md)."""
+        nothing is left to ask for. ``configs``: the space's, made once by the caller (made
+        here after every trial, they were 8 % of a large search's own time:
+        benchmarks/study-growth-cpu-profile-300.md)."""
         if queued:
             name = min(queued, key=queued.__getitem__)
             study = next(s for s in self.studies() if s.study_name == name)
             return study, self.batch_size_of(study)
         counts: collections.Counter[int] = collections.Counter()  # taken, by batch size
         left: set[int] = set()  # batch sizes with a config nobody has taken
-        for config in space.configs() if configs is None else configs:
+        for config in configs:
             if taken(config.key):
                 counts[config.batch_size] += 1
             else:

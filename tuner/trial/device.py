@@ -96,7 +96,7 @@ class Device:
                 break
         return samples, time.perf_counter() - start, "perf_counter"
 
-    def gpu_time_ms(self, fn: Callable[[], Any], calls: int = 10) -> float | None:
+    def gpu_time_ms(self, fn: Callable[[], Any], calls: int) -> float | None:
         """The GPU's own time for one call, in ms: every kernel's device time over ``calls``
         calls, summed, over ``calls`` (torch.profiler). Host time between kernels is not in it,
         so a slow launching core leaves it as it was. None off CUDA."""

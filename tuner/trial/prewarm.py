@@ -90,9 +90,9 @@ def benchmarks_while_compiling(config: TrialConfig) -> bool:
 
 def room(work: Workload, mem_get_info: Any = None) -> str:
     """An empty string where the device has room to be readied beside the trial running
-    there (at least MIN_FREE_SHARE of its memory free); else why not. A guard, not a guarantee: what the trial
-    beside will take is not known, only what it holds now (its weights and inputs while it
-    compiles). Starts CUDA in this process, as readying would."""
+    there (at least MIN_FREE_SHARE of its memory free); else why not. A guard, not a
+    guarantee: what the trial beside will take is not known, only what it holds now (its
+    weights and inputs while it compiles). Starts CUDA in this process, as readying would."""
     import torch
 
     if torch.device(work.device).type != "cuda":
