@@ -56,6 +56,7 @@ class FakeRunner:
         self.requests: list[TrialRequest] = []  # every request, in order
         self.cache_dirs: list[Path | None] = []  # the cache_dir of each call
         self.spares: list[tuple[Any, int]] = []  # start_spare's (prebuild, calls before it)
+        self.templates: list[str | None] = []  # start_template's factory modules
 
     def run(self, request: TrialRequest, workdir: Path,
             abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
@@ -118,6 +119,9 @@ class FakeRunner:
 
     def start_spare(self, prebuild: Any = None) -> None:
         self.spares.append((prebuild, len(self.calls)))
+
+    def start_template(self, factory_module: str | None = None) -> None:
+        self.templates.append(factory_module)
 
     def close(self) -> None:
         self.closed += 1

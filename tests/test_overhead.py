@@ -292,7 +292,7 @@ def test_each_worker_of_a_two_gpu_fleet_gives_its_trials_half_the_cores(tmp_path
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = StudySpec(name="f", workload=workers.WORKLOAD, space=workers.SPACE_SMALL,
                      root=tmp_path)
-    fleet = fleets.Fleet(spec, [0, 1], LaunchSettings(timeout_s=60))
+    fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60))
     for index, gpu in enumerate(fleet.gpus):
         plan = fleets.WorkerPlan.from_json(fleet.plan(index, gpu).to_json())  # as the worker reads it
         trial_env = runners.make_runner(plan.launch)._env()  # every trial process's environment

@@ -5,6 +5,7 @@ The same scenarios against PostgreSQL are in test_postgres.py."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import signal
 import subprocess
 import sys
@@ -46,12 +47,12 @@ def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monke
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "fleet", storage=None)
     monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "0.02")
-    fleet = fleets.Fleet(spec, [0, 1, 2], LaunchSettings(timeout_s=60), quiet=True)
+    fleet = fleets.Fleet.of(spec, [0, 1, 2], LaunchSettings(timeout_s=60), quiet=True)
     assert [fleet.plan(i, g).launch.gpu for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
     assert [fleet.plan(i, g).seed for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
     assert not fleet.plan(0, 0).launch.prestart  # as the command decided it
-    assert fleets.Fleet(spec, [0], LaunchSettings(60, prestart=True)).plan(0, 0).launch.prestart
-    summary = fleet.run()
+    assert fleets.Fleet.of(spec, [0], LaunchSettings(60, prestart=True)).plan(0, 0).launch.prestart
+    summary = fleet.run(spec)
     assert [e.returncode for e in fleet.exits] == [0, 0, 0]
     workers.assert_every_config_measured_once(spec)
     assert summary.measured == summary.new == len(spec.space.configs())
@@ -70,7 +71,7 @@ def test_a_fleet_worker_starts_its_first_trials_process_at_once_and_counts_no_gp
 
     spec = workers.create(tmp_path, "early", storage=None, space=workers.SPACE_SMALL)
     plan = fleets.WorkerPlan.from_json(
-        fleets.Fleet(spec, [0, 1], LaunchSettings(timeout_s=60)).plan(1, 1).to_json())
+        fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60)).plan(1, 1).to_json())
     made: list[FakeRunner] = []
     monkeypatch.setattr(runners, "make_runner",
                         lambda settings, shared=None: made.append(FakeRunner()) or made[-1])
@@ -87,6 +88,54 @@ def test_a_fleet_worker_starts_its_first_trials_process_at_once_and_counts_no_gp
     with pytest.raises(AssertionError, match="counted the GPUs"):
         measure.run_worker(dataclasses.replace(plan, gpus_checked=False), None, as_json=False)
     assert made[1].closed == 1  # its first trial's process is not left behind
+
+
+def test_a_fleets_worker_starts_importing_before_its_study_and_joins_it_when_told(
+        tmp_path, monkeypatch):
+    # On the H200 a fleet's first trial waited for its template's import of torch, started
+    # only once the parent had checked the model and made the study: 13 s into the command.
+    from tuner.cli import fleet_worker
+    from tuner.launch import runner as runners
+
+    spec = workers.create(tmp_path, "waits", storage=None, space=workers.SPACE_SMALL)
+    plan = fleets.Fleet(fleets.plan_of("waits", tmp_path, LaunchSettings(60), 0, None, None,
+                                       True, "tests.models:tiny_cnn"), [0]).plan(0, 0)
+    assert plan.wait_for_go and plan.factory_module == "tests.models"
+    assert fleets.plan_of("w", tmp_path, LaunchSettings(60), 0, None, None, True,
+                          "resnet18").factory_module is None  # torchvision imports it anyway
+    made: list[FakeRunner] = []
+    monkeypatch.setattr(runners, "make_runner",
+                        lambda settings, shared=None: made.append(FakeRunner()) or made[-1])
+    joined: list[object] = []
+    monkeypatch.setattr(fleet_worker, "run_worker",
+                        lambda plan, storage, as_json, runner: joined.append(runner))
+    # The command found a bad input: no GO, and the worker exits, its template closed.
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert fleet_worker.main([plan.to_json()]) == 0
+    assert made[0].templates == ["tests.models"] and made[0].closed == 1 and not joined
+    # The study is ready: it joins with the runner whose template is importing.
+    monkeypatch.setattr(sys, "stdin", io.StringIO(fleets.GO))
+    assert fleet_worker.main([plan.to_json()]) == 0
+    assert joined == [made[1]] and made[1].templates == ["tests.models"] and not made[1].closed
+    assert spec.name == plan.study
+
+
+def test_a_bad_input_to_search_gpus_is_one_line_and_its_waiting_workers_exit(
+        tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    started: list[fleets.Fleet] = []
+    spawn = fleets.Fleet.spawn
+    monkeypatch.setattr(fleets.Fleet, "spawn", lambda self: started.append(self) or spawn(self))
+    result = CliRunner().invoke(main, ["search", "--model", "resnet1800", "--gpus", "all",
+                                       "--studies-dir", str(tmp_path)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("Error: unknown model 'resnet1800'")
+    assert result.stderr.count("\n") == 1
+    assert len(started) == 1 and len(started[0]._procs) == 2  # they had started, before the check
+    assert [proc.poll() for proc in started[0]._procs] == [0, 0]  # and are gone, quietly
+    assert capfd.readouterr().err == ""
+    assert list(tmp_path.iterdir()) == []  # no study made
 
 
 def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_path,
@@ -126,8 +175,8 @@ def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypat
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "stopped", storage=None)
     monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "1.0")
-    fleet = fleets.Fleet(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
-    fleet.start()
+    fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
+    fleet.start(spec)
     in_flight = [workers.wait_for_trial(spec, proc.pid) for proc in fleet._procs]
     fleet.send_signal(signal.SIGINT)
     fleet.wait()
@@ -240,10 +289,10 @@ def test_pin_respects_an_existing_cuda_visible_devices():
 def test_the_storage_url_reaches_workers_in_their_environment_not_their_argv(tmp_path):
     url = "postgresql://tuner:s3cret-pw@db/tuner"
     spec = workers.create(tmp_path, "envonly", storage=None)
-    fleet = fleets.Fleet(dataclasses.replace(spec, storage=url), [0], LaunchSettings(timeout_s=60))
+    fleet = fleets.Fleet.of(dataclasses.replace(spec, storage=url), [0], LaunchSettings(timeout_s=60))
     assert not any("s3cret" in arg for arg in fleet.command(0, 0))
     assert fleet.environment()[fleets.STORAGE_ENV] == url
-    assert "s3cret" not in repr(fleet.spec)
+    assert "s3cret" not in repr(fleet.base) + repr(dataclasses.replace(spec, storage=url))
 
 
 @pytest.mark.parametrize("url, shown", [

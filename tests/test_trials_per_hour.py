@@ -37,13 +37,26 @@ LAST_LINE = re.compile(r"trials per hour: 1 GPU \d+, 2 GPUs \d+, ratio \d+\.\d\d
 class ThreadWorker:
     """A fleet worker (:class:`tuner.study.fleet.Fleet` starts one per GPU, ``Popen``) as a
     thread of this process: the worker's own search loop on the study, FakeRunner behind it,
-    without a process's start-up (seconds of imports each: the test stays fast)."""
+    without a process's start-up (seconds of imports each: the test stays fast). It joins the
+    study once told GO on its stdin, as a worker does."""
 
     def __init__(self, command: list[str], env: dict[str, str], **_: object) -> None:
-        plan = WorkerPlan.from_json(command[-1])
-        spec = join_spec(plan.study, env.get(STORAGE_ENV), Path(plan.root), n_trials=plan.n_trials,
-                         budget_s=plan.budget_s, seed=plan.seed)
+        self.plan, self.env = WorkerPlan.from_json(command[-1]), env
         self.returncode: int | None = None
+        self.thread: threading.Thread | None = None
+        self.stdin = self  # what the fleet writes GO to
+        self._told = b""
+
+    def write(self, data: bytes) -> None:
+        self._told += data
+
+    def close(self) -> None:
+        if self._told.decode() != fleets.GO:
+            self.returncode = 0  # exits, measuring nothing
+            return
+        plan = self.plan
+        spec = join_spec(plan.study, self.env.get(STORAGE_ENV), Path(plan.root),
+                         n_trials=plan.n_trials, budget_s=plan.budget_s, seed=plan.seed)
         self.thread = threading.Thread(target=self._run, args=(spec,))
         self.thread.start()
 
@@ -53,10 +66,11 @@ class ThreadWorker:
         self.returncode = 0
 
     def poll(self) -> int | None:
-        return None if self.thread.is_alive() else self.returncode
+        return None if self.thread is not None and self.thread.is_alive() else self.returncode
 
     def wait(self) -> int | None:
-        self.thread.join()
+        if self.thread is not None:
+            self.thread.join()
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
@@ -69,7 +83,8 @@ def in_process(monkeypatch, fake_cli):
     in this process, its fleet's workers as threads."""
     monkeypatch.delenv("TUNER_STORAGE", raising=False)
     monkeypatch.setattr(fleets, "subprocess",
-                        types.SimpleNamespace(Popen=ThreadWorker, DEVNULL=subprocess.DEVNULL))
+                        types.SimpleNamespace(Popen=ThreadWorker, DEVNULL=subprocess.DEVNULL,
+                                              PIPE=subprocess.PIPE))
     commands = []
 
     def launch(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:

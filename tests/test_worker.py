@@ -187,7 +187,7 @@ def test_a_gpus_workers_trial_process_is_shown_only_its_gpu(tmp_path, monkeypatc
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # this search is shown GPUs 4 and 6
     spec = StudySpec(name="pinned", workload=workers.WORKLOAD, space=workers.SPACE_SMALL,
                      root=tmp_path)
-    fleet = Fleet(spec, [0, 1], LaunchSettings(timeout_s=240, prestart=prestart))
+    fleet = Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=240, prestart=prestart))
     runner = make_runner(fleet.plan(1, fleet.gpus[1]).launch)
     try:
         # The factory raises, naming the CUDA_VISIBLE_DEVICES its trial process was given.

@@ -1,6 +1,11 @@
 """One worker of a fleet (``tuner search --gpus``): ``python -m tuner.cli.fleet_worker PLAN``,
-PLAN a :class:`tuner.study.fleet.WorkerPlan` as JSON. It runs what ``tuner worker`` runs; the
-storage URL comes in the environment (TUNER_STORAGE), never in argv."""
+PLAN a :class:`tuner.study.plan.WorkerPlan` as JSON. It runs what ``tuner worker`` runs; the
+storage URL comes in the environment (TUNER_STORAGE), never in argv.
+
+Started before its study exists (the plan's ``wait_for_go``), it first starts its trials'
+template process, which imports torch for seconds, then waits for GO on stdin: the study is
+ready. Anything else (the command found a bad input, or was stopped) and it exits, measuring
+nothing."""
 
 from __future__ import annotations
 
@@ -9,9 +14,9 @@ import sys
 
 import click
 
-from tuner.cli.measure import run_worker
+from tuner.cli.measure import run_worker, worker_runner
 from tuner.errors import UserError
-from tuner.study.fleet import STORAGE_ENV, WorkerPlan
+from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,8 +24,20 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m tuner.cli.fleet_worker PLAN_JSON", file=sys.stderr)
         return 2
+    plan = WorkerPlan.from_json(argv[0])
+    runner = None
+    if plan.wait_for_go:
+        runner = worker_runner(plan)
+        runner.start_template(plan.factory_module)
+        try:
+            told = sys.stdin.readline()
+        except KeyboardInterrupt:  # stopped by the user before the study was ready
+            told = ""
+        if told != GO:
+            runner.close()
+            return 0
     try:
-        run_worker(WorkerPlan.from_json(argv[0]), os.environ.get(STORAGE_ENV), as_json=False)
+        run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner)
     except UserError as exc:
         click.echo(f"Error: {exc}", err=True)
         return 1

@@ -6,6 +6,7 @@ import dataclasses
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -37,6 +38,9 @@ from tuner.cli.options import (
 from tuner.errors import UserError
 from tuner.spec.records import TrialProtocol
 from tuner.trial.prebuild import PrebuildRequest
+
+if TYPE_CHECKING:
+    from tuner.launch.runner import Runner
 
 SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accepts
 
@@ -163,7 +167,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.spec.space import build_space, default_formats, default_options
     from tuner.spec.workload import Workload, parse_shapes, validate
     from tuner.study.finalists import Repeats
-    from tuner.study.fleet import Fleet
+    from tuner.study.fleet import Fleet, plan_of
     from tuner.study.search import Search
     from tuner.study.spec import StudySpec
 
@@ -210,14 +214,20 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                              warm_cache=warm_cache, compile_timeout_s=compile_timeout_s)
     _check_timeout(timeout_s, protocol, " (--min-seconds)")
     launch = runners.LaunchSettings(timeout_s=timeout_s, prestart=runners.prestart_for(prestart))
-    # Searched here (not by --gpus workers): the first trial's process starts importing torch
-    # now, beside the checks below, which take seconds (this process imports torch,
-    # torchvision and dynamo for them). A bad input closes it at once.
+    # Searched here: the first trial's process starts importing torch now, beside the checks
+    # below, which take seconds (this process imports torchvision and dynamo for them). With
+    # --gpus, the workers start now and start importing, and wait for the study. A bad input
+    # closes them at once.
     runner = None if chosen is not None else runners.make_runner(
         launch, StudyLayout.of(studies_dir, study_name).cache_root)
+    fleet = None if chosen is None else Fleet(
+        plan_of(study_name, studies_dir, launch, seed, n_trials, budget_s, quiet, model), chosen,
+        storage=storage)
     try:
         if runner is not None and sizes:
             runner.start_spare(PrebuildRequest(workload, sizes[0]))
+        if fleet is not None:
+            fleet.spawn()
         validate(workload)
         gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
         options = option_values(inductor_options) if inductor_options else \
@@ -239,16 +249,18 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     except BaseException:
         if runner is not None:
             runner.close()
+        if fleet is not None:
+            fleet.cancel()
         raise
     say = teller(quiet)
-    if chosen is not None:
+    if fleet is not None and chosen is not None:
         def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
             on_first = runners.LaunchSettings(timeout_s, launch.prestart, gpu=chosen[0])
             return run.run_confirm(
                 Search(spec, runners.make_runner(on_first, spec.layout.cache_root),
                        on_message=say), say, repeats)
 
-        run.run_fleet(Fleet(spec, chosen, launch, quiet=quiet), say, as_json,
+        run.run_fleet(fleet, spec, say, as_json,
                       then=confirm_after if repeats.any else None)
         return
     assert runner is not None
@@ -305,7 +317,7 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     import secrets
 
     from tuner.launch.runner import LaunchSettings
-    from tuner.study.fleet import WorkerPlan
+    from tuner.study.plan import WorkerPlan
 
     _check_study_option(name)
     plan = WorkerPlan(study=name, root=str(studies_dir),
@@ -315,39 +327,50 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     run_worker(plan, storage, as_json, export_only=export_only)
 
 
-def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False) -> None:
-    """One worker on an existing study: ``tuner worker``, and each worker of a fleet."""
+def worker_runner(plan) -> Runner:
+    """The runner of a worker's trials, made from its plan alone (a fleet's worker makes it
+    before its study exists)."""
     from tuner.launch import runner as runners
+    from tuner.spec.layout import StudyLayout
+
+    launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(plan.launch.prestart))
+    return runners.make_runner(launch, StudyLayout.of(plan.root, plan.study).cache_root)
+
+
+def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False,
+               runner: Runner | None = None) -> None:
+    """One worker on an existing study: ``tuner worker``, and each worker of a fleet, which
+    passes the ``runner`` it made while it waited for the study (closed here in all cases)."""
     from tuner.launch.gpus import check_worker_gpu
     from tuner.spec.workload import check_loads_here
     from tuner.study.export import export_study
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
 
-    spec = join_spec(plan.study, storage, Path(plan.root), "--study", n_trials=plan.n_trials,
-                     budget_s=plan.budget_s, seed=plan.seed)
-    if export_only:
-        joined = Search(spec)
-        export_study(joined.fronts, spec)
-        run.print_study(spec.layout, as_json)
-        return
-    device = spec.workload.device
-    _check_timeout(plan.launch.timeout_s, spec.protocol, f" (as study {spec.name!r} asks)")
-    launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(plan.launch.prestart))
-    runner = runners.make_runner(launch, spec.layout.cache_root)
-    # The first trial's process imports torch while this one checks the GPUs and the model and
-    # opens the study.
-    runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
-    if not plan.gpus_checked:  # a fleet's workers were checked by the process that started them
-        try:
+    try:
+        spec = join_spec(plan.study, storage, Path(plan.root), "--study", n_trials=plan.n_trials,
+                         budget_s=plan.budget_s, seed=plan.seed)
+        if export_only:
+            joined = Search(spec)
+            export_study(joined.fronts, spec)
+            run.print_study(spec.layout, as_json)
+            return
+        device = spec.workload.device
+        _check_timeout(plan.launch.timeout_s, spec.protocol, f" (as study {spec.name!r} asks)")
+        runner = runner or worker_runner(plan)
+        # The first trial's process imports torch (or forks from the template that does) while
+        # this one checks the GPUs and the model and opens the study.
+        runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))
+        if not plan.gpus_checked:  # a fleet's workers were checked by the process that started them
             check_worker_gpu(plan.study, device, plan.launch.gpu)
             _import_from_here()
             check_loads_here(spec.workload, spec.name, "worker")
-        except BaseException:
+        say = teller(plan.quiet, prefix="" if plan.launch.gpu is None else f"gpu{plan.launch.gpu} ")
+        search_ = Search(spec, runner, **run.progress(say))
+    except BaseException:
+        if runner is not None:
             runner.close()
-            raise
-    say = teller(plan.quiet, prefix="" if plan.launch.gpu is None else f"gpu{plan.launch.gpu} ")
-    search_ = Search(spec, runner, **run.progress(say))
+        raise
     run.run_search(search_, say, as_json)
 
 

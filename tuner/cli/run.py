@@ -31,11 +31,11 @@ def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
         sys.exit(130)
 
 
-def run_fleet(fleet: Any, say: Callable[[str], None], as_json: bool,
+def run_fleet(fleet: Any, spec: Any, say: Callable[[str], None], as_json: bool,
               then: Callable[[], bool] | None = None) -> None:
-    """Run one worker per GPU (tuner.study.fleet.Fleet) in the foreground; Ctrl-C is passed
-    on. ``then``, if the workers were not stopped, runs next (it returns True if stopped)."""
-    spec = fleet.spec
+    """Run one worker per GPU (tuner.study.fleet.Fleet) on ``spec``'s study in the foreground;
+    Ctrl-C is passed on. ``then``, if the workers were not stopped, runs next (it returns True
+    if stopped)."""
     received: list[int] = []
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
@@ -50,7 +50,7 @@ def run_fleet(fleet: Any, say: Callable[[str], None], as_json: bool,
         received.append(signum)
 
     with signals.installed({signal.SIGINT: forward, signal.SIGTERM: forward}):
-        summary = fleet.run()
+        summary = fleet.run(spec)
     stopped = bool(received) or summary.stop_reason == "stopped by the user"
     if then is not None and not stopped:
         stopped = then()

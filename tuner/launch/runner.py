@@ -48,6 +48,11 @@ class Runner(Protocol):
         ProcessRunner); otherwise nothing."""
         ...
 
+    def start_template(self, factory_module: str | None = None) -> None:
+        """Start importing what trial processes import, before the workload is known, if the
+        runner forks them from a template (see ProcessRunner); otherwise nothing."""
+        ...
+
     def close(self) -> None:
         """Release what the runner keeps between trials (a pre-started process)."""
         ...
@@ -194,6 +199,13 @@ class ProcessRunner:
         starts the process."""
         if self.prestart and self._spare is None:
             self._spare = self._new_spare(prebuild.workload if prebuild else None, prebuild)
+
+    def start_template(self, factory_module: str | None = None) -> None:
+        """With ``prestart`` and a template, start the template process now (it imports torch,
+        inductor and ``factory_module``, seconds on a GPU host) for :meth:`start_spare` and the
+        trials to fork from later: a fleet's worker calls it before its study exists."""
+        if self.prestart and self.use_template and self._template is None:
+            self._template = Template.start(self.python, self._env(), factory_module)
 
     def close(self) -> None:
         if self._template is not None:  # first: a spare it has not forked yet never will be

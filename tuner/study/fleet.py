@@ -4,22 +4,20 @@ Each worker is a whole search loop whose trials see only its GPU, started as
 ``python -m tuner.cli.fleet_worker PLAN`` with a :class:`WorkerPlan` as JSON. Workers share the
 study through its storage alone (the study's SQLite file, or the ``--storage`` URL), exactly as
 workers on other hosts do, so there is one mechanism to trust: claimed trials and heartbeats
-(:mod:`tuner.study.claims`). :class:`Fleet` creates the study, starts the workers, passes
-signals on to them, waits, and writes the Parquet files once all are done.
+(:mod:`tuner.study.claims`). :class:`Fleet` starts the workers, creates the study, tells them
+to go, passes signals on to them, waits, and writes the Parquet files once all are done.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -27,38 +25,11 @@ from tuner.errors import UserError
 from tuner.launch.runner import LaunchSettings
 from tuner.spec.records import Status
 from tuner.study.export import export_study
+from tuner.study.plan import EXIT_STOPPED, GO, STORAGE_ENV, WorkerPlan
 from tuner.study.search import Search, SearchSummary
 from tuner.study.spec import StudySpec
 
-# The storage URL reaches the workers in their environment, never in argv: `ps` shows argv to
-# every user of the host, and the URL may hold a password. `tuner worker` reads it from here too.
-STORAGE_ENV = "TUNER_STORAGE"
-EXIT_STOPPED = 130  # a worker (or search) stopped by the user
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerPlan:
-    """What one worker of a study does: join it, measure on one GPU, stop at the target."""
-
-    study: str
-    root: str  # where this host keeps the study folder
-    launch: LaunchSettings
-    seed: int
-    n_trials: int | None = None
-    budget_s: float | None = None
-    quiet: bool = False
-    # The process that made the plan checked this host's GPUs (a fleet's parent): the worker
-    # does not import torch again to count them, seconds before its first trial.
-    gpus_checked: bool = False
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> WorkerPlan:
-        data: dict[str, Any] = json.loads(text)
-        data["launch"] = LaunchSettings(**data["launch"])
-        return cls(**data)
+__all__ = ["EXIT_STOPPED", "GO", "STORAGE_ENV", "Fleet", "WorkerExit", "WorkerPlan", "plan_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,59 +39,91 @@ class WorkerExit:
 
 
 class Fleet:
-    """One worker process per GPU, all on ``spec``'s study; this process measures nothing.
+    """One worker process per GPU on one study; this process measures nothing.
 
-    Worker ``i`` samples with seed ``spec.seed + i``, so the workers propose different configs.
-    :meth:`send_signal` passes a signal on: SIGINT stops each worker after its trial in flight
-    (a second SIGINT abandons it), SIGTERM abandons it at once.
+    The workers start before the study is ready (:meth:`spawn`, ahead of the command's checks
+    of its options and model, which take seconds): each imports what it needs and starts its
+    trials' template process, whose import of torch the first trial would otherwise wait for
+    (10-13 s on the H200 host; benchmarks/fleet-startup-h200.md). :meth:`start` then prepares
+    the study and tells them to go; :meth:`cancel` (a bad input) lets them exit, measuring
+    nothing. Worker ``i`` samples with seed ``base.seed + i``, so the workers propose different
+    configs. :meth:`send_signal` passes a signal on: SIGINT stops each worker after its trial
+    in flight (a second SIGINT abandons it), SIGTERM abandons it at once.
     """
 
     # The module each worker runs (``python -m``); tests put a fake runner behind their own.
     worker_module = "tuner.cli.fleet_worker"
 
-    def __init__(self, spec: StudySpec, gpus: Sequence[int], launch: LaunchSettings, *,
-                 quiet: bool = False, python: str = sys.executable) -> None:
+    def __init__(self, base: WorkerPlan, gpus: Sequence[int], *, storage: str | None = None,
+                 python: str = sys.executable) -> None:
         if not gpus:
             raise UserError("no GPU to run a worker on")
-        self.spec = spec
+        self.base = base
         self.gpus = list(gpus)
-        self.launch = launch
-        self.quiet = quiet
+        self.storage = storage
         self.python = python
         self.exits: list[WorkerExit] = []
         self._procs: list[subprocess.Popen] = []
+        self._spec: StudySpec | None = None
+
+    @classmethod
+    def of(cls, spec: StudySpec, gpus: Sequence[int], launch: LaunchSettings, *,
+           quiet: bool = False, python: str = sys.executable) -> Fleet:
+        """The fleet of an existing spec (the command makes its plan before its spec)."""
+        return cls(plan_of(spec.name, spec.root, launch, spec.seed, spec.n_trials, spec.budget_s,
+                           quiet, spec.workload.model), gpus, storage=spec.storage, python=python)
 
     def plan(self, index: int, gpu: int) -> WorkerPlan:
-        spec = self.spec
-        return WorkerPlan(study=spec.name, root=str(Path(spec.root).resolve()),
-                          launch=dataclasses.replace(
-                              self.launch, gpu=gpu, compile_threads=self.launch.compile_threads
-                              or compile_threads(len(self.gpus))),
-                          seed=spec.seed + index, n_trials=spec.n_trials, budget_s=spec.budget_s,
-                          quiet=self.quiet, gpus_checked=True)
+        launch = self.base.launch
+        return dataclasses.replace(
+            self.base, seed=self.base.seed + index, gpus_checked=True, wait_for_go=True,
+            launch=dataclasses.replace(launch, gpu=gpu, compile_threads=launch.compile_threads
+                                       or compile_threads(len(self.gpus))))
 
     def command(self, index: int, gpu: int) -> list[str]:
         return [self.python, "-m", self.worker_module, self.plan(index, gpu).to_json()]
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != STORAGE_ENV}
-        if self.spec.storage is not None:
-            env[STORAGE_ENV] = self.spec.storage
+        if self.storage is not None:
+            env[STORAGE_ENV] = self.storage
         return {**env, "PYTHONUNBUFFERED": "1"}
 
-    def start(self) -> None:
-        """Create (or check) the study and queue its baselines, once, then start the workers."""
-        search = Search(self.spec)
-        search.prepare()
-        self._fronts = search.fronts
-        self._measured_before = _measured(export_study(self._fronts, self.spec).trials)
+    def spawn(self) -> None:
+        """Start the workers; each gets ready and waits for :meth:`start` (or :meth:`cancel`)."""
+        if self._procs:
+            return
         env = self.environment()
         for index, gpu in enumerate(self.gpus):
             # Own session: a Ctrl-C in the terminal reaches this process only, which passes
             # it on once (see send_signal); the worker's report on stdout is not wanted here.
             self._procs.append(subprocess.Popen(
-                self.command(index, gpu), env=env, stdin=subprocess.DEVNULL,
+                self.command(index, gpu), env=env, stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, start_new_session=True))
+
+    def start(self, spec: StudySpec) -> None:
+        """Create (or check) the study and queue its baselines, once, then tell the workers
+        (started now if :meth:`spawn` was not called) to go."""
+        self.spawn()
+        search = Search(spec)
+        search.prepare()
+        self._spec = spec
+        self._fronts = search.fronts
+        self._measured_before = _measured(export_study(self._fronts, spec).trials)
+        self._tell(GO)
+
+    def cancel(self) -> None:
+        """Let workers that were not told to go exit, measuring nothing (each closes its
+        template process); wait for them."""
+        self._tell("")
+        self.wait()
+
+    def _tell(self, line: str) -> None:
+        for proc in self._procs:
+            with contextlib.suppress(OSError, ValueError):
+                assert proc.stdin is not None
+                proc.stdin.write(line.encode())
+                proc.stdin.close()
 
     def send_signal(self, signum: int) -> None:
         for proc in self._procs:
@@ -135,7 +138,9 @@ class Fleet:
     def finish(self) -> SearchSummary:
         """Write the Parquet files from the storage; a worker that failed is a user error
         (after the files are written, so nothing measured is lost)."""
-        exported = export_study(self._fronts, self.spec)
+        spec = self._spec
+        assert spec is not None, "finish() follows start()"
+        exported = export_study(self._fronts, spec)
         failed = [e for e in self.exits if e.returncode not in (0, EXIT_STOPPED)]
         if failed:
             raise UserError("; ".join(f"the worker on GPU {e.gpu} stopped with exit code "
@@ -144,18 +149,31 @@ class Fleet:
         stopped = any(e.returncode == EXIT_STOPPED for e in self.exits)
         measured = _measured(exported.trials)
         return SearchSummary(
-            self.spec.directory, measured, measured - self._measured_before,
+            spec.directory, measured, measured - self._measured_before,
             "stopped by the user" if stopped else f"all {len(self.exits)} workers finished",
             exported.trials, exported.pareto)
 
-    def run(self) -> SearchSummary:
-        self.start()
+    def run(self, spec: StudySpec) -> SearchSummary:
+        try:
+            self.start(spec)
+        except BaseException:
+            self.cancel()  # the study refused this run, say: the workers measure nothing
+            raise
         try:
             self.wait()
         except BaseException:
             self.send_signal(signal.SIGTERM)  # this process is going away; so do its workers
             raise
         return self.finish()
+
+
+def plan_of(study: str, root: str | Path, launch: LaunchSettings, seed: int,
+            n_trials: int | None, budget_s: float | None, quiet: bool, model: str) -> WorkerPlan:
+    """What each worker of a fleet is told, before the study is made: ``model`` (``--model``)
+    names the factory module its template process imports ahead."""
+    return WorkerPlan(study=study, root=str(Path(root).resolve()), launch=launch, seed=seed,
+                      n_trials=n_trials, budget_s=budget_s, quiet=quiet,
+                      factory_module=model.partition(":")[0] if ":" in model else None)
 
 
 def compile_threads(workers: int) -> int:
