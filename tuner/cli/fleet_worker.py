@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = None
     if plan.wait_for_go:
         runner = worker_runner(plan)
-        runner.start_template(plan.factory_module)
         try:
+            runner.start_template(plan.factory_module)
             told = sys.stdin.readline()
         except KeyboardInterrupt:  # stopped by the user before the study was ready
             told = ""
