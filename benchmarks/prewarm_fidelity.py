@@ -172,6 +172,7 @@ def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
     ratios: dict[str, list[float]] = {"on": [], "off": []}
     p50s: dict[str, list[float]] = {"on": [], "off": [], "control": []}
     gpu_ratios: dict[str, list[float]] = {"on": [], "off": []}
+    gpu_ms: dict[str, list[float]] = {"control on": [], "control off": [], "on": [], "off": []}
     lines = ["| file | samples on | samples off | median trial / control: on | off |",
              "|---|---|---|---|---|"]
     for path in paths:
@@ -190,6 +191,8 @@ def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
             gpu = _pair(cells[10]) if len(cells) > 10 else None
             if gpu:
                 gpu_ratios[cells[1]].append(gpu[1] / gpu[0])
+                gpu_ms[f"control {cells[1]}"].append(gpu[0])
+                gpu_ms[cells[1]].append(gpu[1])
         for way in mine:
             ratios[way] += mine[way]
         lines.append(f"| `{path.name}` | {len(mine['on'])} | {len(mine['off'])} | "
@@ -206,6 +209,13 @@ def pool(paths: list[Path], slow_ms: float = 3.0) -> list[str]:
                      f"{_median(gpu_ratios['off'])} ({len(gpu_ratios['off'])}); one-sided "
                      f"Mann-Whitney p (on above off) = "
                      f"{_greater_p(gpu_ratios['on'], gpu_ratios['off']):.3f}")
+        # Each way's own figures: a control measures beside the readied (idle) process in the
+        # samples readied ahead, beside none in the others; the trials are the readied ones.
+        lines.append("GPU time a call, ms, median: controls of the samples readied ahead "
+                     + ", of the others ".join(f"{_median(gpu_ms[k])} ({len(gpu_ms[k])})"
+                                               for k in ("control on", "control off"))
+                     + "; trials readied ahead " + ", others ".join(
+                         f"{_median(gpu_ms[k])} ({len(gpu_ms[k])})" for k in ("on", "off")))
     return lines
 
 

@@ -433,8 +433,12 @@ def test_pooled_prewarm_fidelity_files_count_every_finished_sample_of_each_way(t
                    "| 1 | off | 2.0 | 2.0 | 1.0 | None | 1.3 | 13 | 2.4 / 2.4 | - / - | 1.60 / 1.60 |\n"
                    "| 2 | on | 2.0 | 2.1 | 1.05 | True | 0.2 | 13 | 2.4 / 2.4 | - / - | - / 1.60 |\n")
     lines = prewarm_fidelity.pool([first, gpu])
-    assert lines[-1].startswith("GPU time a call (the kernels' own), trial / control, median: "
+    assert lines[-2].startswith("GPU time a call (the kernels' own), trial / control, median: "
                                 "on 1.050 (1), off 1.000 (1); ")
+    # And each way's own figures: the controls beside a readied process apart from the others.
+    assert lines[-1] == ("GPU time a call, ms, median: controls of the samples readied ahead "
+                         "1.600 (1), of the others 1.600 (1); trials readied ahead 1.680 (1), "
+                         "others 1.600 (1)")
     assert prewarm_fidelity._greater_p([3.0, 4.0], [1.0, 2.0]) < 0.1 < prewarm_fidelity._greater_p(
         [1.0, 2.0], [3.0, 4.0])
 
