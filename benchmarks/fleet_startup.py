@@ -81,7 +81,21 @@ def one_run(root: Path, name: str, args: argparse.Namespace) -> dict:
         stamped.append(lines.get())
     if code != 0:
         raise SystemExit(f"run {name}: exit {code}:\n" + "\n".join(t for _, t in stamped[-20:]))
-    marks = {"exit": ended}
+    marks: dict = {**marks_of(stamped), "exit": ended}
+    from tuner.data import files
+
+    df, _ = files.read(root / name)
+    row = df.iloc[0]
+    for phase in ("import_s", "build_s", "process_s"):
+        value = row.get(phase)
+        marks[phase] = float(value) if value is not None and value == value else float("nan")
+    marks["lines"] = stamped
+    return marks
+
+
+def marks_of(stamped: list[tuple[float, str]]) -> dict[str, float]:
+    """When each mark's line came, from the command's (seconds, stderr line) pairs."""
+    marks: dict[str, float] = {}
     for at, text in stamped:
         if "parent checked" not in marks and "one worker per GPU" in text:
             marks["parent checked"] = at
@@ -92,14 +106,6 @@ def one_run(root: Path, name: str, args: argparse.Namespace) -> dict:
         elif "first trial claimed" in marks and "first trial done" not in marks \
                 and text.startswith("gpu0 ") and "running" not in text:
             marks["first trial done"] = at
-    from tuner.data import files
-
-    df, _ = files.read(root / name)
-    row = df.iloc[0]
-    for phase in ("import_s", "build_s", "process_s"):
-        value = row.get(phase)
-        marks[phase] = float(value) if value is not None and value == value else float("nan")
-    marks["lines"] = stamped
     return marks
 
 
