@@ -219,9 +219,9 @@ class ProcessRunner:
         """Forked by the template (started here the first time, with the workload's factory
         module); started fresh where there is no usable template. ``build_now`` False: it
         builds once the trial running beside it starts compiling (BUILD_FILE_ENV)."""
-        if self.use_template and self._template is None:
-            module = workload.model.partition(":")[0] if workload and workload.is_factory else None
-            self._template = Template.start(self.python, self._env(), module)
+        if self._template is None:
+            self.start_template(workload.model.partition(":")[0]
+                                if workload and workload.is_factory else None)
         if self._template is not None and self._template.alive():
             return Spare.fork(self._template, prebuild, build_now)
         if self._template is not None and not self._gone_told:
