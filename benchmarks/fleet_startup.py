@@ -21,6 +21,11 @@ takes to import in a fresh process on this machine (each with what it imports it
 same call. `--fake-runner` runs the fake trials of tests.fake_tuner (no GPU; for a dry run).
 These are the trials-per-hour benchmark's start-up (trials_per_hour.py's `start-up s`), taken
 apart.
+
+`--steps N` also times, N times, what lies between "parent checked" and "worker joined", step
+by step, each side in a fresh process with its modules imported first: the parent's
+`Fleet.start` (open the storage and make the study, queue the baselines, the first export) and
+a worker's join after the go (`join_spec`, `Search`, the first look at the study's state).
 """
 
 from __future__ import annotations
@@ -52,6 +57,61 @@ def environment(tuner_path: str | None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("TUNER_STORAGE", None)
     return env
+
+
+# Each side of the go, as Fleet.start and run_worker do it; prints its steps' seconds as JSON.
+PARENT_STEPS = """
+import json, sys, time
+from pathlib import Path
+from tuner.spec.records import TrialProtocol
+from tuner.spec.space import build_space
+from tuner.spec.workload import Workload
+from tuner.study.export import export_study
+from tuner.study.search import Search
+from tuner.study.spec import StudySpec
+root, name = Path(sys.argv[1]), sys.argv[2]
+space = build_space(device="cuda", batch_sizes=[1], backends=["eager"], modes=None,
+                    dynamic=[False], dtypes=None, channels_last=None, cudnn_benchmark=None,
+                    options=None)
+spec = StudySpec(name=name, workload=Workload(model="resnet18", device="cuda"), space=space,
+                 protocol=TrialProtocol(), root=root, storage=None, n_trials=1, budget_s=None,
+                 seed=0, confirm_repeats="0", sampler="tpe", limits=None)
+steps, t = {}, time.perf_counter()
+search = Search(spec); steps["parent: open the storage, make the study"] = time.perf_counter() - t
+t = time.perf_counter(); search.prepare(); steps["parent: queue the baselines"] = time.perf_counter() - t
+t = time.perf_counter(); export_study(search.fronts, spec); steps["parent: first export"] = time.perf_counter() - t
+print(json.dumps(steps))
+"""
+WORKER_STEPS = """
+import json, sys, time
+from pathlib import Path
+import tuner.cli.measure
+from tuner.study.storage import join_spec
+t = time.perf_counter()
+import tuner.study.export, tuner.study.search
+from tuner.study.search import Search
+steps = {"worker: imports after the go": time.perf_counter() - t}
+t = time.perf_counter()
+spec = join_spec(sys.argv[2], None, Path(sys.argv[1]), "--study", n_trials=1, budget_s=None, seed=1)
+steps["worker: join_spec (open the storage, read the study)"] = time.perf_counter() - t
+t = time.perf_counter(); search = Search(spec); steps["worker: Search(spec)"] = time.perf_counter() - t
+t = time.perf_counter(); search.claims.state(); steps["worker: the study's state"] = time.perf_counter() - t
+print(json.dumps(steps))
+"""
+
+
+def step_times(root: Path, name: str, tuner_path: str | None) -> dict[str, float]:
+    """The seconds of each step between the parent's checks and the worker's first line."""
+    import json
+
+    steps: dict[str, float] = {}
+    for code in (PARENT_STEPS, WORKER_STEPS):
+        out = subprocess.run([sys.executable, "-c", code, str(root), name], capture_output=True,
+                             text=True, env=environment(tuner_path), cwd=root)
+        if out.returncode != 0:
+            raise SystemExit(f"steps {name}: exit {out.returncode}:\n{out.stderr[-2000:]}")
+        steps.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    return steps
 
 
 def one_run(root: Path, name: str, args: argparse.Namespace) -> dict:
@@ -143,6 +203,9 @@ def main() -> None:
     parser.add_argument("--label", help="what --tuner-path holds (e.g. its commit), for the file")
     parser.add_argument("--fake-runner", action="store_true")
     parser.add_argument("--no-imports", action="store_true", help="skip the modules' import times")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="times the steps between the parent's checks and the worker's "
+                             "first line, this many times")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="fleet-startup-"))
@@ -152,6 +215,7 @@ def main() -> None:
             runs.append(one_run(root, f"startup-{i}", args))
             print(f"run {i + 1}/{args.runs}: first trial claimed at "
                   f"{runs[-1].get('first trial claimed', float('nan')):.2f} s", file=sys.stderr)
+        steps = [step_times(root, f"steps-{i}", args.tuner_path) for i in range(args.steps)]
         imports = {} if args.no_imports else {
             m: [import_seconds(m, args.tuner_path) for _ in range(2)] for m in MODULES}
     finally:
@@ -174,6 +238,16 @@ def main() -> None:
         out += ["", "Import in a fresh process, seconds (two tries each; each with what it "
                 "imports)", "", "| module | first | second |", "|---|---|---|"]
         out += [f"| {m} | {a:.2f} | {b:.2f} |" for m, (a, b) in imports.items()]
+    if steps:
+        out += ["", f"Between the parent's checks and the worker's first line, step by step "
+                f"(each side in a fresh process, its modules imported first; {len(steps)} "
+                "times), seconds", "", "| step | " + " | ".join(
+                    str(i + 1) for i in range(len(steps))) + " | median |",
+                "|---" * (len(steps) + 2) + "|"]
+        for step in steps[0]:
+            values = [s[step] for s in steps]
+            out.append(f"| {step} | " + " | ".join(f"{v:.3f}" for v in values)
+                       + f" | {statistics.median(values):.3f} |")
     out += ["", "The last run's stderr, stamped:", "", "```"]
     out += [f"{at:7.2f}  {text}" for at, text in runs[-1]["lines"]] + ["```", ""]
     med = statistics.median(r.get("first trial claimed", float("nan")) for r in runs)

@@ -136,6 +136,66 @@ def test_a_bad_input_to_search_gpus_is_one_line_and_its_waiting_workers_exit(
     assert list(tmp_path.iterdir()) == []  # no study made
 
 
+def test_search_gpus_naming_indices_starts_its_workers_before_counting_the_gpus(
+        tmp_path, monkeypatch, capfd):
+    # Counting imports torch: 2.6-3.1 s on the H200 host before the workers could start.
+    events: list[object] = []
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: events.append("counted") or 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    started: list[fleets.Fleet] = []
+    spawn = fleets.Fleet.spawn
+
+    def spawned(self: fleets.Fleet) -> None:
+        events.append(("spawned", self.gpus))
+        started.append(self)
+        spawn(self)
+
+    monkeypatch.setattr(fleets.Fleet, "spawn", spawned)
+    argv = ["search", "--model", "resnet18", "--backend", "eager", "--batch-sizes", "1,2",
+            "--channels-last", "false", "--confirm", "0", "--studies-dir", str(tmp_path)]
+    result = CliRunner().invoke(main, [*argv, "--gpus", "1,0", "--name", "listed"])
+    assert result.exit_code == 0, result.stderr
+    assert events[0] == ("spawned", [1, 0]) and "counted" in events
+    assert "one worker per GPU (1, 0)" in result.stderr
+    # A GPU that is not there: one line; the workers started for it are gone, quietly.
+    events.clear()
+    capfd.readouterr()
+    result = CliRunner().invoke(main, [*argv, "--gpus", "0,5", "--name", "missing"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == "Error: --gpus: there is no GPU 5; torch sees 2 (0-1)\n"
+    assert events[0] == ("spawned", [0, 5])
+    assert [proc.poll() for proc in started[-1]._procs] == [0, 0]
+    assert capfd.readouterr().err == ""
+    assert not (tmp_path / "missing").exists()  # no study made
+    # `all` needs the count first.
+    events.clear()
+    result = CliRunner().invoke(main, [*argv, "--gpus", "all", "--name", "every"])
+    assert result.exit_code == 0, result.stderr
+    assert events[:2] == ["counted", ("spawned", [0, 1])]
+
+
+def test_a_fleets_worker_for_a_gpu_this_host_lacks_waits_without_a_word(monkeypatch, capfd,
+                                                                         tmp_path):
+    # The parent checks its indices after it starts the workers (above): a worker whose GPU
+    # CUDA_VISIBLE_DEVICES does not show makes no runner and exits when the parent cancels.
+    from tuner.cli import fleet_worker
+    from tuner.launch import runner as runners
+
+    made: list[FakeRunner] = []
+
+    def make_runner(settings: LaunchSettings, shared: object = None) -> FakeRunner:
+        gpus.pin(settings.gpu, {"CUDA_VISIBLE_DEVICES": "0"})  # what the real one checks
+        made.append(FakeRunner())
+        return made[-1]
+
+    monkeypatch.setattr(runners, "make_runner", make_runner)
+    plan = fleets.Fleet(fleets.plan_of("lacks", tmp_path, LaunchSettings(60), 0, None, None,
+                                       True, "resnet18"), [1]).plan(0, 1)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert fleet_worker.main([plan.to_json()]) == 0
+    assert not made and capfd.readouterr().err == ""
+
+
 def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_path,
                                                                          monkeypatch):
     from tuner.launch import runner as runners
@@ -275,6 +335,12 @@ def test_choose_gpus(text, available, chosen):
 def test_choose_gpus_refuses_what_is_not_there(text, words):
     with pytest.raises(UserError, match=words):
         gpus.choose_gpus(text, 2)
+
+
+def test_listed_gpus_reads_indices_without_counting():
+    assert gpus.listed_gpus(" 3,1, 3") == [3, 1] and gpus.listed_gpus("All") is None
+    with pytest.raises(UserError, match="indices"):
+        gpus.listed_gpus("0,x")
 
 
 def test_pin_respects_an_existing_cuda_visible_devices():

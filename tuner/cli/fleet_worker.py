@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from tuner.cli.measure import run_worker, worker_runner
+from tuner.cli.measure import run_worker
 from tuner.errors import UserError
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
+
+if TYPE_CHECKING:
+    from tuner.launch.runner import Runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     plan = WorkerPlan.from_json(argv[0])
     runner = None
     if plan.wait_for_go:
-        runner = worker_runner(plan)
         try:
-            runner.start_template(plan.factory_module)
+            runner = _ready(plan)
             told = sys.stdin.readline()
         except KeyboardInterrupt:  # stopped by the user before the study was ready
             told = ""
         if told != GO:
-            runner.close()
+            if runner is not None:
+                runner.close()
             return 0
     try:
         run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner)
@@ -42,6 +46,18 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"Error: {exc}", err=True)
         return 1
     return 0
+
+
+def _ready(plan: WorkerPlan) -> Runner | None:
+    """The worker's runner, its template started; None where the plan names a GPU this host
+    lacks: the parent finds that too and cancels (were it told to go all the same,
+    run_worker would make the runner again and say why it cannot)."""
+    try:
+        runner = plan.runner()
+    except UserError:
+        return None
+    runner.start_template(plan.factory_module)
+    return runner
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -191,10 +190,14 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         "or leave it out")
     chosen = None
     if gpus is not None:
-        chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
         if device not in (None, "cuda"):
             raise UserError(f"--gpus shows each worker only its GPU, as cuda: drop --device {device}")
         device = "cuda"
+        # Indices given: the workers start before this process imports torch to count the GPUs
+        # (seconds; checked below, and a GPU that is not there closes them at once).
+        chosen = gpu_list.listed_gpus(gpus)
+        if chosen is None:  # all
+            chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
     device = device or _default_device()
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
     dtypes = split((dtype,)) or ["float32"]
@@ -228,6 +231,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             runner.start_spare(PrebuildRequest(workload, sizes[0]))
         if fleet is not None:
             fleet.spawn()
+            gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
         validate(workload)
         gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
         options = option_values(inductor_options) if inductor_options else \
@@ -327,16 +331,6 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     run_worker(plan, storage, as_json, export_only=export_only)
 
 
-def worker_runner(plan) -> Runner:
-    """The runner of a worker's trials, made from its plan alone (a fleet's worker makes it
-    before its study exists)."""
-    from tuner.launch import runner as runners
-    from tuner.spec.layout import StudyLayout
-
-    launch = dataclasses.replace(plan.launch, prestart=runners.prestart_for(plan.launch.prestart))
-    return runners.make_runner(launch, StudyLayout.of(plan.root, plan.study).cache_root)
-
-
 def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False,
                runner: Runner | None = None) -> None:
     """One worker on an existing study: ``tuner worker``, and each worker of a fleet, which
@@ -357,7 +351,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
             return
         device = spec.workload.device
         _check_timeout(plan.launch.timeout_s, spec.protocol, f" (as study {spec.name!r} asks)")
-        runner = runner or worker_runner(plan)
+        runner = runner or plan.runner()
         # The first trial's process imports torch (or forks from the template that does) while
         # this one checks the GPUs and the model and opens the study.
         runner.start_spare(PrebuildRequest(spec.workload, spec.space.batch_sizes[0]))

@@ -53,25 +53,36 @@ def check_worker_gpu(study: str, device: str, gpu: int | None) -> None:
         choose_gpus(str(gpu), visible_gpus())  # a one-line error for a GPU that is not there
 
 
-def choose_gpus(text: str, available: int) -> list[int]:
-    """``--gpus`` as GPU indices: ``all``, or a comma-separated list such as ``0,1``."""
-    if available == 0:
-        raise UserError("--gpus needs CUDA GPUs and torch sees none on this machine: "
-                        "drop --gpus to search on the CPU")
+def listed_gpus(text: str) -> list[int] | None:
+    """``--gpus`` as the indices it lists (``0,1``), in order, without counting the GPUs (which
+    imports torch, seconds); None for ``all``. :func:`choose_gpus` checks them against the GPUs
+    there are."""
     text = text.strip().lower()
     if text == "all":
-        return list(range(available))
+        return None
     gpus: list[int] = []
     for item in text.split(","):
         item = item.strip()
         if not item.isdigit():
             raise UserError(f"--gpus {text!r}: give GPU indices such as 0,1, or all")
-        if int(item) >= available:
-            raise UserError(f"--gpus: there is no GPU {item}; torch sees {available} "
-                            f"(0-{available - 1})")
         if int(item) not in gpus:
             gpus.append(int(item))
     return gpus
+
+
+def choose_gpus(text: str, available: int) -> list[int]:
+    """``--gpus`` as GPU indices: ``all``, or a comma-separated list such as ``0,1``."""
+    if available == 0:
+        raise UserError("--gpus needs CUDA GPUs and torch sees none on this machine: "
+                        "drop --gpus to search on the CPU")
+    listed = listed_gpus(text)
+    if listed is None:
+        return list(range(available))
+    for gpu in listed:
+        if gpu >= available:
+            raise UserError(f"--gpus: there is no GPU {gpu}; torch sees {available} "
+                            f"(0-{available - 1})")
+    return listed
 
 
 def pin(gpu: int, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.launch.runner import LaunchSettings
+
+if TYPE_CHECKING:
+    from tuner.launch.runner import Runner
 
 # The storage URL reaches the workers in their environment, never in argv: `ps` shows argv to
 # every user of the host, and the URL may hold a password. `tuner worker` reads it from here too.
@@ -36,6 +39,16 @@ class WorkerPlan:
     # and it exits measuring nothing (Fleet.spawn).
     wait_for_go: bool = False
     factory_module: str | None = None
+
+    def runner(self) -> Runner:
+        """The runner of this worker's trials, made from the plan alone: a fleet's worker makes
+        it, and starts its template, before it imports the rest of the tuner."""
+        from tuner.launch import runner as runners
+        from tuner.spec.layout import StudyLayout
+
+        launch = dataclasses.replace(self.launch,
+                                     prestart=runners.prestart_for(self.launch.prestart))
+        return runners.make_runner(launch, StudyLayout.of(self.root, self.study).cache_root)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
