@@ -118,6 +118,39 @@ def test_a_fleets_worker_starts_importing_before_its_study_and_joins_it_when_tol
     assert joined == [made[1]] and made[1].templates == ["tests.models"] and not made[1].closed
 
 
+def test_a_fleets_worker_imports_what_opening_its_study_needs_before_the_go(monkeypatch,
+                                                                          tmp_path):
+    # On the H200 host a worker's first open of the study took 1.3 s after the go (Optuna
+    # imports SQLAlchemy and alembic on first use): benchmarks/fleet-startup-h200-220d17f.md.
+    from tuner.cli import fleet_worker
+    from tuner.launch import runner as runners
+
+    events: list[str] = []
+    monkeypatch.setattr(runners, "make_runner", lambda settings, shared=None: FakeRunner())
+    monkeypatch.setattr(fleet_worker, "import_ahead", lambda: events.append("imported"))
+
+    class Told(io.StringIO):
+        def readline(self, *args: object) -> str:
+            events.append("read")
+            return ""
+
+    monkeypatch.setattr(sys, "stdin", Told())
+    plan = fleets.Fleet(fleets.plan_of("ahead", tmp_path, LaunchSettings(60), 0, None, None,
+                                       True, "resnet18"), [0]).plan(0, 0)
+    assert fleet_worker.main([plan.to_json()]) == 0
+    assert events == ["imported", "read"]
+
+
+def test_once_imported_ahead_opening_a_study_imports_nothing_more(tmp_path):
+    code = ("import sys; from tuner.study import storage; storage.import_ahead(); "
+            "before = set(sys.modules); "
+            f"storage.make_storage('sqlite:///{tmp_path}/study.db', given=False); "
+            "print(sorted(set(sys.modules) - before))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_a_bad_input_to_search_gpus_is_one_line_and_its_waiting_workers_exit(
         tmp_path, monkeypatch, capfd):
     monkeypatch.setattr(gpus, "visible_gpus", lambda: 2)

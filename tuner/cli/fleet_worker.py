@@ -18,6 +18,7 @@ import click
 from tuner.cli.measure import run_worker
 from tuner.errors import UserError
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
+from tuner.study.storage import import_ahead
 
 if TYPE_CHECKING:
     from tuner.launch.runner import Runner
@@ -32,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     runner = None
     if plan.wait_for_go:
         try:
-            runner = _ready(plan)
+            runner = _runner(plan)
+            if runner is not None:
+                runner.start_template(plan.factory_module)
+            import_ahead()  # beside the template's import, not after the go
             told = sys.stdin.readline()
         except KeyboardInterrupt:  # stopped by the user before the study was ready
             told = ""
@@ -48,16 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ready(plan: WorkerPlan) -> Runner | None:
-    """The worker's runner, its template started; None where the plan names a GPU this host
-    lacks: the parent finds that too and cancels (were it told to go all the same,
-    run_worker would make the runner again and say why it cannot)."""
+def _runner(plan: WorkerPlan) -> Runner | None:
+    """The worker's runner; None where the plan names a GPU this host lacks: the parent finds
+    that too and cancels (were it told to go all the same, run_worker would make the runner
+    again and say why it cannot)."""
     try:
-        runner = plan.runner()
+        return plan.runner()
     except UserError:
         return None
-    runner.start_template(plan.factory_module)
-    return runner
 
 
 if __name__ == "__main__":

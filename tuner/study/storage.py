@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import itertools
 import os
 import tempfile
@@ -278,6 +279,15 @@ def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None]
         return _make_storage(url, on_stale)
     except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
         raise _cannot_open(url, exc, given) from None
+
+
+def import_ahead() -> None:
+    """Import what opening a storage imports on first use (Optuna imports SQLAlchemy and alembic
+    lazily): 0.5 s of the first :func:`make_storage` on a 2-core CPU box, against 0.05 s once
+    imported. A fleet's worker does it while it waits for its study, not after."""
+    for name in ("sqlalchemy.orm", "alembic.command", "alembic.config", "alembic.migration",
+                 "alembic.script", "optuna.storages._rdb.models", "sqlalchemy.dialects.sqlite"):
+        importlib.import_module(name)
 
 
 class _Heartbeat(TypedDict):
