@@ -283,8 +283,9 @@ def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None]
 
 def import_ahead() -> None:
     """Import what opening a storage imports on first use (Optuna imports SQLAlchemy and alembic
-    lazily): 0.5 s of the first :func:`make_storage` on a 2-core CPU box, against 0.05 s once
-    imported. A fleet's worker does it while it waits for its study, not after."""
+    lazily). A fleet's worker does it while it waits for its study, not after: on the H200 host
+    these imports took 1.2-1.8 s, and opening the study after them 0.06-0.08 s, against 1.3-1.9 s
+    without (benchmarks/fleet-startup-h200-ebe21d0-1.md, -220d17f-a.md)."""
     for name in ("sqlalchemy.orm", "alembic.command", "alembic.config", "alembic.migration",
                  "alembic.script", "optuna.storages._rdb.models", "sqlalchemy.dialects.sqlite"):
         importlib.import_module(name)
