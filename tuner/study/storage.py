@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import itertools
 import os
 import tempfile
@@ -283,12 +282,12 @@ def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None]
 
 def import_ahead() -> None:
     """Import what opening a storage imports on first use (Optuna imports SQLAlchemy and alembic
-    lazily). A fleet's worker does it while it waits for its study, not after: on the H200 host
-    these imports took 1.2-1.8 s, and opening the study after them 0.06-0.08 s, against 1.3-1.9 s
-    without (benchmarks/fleet-startup-h200-ebe21d0-1.md, -220d17f-a.md)."""
-    for name in ("sqlalchemy.orm", "alembic.command", "alembic.config", "alembic.migration",
-                 "alembic.script", "optuna.storages._rdb.models", "sqlalchemy.dialects.sqlite"):
-        importlib.import_module(name)
+    lazily), by opening one in memory. A fleet's worker does it while it waits for its study,
+    not after: on the H200 host these imports took 1.2-1.8 s, and opening the study after them
+    0.06-0.08 s, against 1.3-1.9 s without (benchmarks/fleet-startup-h200-ebe21d0-1.md,
+    -220d17f-a.md; measured when it imported the modules by name, Optuna's private one among
+    them)."""
+    make_storage("sqlite:///:memory:", given=False)
 
 
 class _Heartbeat(TypedDict):
