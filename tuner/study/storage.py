@@ -283,10 +283,8 @@ def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None]
 def import_ahead() -> None:
     """Import what opening a storage imports on first use (Optuna imports SQLAlchemy and alembic
     lazily), by opening one in memory. A fleet's worker does it while it waits for its study,
-    not after: on the H200 host these imports took 1.2-1.8 s, and opening the study after them
-    0.06-0.08 s, against 1.3-1.9 s without (benchmarks/fleet-startup-h200-ebe21d0-1.md,
-    -220d17f-a.md; measured when it imported the modules by name, Optuna's private one among
-    them)."""
+    not after: on the H200 host this took 1.3-1.9 s, and opening the study after it 0.04-0.06 s,
+    against 1.3-1.9 s without (benchmarks/fleet-startup-h200-8981518.md, -220d17f-a.md)."""
     make_storage("sqlite:///:memory:", given=False)
 
 
