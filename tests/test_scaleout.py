@@ -200,11 +200,6 @@ def test_search_gpus_naming_indices_starts_its_workers_before_counting_the_gpus(
     assert [proc.poll() for proc in started[-1]._procs] == [0, 0]
     assert capfd.readouterr().err == ""
     assert not (tmp_path / "missing").exists()  # no study made
-    # `all` needs the count first.
-    events.clear()
-    result = CliRunner().invoke(main, [*argv, "--gpus", "all", "--name", "every"])
-    assert result.exit_code == 0, result.stderr
-    assert events[:2] == ["counted", ("spawned", [0, 1])]
 
 
 def test_a_fleets_worker_for_a_gpu_this_host_lacks_waits_without_a_word(monkeypatch, capfd,
@@ -279,8 +274,12 @@ def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypat
 
 
 def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(gpus, "visible_gpus", lambda: 2)
+    events: list[object] = []
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: events.append("counted") or 2)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spawn = fleets.Fleet.spawn
+    monkeypatch.setattr(fleets.Fleet, "spawn",
+                        lambda self: events.append(("spawned", self.gpus)) or spawn(self))
     result = CliRunner().invoke(main, [
         "search", "--model", "resnet18", "--backend", "eager,inductor",
         "--mode", "default", "--batch-sizes", "1,2", "--gpus", "all", "--json",
@@ -288,6 +287,7 @@ def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
         "--studies-dir", str(tmp_path)])
     assert result.exit_code == 0, result.stderr
     assert "one worker per GPU (0, 1)" in result.stderr
+    assert events[:2] == ["counted", ("spawned", [0, 1])]  # `all` needs the count first
     workers_err = capfd.readouterr().err  # the workers write to this process's stderr
     # Both workers ran and reported; which of them measured which trial is up to the scheduler.
     assert "gpu0 " in workers_err and "gpu1 " in workers_err
