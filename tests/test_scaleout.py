@@ -127,7 +127,9 @@ def test_a_fleets_worker_imports_what_opening_its_study_needs_before_the_go(monk
 
     events: list[str] = []
     monkeypatch.setattr(runners, "make_runner", lambda settings, shared=None: FakeRunner())
-    monkeypatch.setattr(fleet_worker, "import_ahead", lambda: events.append("imported"))
+    from tuner.study import storage
+
+    monkeypatch.setattr(storage, "import_ahead", lambda: events.append("imported"))
 
     class Told(io.StringIO):
         def readline(self, *args: object) -> str:

@@ -18,7 +18,6 @@ import click
 from tuner.cli.measure import run_worker
 from tuner.errors import UserError
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
-from tuner.study.storage import import_ahead
 
 if TYPE_CHECKING:
     from tuner.launch.runner import Runner
@@ -36,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             runner = _runner(plan)
             if runner is not None:
                 runner.start_template(plan.factory_module)
+            from tuner.study.storage import import_ahead  # once the template is started
+
             import_ahead()  # beside the template's import, not after the go
             told = sys.stdin.readline()
         except KeyboardInterrupt:  # stopped by the user before the study was ready

@@ -42,7 +42,7 @@ class WorkerPlan:
 
     def runner(self) -> Runner:
         """The runner of this worker's trials, made from the plan alone: a fleet's worker makes
-        it, and starts its template, before it imports the rest of the tuner."""
+        it, and starts its template, before its study exists."""
         from tuner.launch import runner as runners
         from tuner.spec.layout import StudyLayout
 
