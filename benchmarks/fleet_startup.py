@@ -1,6 +1,6 @@
 """Where a fleet's start-up goes: from `tuner search --gpus 0` to its first trial.
 
-    python benchmarks/fleet_startup.py [--runs 3] [--tuner-path DIR] [--out FILE.md]
+    python benchmarks/fleet_startup.py [--runs 3] [--steps N] [--tuner-path DIR] [--out FILE.md]
 
 Each run is a fresh one-trial study (resnet18 224 px fp32, eager, batch size 1, `--gpus 0
 --trials 1 --confirm 0`). The script stamps each line the command writes on stderr as it
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import queue
@@ -108,8 +109,6 @@ print(json.dumps(steps))
 
 def step_times(root: Path, name: str, tuner_path: str | None) -> dict[str, float]:
     """The seconds of each step between the parent's checks and the worker's first line."""
-    import json
-
     steps: dict[str, float] = {}
     for code in (PARENT_STEPS, WORKER_STEPS):
         out = subprocess.run([sys.executable, "-c", code, str(root), name], capture_output=True,
