@@ -230,8 +230,7 @@ prestart_option = click.option(
          "TUNER_PREWARM=0 turns that off) it cut the tuner's own time per trial from 12.1 s to "
          "0.45 s (resnet50 bf16) and 11.2 s to 0.25 s (a factory model) on the H200, and from "
          "3.0 s to 0.13 s on a 2-core CPU box. --no-prestart: a fresh process per trial, "
-         "importing "
-         "(README: pre-started trial processes).")
+         "importing (README: pre-started trial processes).")
 
 
 def storage_option(what: str) -> Callable[[Any], Any]:

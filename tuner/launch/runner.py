@@ -78,7 +78,8 @@ def prestart_for(asked: bool | None) -> bool:
     tuner's own time per trial from 12.1 s to 0.45 s (resnet50 bf16;
     benchmarks/trial-overhead-h200.md) and from 11.2 s to 0.25 s (a factory model;
     trial-overhead-h200-factory.md) on the H200; from 3.0 s to 0.13 s (resnet18) on a 2-core CPU
-    box, where the compiles beside it took as long as without, one run each (benchmarks/). It was off on the CPU while each next process imported beside the trial."""
+    box, where the compiles beside it took as long as without, one run each (benchmarks/). It
+    was off on the CPU while each next process imported beside the trial."""
     return True if asked is None else asked
 
 
@@ -220,8 +221,7 @@ class ProcessRunner:
         module); started fresh where there is no usable template. ``build_now`` False: it
         builds once the trial running beside it starts compiling (BUILD_FILE_ENV)."""
         if self._template is None:
-            self.start_template(workload.model.partition(":")[0]
-                                if workload and workload.is_factory else None)
+            self.start_template(workload.factory_module if workload else None)
         if self._template is not None and self._template.alive():
             return Spare.fork(self._template, prebuild, build_now)
         if self._template is not None and not self._gone_told:

@@ -89,6 +89,11 @@ def _shape_ok(shape: Any) -> bool:
                                and all(positive(v) for v in shape))
 
 
+def factory_module(model: str) -> str | None:
+    """The module ``--model pkg.mod:fn`` imports its factory from; None for a torchvision name."""
+    return model.partition(":")[0] if ":" in model else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Workload:
     """A model and the global knobs of a study; the same for every trial of it."""
@@ -112,6 +117,12 @@ class Workload:
     @property
     def is_factory(self) -> bool:
         return ":" in self.model
+
+    @property
+    def factory_module(self) -> str | None:
+        """The module a factory model is imported from (``pkg.mod`` of ``pkg.mod:fn``); None for
+        a torchvision model."""
+        return factory_module(self.model)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

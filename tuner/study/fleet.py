@@ -24,6 +24,7 @@ import pandas as pd
 from tuner.errors import UserError
 from tuner.launch.runner import LaunchSettings
 from tuner.spec.records import Status
+from tuner.spec.workload import factory_module
 from tuner.study.export import export_study
 from tuner.study.plan import EXIT_STOPPED, GO, STORAGE_ENV, WorkerPlan
 from tuner.study.search import Search, SearchSummary
@@ -173,7 +174,7 @@ def plan_of(study: str, root: str | Path, launch: LaunchSettings, seed: int,
     names the factory module its template process imports ahead."""
     return WorkerPlan(study=study, root=str(Path(root).resolve()), launch=launch, seed=seed,
                       n_trials=n_trials, budget_s=budget_s, quiet=quiet,
-                      factory_module=model.partition(":")[0] if ":" in model else None)
+                      factory_module=factory_module(model))
 
 
 def compile_threads(workers: int) -> int:
