@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODULES = ("torch", "torchvision", "optuna", "pandas", "pyarrow", "tuner.cli",
+MODULES = ("torch", "torchvision", "optuna", "pandas", "pyarrow", "tuner.cli.fleet_worker",
            "tuner.cli.measure", "tuner.study.search", "tuner.study.export")
 MARKS = ("parent checked", "worker joined", "first trial claimed", "first trial done", "exit")
 

@@ -13,6 +13,6 @@ if __name__ == "__main__":
     if args[:1] == ["--fake-delay"]:
         delay, args = float(args[1]), args[2:]
     fakes.install(delay)
-    from tuner.cli import main
+    from tuner.cli.app import main
 
     main(args, prog_name="tuner")

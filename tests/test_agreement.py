@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data import files
 from tuner.render import study as report
 from tuner.use.compare import compare

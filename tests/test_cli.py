@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.cli.options import Duration
 from tuner.data import files, select
 from tuner.spec import layout

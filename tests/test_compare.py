@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data import files
 from tuner.errors import UserError
 from tuner.render.comparison import plot, render

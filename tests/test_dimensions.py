@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from torch import nn
 
 from tests.synthetic import fingerprint, write_study
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.rows import config_of, frame, trial_row
 from tuner.errors import UserError

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fakes import FakeRunner
-from tuner import cli
+from tuner.cli import app
 from tuner.cli import options as cli_options
 from tuner.data import files, noise, schema, select
 from tuner.render import study as report
@@ -288,7 +288,7 @@ def test_the_cli_default_is_the_librarys():
 
 
 def invoke(*args):
-    return CliRunner().invoke(cli.main, list(args))
+    return CliRunner().invoke(app.main, list(args))
 
 
 def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from optuna.trial import TrialState
 
 from tests.fakes import FakeRunner
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.cli.options import SAMPLERS as CLI_SAMPLERS
 from tuner.data import files, select
 from tuner.errors import UserError

@@ -105,7 +105,7 @@ def test_a_fault_at_one_batch_size_is_recorded_and_the_others_are_measured(tmp_p
     inductor. Five trial processes, two cold compiles of a tiny model."""
     from click.testing import CliRunner
 
-    from tuner.cli import main
+    from tuner.cli.app import main
     from tuner.data import files
 
     result = CliRunner().invoke(main, [

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.synthetic import configs, write_study
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.importance import importances
 from tuner.spec.config import TrialConfig

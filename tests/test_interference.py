@@ -122,7 +122,7 @@ def test_show_flags_a_row_measured_on_a_slow_core(tmp_path):
     assert pd.isna(slowdown["cudagraphs"])  # no loop measured (an older row): no figure, no flag
     from click.testing import CliRunner
 
-    from tuner.cli import main
+    from tuner.cli.app import main
 
     shown = CliRunner().invoke(main, ["show", str(study)]).output
     flagged = [line for line in shown.splitlines() if "slow host core:" in line]
@@ -177,7 +177,7 @@ def test_show_json_gives_the_gpus_own_time_a_call_where_it_was_recorded(tmp_path
     from click.testing import CliRunner
 
     from tests.synthetic import configs, write_study
-    from tuner.cli import main
+    from tuner.cli.app import main
 
     labels = [c.label for c in configs(batch_sizes=(1,))]
     study = write_study(tmp_path, "s", trial_configs=configs(batch_sizes=(1,)),

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from torch import nn
 
 import tuner
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data.select import GIB
 from tuner.errors import UserError
 from tuner.spec.records import Status

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.errors import UserError
 from tuner.spec.space_file import SpaceFile, read_space_file
 

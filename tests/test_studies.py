@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data import files, schema, select
 from tuner.errors import UserError
 from tuner.use.recommend import recommend

@@ -23,7 +23,7 @@ import pytest
 
 from benchmarks import trials_per_hour as tph
 from tests.fakes import FakeRunner
-from tuner.cli import main
+from tuner.cli.app import main
 from tuner.data import files
 from tuner.study import fleet as fleets
 from tuner.study.fleet import STORAGE_ENV, WorkerPlan

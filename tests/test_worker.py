@@ -158,7 +158,7 @@ def test_a_cuda_error_at_one_batch_size_is_recorded_in_one_line_and_the_search_g
     batch size 4, searched after it, is measured."""
     from click.testing import CliRunner
 
-    from tuner.cli import main
+    from tuner.cli.app import main
     from tuner.data import files
 
     result = CliRunner().invoke(main, [

@@ -1,5 +1,5 @@
 """``python -m tuner``: the command line."""
 
-from tuner.cli import main
+from tuner.cli.app import main
 
 main()

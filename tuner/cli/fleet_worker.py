@@ -5,7 +5,8 @@ storage URL comes in the environment (TUNER_STORAGE), never in argv.
 Started before its study exists (the plan's ``wait_for_go``), it first starts its trials'
 template process, which imports torch for seconds, then waits for GO on stdin: the study is
 ready. Anything else (the command found a bad input, or was stopped) and it exits, measuring
-nothing."""
+nothing. What it needs to join the study (the commands, pandas, SQLAlchemy: 0.5-0.8 s) it
+imports while the template imports and it waits, not before the template starts."""
 
 from __future__ import annotations
 
@@ -13,9 +14,6 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import click
-
-from tuner.cli.measure import run_worker
 from tuner.errors import UserError
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 
@@ -35,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
             runner = _runner(plan)
             if runner is not None:
                 runner.start_template(plan.factory_module)
-            from tuner.study.storage import import_ahead  # once the template is started
-
-            import_ahead()  # beside the template's import, not after the go
+            _import_ahead()
             told = sys.stdin.readline()
         except KeyboardInterrupt:  # stopped by the user before the study was ready
             told = ""
@@ -45,12 +41,23 @@ def main(argv: list[str] | None = None) -> int:
             if runner is not None:
                 runner.close()
             return 0
+    from tuner.cli import measure
+
     try:
-        run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner)
+        measure.run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner)
     except UserError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        print(f"Error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _import_ahead() -> None:
+    """What joining the study imports, once the template is started: beside its import, not
+    after the go."""
+    import tuner.cli.measure  # noqa: F401 - the commands, pandas, the study's modules
+    from tuner.study.storage import import_ahead
+
+    import_ahead()  # SQLAlchemy and alembic, which Optuna imports on first use
 
 
 def _runner(plan: WorkerPlan) -> Runner | None:
