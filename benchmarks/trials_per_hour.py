@@ -207,8 +207,11 @@ def gpus_text(workers: int) -> str:
 
 
 def summary_line(sets: list[dict]) -> str:
-    """``trials per hour: 1 GPU A, 2 GPUs B, ratio R x`` (the last set against the first)."""
+    """``trials per hour: 1 GPU A, 2 GPUs B, ratio R x`` (the last set against the first);
+    ``trials per hour: 1 GPU A`` alone for one set (a machine with one GPU)."""
     rates = ", ".join(f"{gpus_text(s['workers'])} {s['trials_per_hour']:.0f}" for s in sets)
+    if len(sets) == 1:
+        return f"trials per hour: {rates}"
     return (f"trials per hour: {rates}, ratio "
             f"{sets[-1]['trials_per_hour'] / sets[0]['trials_per_hour']:.2f} x")
 

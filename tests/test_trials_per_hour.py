@@ -162,6 +162,7 @@ def test_the_header_names_the_rows_gpu_and_torch_and_the_pairs_are_per_config():
     assert tph.header([first, second], args) == \
         f"# trials per hour, {datetime.date.today()}, NVIDIA H200, torch 2.11.0+cu130"
     assert tph.summary_line([first, second]) == "trials per hour: 1 GPU 3600, 2 GPUs 6300, ratio 1.75 x"
+    assert tph.summary_line([first]) == "trials per hour: 1 GPU 3600"  # one GPU: no ratio
     text = "\n".join(tph.section([first, second], args))
     assert "| import_s | 7.000 | 9.000 | 1.29x |" in text
     assert "| eager&#124;bs=1 | 1.00 | 1.50 | 1.50 |" in text
