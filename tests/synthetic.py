@@ -52,16 +52,13 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
         result = runner.run(TrialRequest(config, workload), root)
         edit = (changes or {}).get(config.key) or (changes or {}).get(config.label) or {}
         result = dataclasses.replace(result, **edit)
-        rows.append(trial_row(name, number, config, workload, result))
+        row = trial_row(name, number, config, workload, result)
+        # Before the derived columns, as an export sets the finalists' (tuner.study.export).
+        row.update((columns or {}).get(config.key) or (columns or {}).get(config.label) or {})
+        rows.append(row)
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
     df = frame(rows)
-    for target, values in (columns or {}).items():
-        at = (df["config_key"] == target) | (df["label"] == target)
-        for column, value in values.items():
-            df[column] = df[column].astype(object)
-            for index in df.index[at]:
-                df.at[index, column] = value
     files.export(directory, df, {
         "study": name, "workload": workload.to_dict(),
         "protocol": protocol or {"warm_cache": False}})

@@ -28,7 +28,7 @@ class Best:
     label: str
     config_key: str
     trial_number: int
-    latency_ms_p50: float | None
+    latency_ms_p50: float | None  # tuner.data.select.LATENCY: a finalist's median over processes
     throughput_per_s: float | None
     peak_memory_bytes: float | None
     compile_s_cold: float | None

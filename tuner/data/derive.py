@@ -4,6 +4,7 @@ for files of any schema version (read), so ``show``, ``recommend`` and ``compare
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pandas as pd
@@ -42,22 +43,33 @@ def baseline_of(df: pd.DataFrame) -> pd.Series:
     return pd.Series(list(zip(df["batch_size"], dtype)), index=df.index, dtype=object)
 
 
-DERIVED = ("throughput_per_s", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
-           "peak_vram_bytes", "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager",
+DERIVED = ("latency_ms_p50_median", "throughput_per_s", "time_to_steady_s", "peak_memory_bytes",
+           "memory_kind", "peak_vram_bytes", "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager",
            "break_even_calls", "fraction_of_peak", "host_core_slowdown")
 
 
+# Derived from latency_ms_p50_median: a file written before that column has them from each
+# trial's own p50, and reading it computes them afresh.
+FROM_MEDIAN = ("latency_ms_p50_median", "eager_latency_ms_p50", "speedup_vs_eager",
+               "break_even_calls")
+
+
 def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
-           fill_only: bool = False) -> pd.DataFrame:
-    """``df`` with the :data:`DERIVED` columns computed from the measured ones. ``fill_only`` (reading a file) keeps the values a file holds and
-    fills only its empty cells. With one ``fingerprints`` entry (one machine made the whole
-    study), rows without a fingerprint get it."""
+           fill_only: bool = False, recompute: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``df`` with the :data:`DERIVED` columns computed from the measured ones. ``fill_only``
+    (reading a file) keeps the values a file holds and fills only its empty cells, except in
+    the columns named in ``recompute``. With one ``fingerprints`` entry (one machine made the
+    whole study), rows without a fingerprint get it."""
     stored = df.copy()
     df = df.copy()
     number = {c: pd.to_numeric(df[c], errors="coerce") for c in (
         "latency_ms_p50", "stream_ms_p50", "batch_size", "compile_s_cold", "warmup_s",
         "flops_per_call", "peak_tflops_measured")}
-    p50 = number["latency_ms_p50"]
+    # The latency a row is ranked, recommended and compared by: a finalist measured again in
+    # fresh processes (tuner.study.finalists) by the median of their p50s, so that one process
+    # on a slow core or a busy host neither makes nor breaks it; any other row by its own p50.
+    df["latency_ms_p50_median"] = median_p50(df)
+    p50 = df["latency_ms_p50_median"]
     # Items per second of a busy server: from the back-to-back time per call.
     df["throughput_per_s"] = number["batch_size"] * 1e3 / number["stream_ms_p50"]
     # Warm-up cost: the cold first call plus the calls until latency settled.
@@ -71,7 +83,7 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     df["achieved_tflops"] = number["flops_per_call"] / (number["stream_ms_p50"] * 1e-3) / 1e12
 
     ok = df[(df["status"] == Status.OK.value) & (df["backend"] == EAGER)]
-    eager = pd.to_numeric(ok["latency_ms_p50"], errors="coerce").groupby(baseline_of(ok)).min()
+    eager = ok["latency_ms_p50_median"].groupby(baseline_of(ok)).min()
     df["eager_latency_ms_p50"] = baseline_of(df).map(eager.dropna().to_dict()).astype(float)
     df["speedup_vs_eager"] = df["eager_latency_ms_p50"] / p50
     saved_ms = df["eager_latency_ms_p50"] - p50
@@ -96,6 +108,19 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
         else pd.Series(float("nan"), index=df.index)
     df["host_core_slowdown"] = loop / loop.groupby(machine).transform(lambda v: v.quantile(0.25))
     if fill_only:
-        for column in DERIVED:
+        for column in (c for c in DERIVED if c not in recompute):
             df[column] = stored[column].where(stored[column].notna(), df[column])
     return df
+
+
+def median_p50(df: pd.DataFrame) -> pd.Series:
+    """Each row's ``latency_ms_p50_median``: the median of ``latency_ms_p50_repeats`` (the p50
+    of every process of a finalist, the trial's own first) where the row has them, else its
+    ``latency_ms_p50``."""
+    own = pd.to_numeric(df["latency_ms_p50"], errors="coerce")
+    repeats = df["latency_ms_p50_repeats"] if "latency_ms_p50_repeats" in df \
+        else pd.Series(None, index=df.index, dtype=object)
+    medians = [statistics.median(float(v) for v in values)
+               if values is not None and not isinstance(values, float) and len(values) else None
+               for values in repeats]
+    return pd.Series(medians, index=df.index, dtype=float).fillna(own)

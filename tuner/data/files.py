@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuner.data.derive import derive
+from tuner.data.derive import FROM_MEDIAN, derive
 from tuner.data.schema import (
     COLUMNS,
     REQUIRED_COLUMNS,
@@ -135,7 +135,9 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     missing = [c for c in ("status", "batch_size") if len(df) and df[c].isna().all()]
     if missing:
         raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")
-    return derive(df, meta.get("fingerprints") or [], fill_only=True), meta
+    before_median = "latency_ms_p50_median" not in table.schema.names
+    return derive(df, meta.get("fingerprints") or [], fill_only=True,
+                  recompute=FROM_MEDIAN if before_median else ()), meta
 
 
 def _check_columns(schema: pa.Schema, path: Path) -> None:

@@ -35,13 +35,14 @@ import pandas as pd
 
 from tuner.data.rows import plain
 from tuner.data.schema import is_option_column
-from tuner.data.select import OBJECTIVES, PARETO_OBJECTIVES, eligible
+from tuner.data.select import PARETO_OBJECTIVES, eligible
 from tuner.spec.config import EAGER, INDUCTOR
 
 EVALUATOR = "PED-ANOVA (optuna.importance.PedAnovaImportanceEvaluator)"
-# The objectives the search minimises (latency, memory, warm-up), by their tuner names.
-IMPORTANCE_OBJECTIVES = tuple(name for name, o in OBJECTIVES.items()
-                              if o.column in PARETO_OBJECTIVES)
+# The objectives the search minimises, by their tuner names, as each trial measured them (a
+# finalist's latency too: its search trial's own p50, what Optuna was told).
+IMPORTANCE_OBJECTIVES: dict[str, str] = dict(zip(("latency", "memory", "warmup"),
+                                                 PARETO_OBJECTIVES, strict=True))
 # The tuner's own dimensions, as Parquet columns; the inductor options' opt_* columns follow.
 PARAMETERS = ("backend", "mode", "dynamic", "dtype", "channels_last", "cudnn_benchmark")
 NOT_APPLICABLE = "-"
@@ -152,7 +153,7 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
     found: dict[str, dict[str, float]] = {}
     skipped: dict[str, str] = {}
     for objective in IMPORTANCE_OBJECTIVES:
-        values = pd.to_numeric(rows[OBJECTIVES[objective].column], errors="coerce")
+        values = pd.to_numeric(rows[IMPORTANCE_OBJECTIVES[objective]], errors="coerce")
         known = values[values.map(lambda v: v is not None and math.isfinite(v))]
         if len(known) < MIN_ROWS:
             skipped[objective] = f"{len(known)} rows have a value, too few (at least {MIN_ROWS})"

@@ -38,6 +38,9 @@ class Measured:
     latency_spread_pct: float | None = None
     rank_within_noise: int | None = None
     stream_ms_p50: float | None = None
+    # what it was ranked and recommended by: the median p50 over its processes where it was
+    # measured again, else latency_ms_p50 (tuner.data.select.LATENCY)
+    latency_ms_p50_median: float | None = None
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:

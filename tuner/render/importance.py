@@ -13,7 +13,6 @@ from tuner.data.importance import (
     TOP_ROWS,
     BatchImportance,
 )
-from tuner.data.select import OBJECTIVES
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
        f" the best rows (the best {TOP_FRACTION * 100:.0f} %, at least {TOP_ROWS}, at most half) than "
@@ -53,5 +52,5 @@ def table(b: BatchImportance) -> str:
 
 def as_json(found: list[BatchImportance], meta: dict[str, Any]) -> dict[str, Any]:
     return {"study": meta.get("study"), "evaluator": EVALUATOR,
-            "objectives": {o: OBJECTIVES[o].column for o in IMPORTANCE_OBJECTIVES},
+            "objectives": dict(IMPORTANCE_OBJECTIVES),
             "batch_sizes": [b.to_dict() for b in found]}

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
-from tuner.data.select import GIB, OBJECTIVES, eligible, pareto
+from tuner.data.select import GIB, eligible, pareto
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import Status
@@ -113,7 +113,7 @@ def importance_figure(name: str, b: BatchImportance) -> Any:
             ax.annotate(f"{v:.2f}", (v, i), xytext=(3, 0), textcoords="offset points",
                         va="center", fontsize=8)
         ax.set_xlim(0, 1.12)
-        ax.set_title(f"{objective} ({OBJECTIVES[objective].column})", fontsize=9)
+        ax.set_title(f"{objective} ({IMPORTANCE_OBJECTIVES[objective]})", fontsize=9)
         ax.set_xlabel("importance (sums to 1)")
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(f"{name}, batch size {b.batch_size}: parameter importance (Optuna PED-ANOVA, "

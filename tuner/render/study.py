@@ -9,7 +9,7 @@ import pandas as pd
 
 from tuner.data.derive import ran_eager, ran_eager_only
 from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO
-from tuner.data.select import best, eligible
+from tuner.data.select import LATENCY, best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.records import SCHEDULE_REPEATS, Status
 from tuner.spec.workload import Workload, shape_label
@@ -32,7 +32,8 @@ _TABLE = [
 # Finalists measured again in fresh processes (tuner.study.finalists): shown after the column named,
 # when a row of the table has them.
 _CONFIRMED = {
-    "latency_ms_p90": [("rank_within_noise", "rank", "{:.0f}"),
+    "latency_ms_p90": [("p50_median_ms", "median ms", "{:.3f}"),
+                       ("rank_within_noise", "rank", "{:.0f}"),
                        ("p50_ci_ms", "p50 95% CI ms", "{}"),
                        ("latency_spread_pct", "spread", "{:.1f}%")],
     "compile_s_cold": [("compile_s_warm", "warm s", "{:.1f}"),
@@ -112,7 +113,10 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
         low = pd.to_numeric(rows["latency_ms_p50_ci_low"], errors="coerce")
         high = pd.to_numeric(rows["latency_ms_p50_ci_high"], errors="coerce")
         rows = rows.assign(p50_ci_ms=[None if pd.isna(lo) else f"{lo:.3f}-{hi:.3f}"
-                                      for lo, hi in zip(low, high)])
+                                      for lo, hi in zip(low, high)],
+                           # only where measured again: elsewhere it is the p50 itself
+                           p50_median_ms=pd.to_numeric(rows[LATENCY], errors="coerce")
+                           .where(low.notna()))
     columns = []
     for column in _TABLE:
         columns.append(column)
@@ -122,15 +126,19 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
 
 
 def _noise_note(rows: pd.DataFrame) -> str | None:
-    if "rank_within_noise" not in rows or rows["rank_within_noise"].isna().all():
+    if "latency_ms_p50_ci_low" not in rows or rows["latency_ms_p50_ci_low"].isna().all():
         return None
+    ranked = "rank_within_noise" in rows and rows["rank_within_noise"].notna().any()
     counts = sorted({len(v) for v in rows["latency_ms_p50_repeats"] if is_list(v)})
     processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
         if counts else "several"
-    return (f"rank: latency beyond noise (95% t-intervals over the p50s of {processes} fresh "
-            "processes). 1 = no config is faster beyond noise; otherwise one below the "
-            "lowest-ranked config that is. Configs of equal rank are within noise of each "
-            "other, so neither is faster.")
+    median = (f"median ms: the median p50 of {processes} fresh processes (p50 ms is the "
+              "search trial's own), the figure configs are ordered, compared with eager and "
+              "recommended by.")
+    return median if not ranked else (
+        f"{median} rank: latency beyond noise (95% t-intervals over those p50s). 1 = no config "
+        "is faster beyond noise; otherwise one below the lowest-ranked config that is. "
+        "Configs of equal rank are within noise of each other, so neither is faster.")
 
 
 def _flag(value: Any) -> bool:
@@ -152,20 +160,21 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
         if eager.empty or compiled.empty:
             continue
         fastest_eager = best(eager, "latency")
-        e = float(fastest_eager["latency_ms_p50"])
+        e = float(fastest_eager[LATENCY])
         top = best(compiled, "latency")
+        t = float(top[LATENCY])
         winner = best(pd.concat([compiled, eager]), "latency")
         warmup = f"{top['time_to_steady_s']:.1f} s"
-        if winner["backend"] == "eager" and float(top["latency_ms_p50"]) < e:
+        if winner["backend"] == "eager" and t < e:
             out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
-                            f"compiled config, {top['label']} ({top['latency_ms_p50']:.3f} ms), "
+                            f"compiled config, {top['label']} ({t:.3f} ms), "
                             f"and eager ({e:.3f} ms) are within noise of each other (their 95% "
                             f"intervals over fresh processes overlap), and it costs {warmup} to "
                             "warm up. Use eager.")
         elif winner["backend"] == "eager":
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
                             f"faster than the best compiled config, {top['label']} "
-                            f"({top['latency_ms_p50']:.3f} ms), and that one costs {warmup} to "
+                            f"({t:.3f} ms), and that one costs {warmup} to "
                             "warm up. Use eager.")
         else:
             calls = top["break_even_calls"]
@@ -178,8 +187,8 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
                        if unconfirmed and _flag(top.get("noisy"))
                        and _flag(fastest_eager.get("noisy")) else "")
             out[int(bs)] = (f"batch size {bs}: {top['label']} is "
-                            f"{e / top['latency_ms_p50']:.2f}x faster than eager "
-                            f"({top['latency_ms_p50']:.3f} vs {e:.3f} ms){payback}.{caution}")
+                            f"{e / t:.2f}x faster than eager "
+                            f"({t:.3f} vs {e:.3f} ms){payback}.{caution}")
     # Configs that ran eager under a compiled label are named, never counted as compiled.
     done = trials[(trials["status"] == Status.OK.value) & ran_eager_only(trials)]
     for bs, group in done.groupby("batch_size"):
@@ -306,7 +315,7 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
             "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",
             "correct", "trial_number", "ran_compiled", "recompile_limit_hits",
             "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
-            "rank_within_noise", "latency_ms_p50_ci_low", "latency_ms_p50_ci_high",
+            "latency_ms_p50_median", "rank_within_noise", "latency_ms_p50_ci_low", "latency_ms_p50_ci_high",
             "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
             "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown",
             "gpu_time_ms"]

@@ -7,7 +7,9 @@ is it there. Differences that confound a hardware comparison (torch version, wor
 warm compile, kind of memory) are named.
 
 Rows count as :func:`tuner.data.select.eligible` says and the best is
-:func:`tuner.data.select.best`'s, as for :func:`tuner.recommend` and ``tuner show``.
+:func:`tuner.data.select.best`'s, as for :func:`tuner.recommend` and ``tuner show``; a best
+config's latency is :data:`tuner.data.select.LATENCY` (a finalist's median over its processes).
+The fronts drawn are the searches' own, on each trial's own p50.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import ran_eager_only
-from tuner.data.select import OBJECTIVES, best, eligible, pareto
+from tuner.data.select import LATENCY, OBJECTIVES, best, eligible, pareto
 from tuner.errors import UserError
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed")
@@ -142,10 +144,10 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
     return Best(
         batch_size=bs, objective=objective, study=tag, label=str(row["label"]),
         config_key=str(row["config_key"]), trial_number=int(row["trial_number"]),
-        latency_ms_p50=_num(row["latency_ms_p50"]), throughput_per_s=_num(row["throughput_per_s"]),
+        latency_ms_p50=_num(row[LATENCY]), throughput_per_s=_num(row["throughput_per_s"]),
         peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),
         time_to_steady_s=_num(row["time_to_steady_s"]), speedup_vs_eager=_num(row["speedup_vs_eager"]),
-        latency_vs_a=ratio("latency_ms_p50"), throughput_vs_a=ratio("throughput_per_s"),
+        latency_vs_a=ratio(LATENCY), throughput_vs_a=ratio("throughput_per_s"),
         memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold"))
 
 
@@ -156,7 +158,7 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
     theirs = at[target]
     top = best(theirs, "latency") if not theirs.empty else None
     best_label = None if top is None else str(top["label"])
-    best_ms = None if top is None else _num(top["latency_ms_p50"])
+    best_ms = None if top is None else _num(top[LATENCY])
     measured = not tried[target].empty
     same = theirs[theirs["config_key"] == key]
     if same.empty:
@@ -171,7 +173,7 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
                             best_label, best_ms, None, measured)
         return Transfer(bs, source, target, label, key, "not_measured", "", None,
                         best_label, best_ms, None, measured)
-    latency = float(same["latency_ms_p50"].min())
+    latency = float(pd.to_numeric(same[LATENCY], errors="coerce").min())
     on_front = key in set(front[target]["config_key"])
     return Transfer(bs, source, target, label, key, "on_front" if on_front else "off_front",
                     "", latency, best_label, best_ms,
