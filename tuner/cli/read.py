@@ -91,7 +91,9 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
                    "recompiles included (dynamic shapes compared on your traffic).")
 @max_vram_gb_option("Most memory (GiB) the config may need, compile and warm-up included.")
 @max_compile_s_option("Longest first (compiling) call, in seconds.")
-@click.option("--max-latency-ms", type=positive_number(), help="Slowest median latency per call allowed.")
+@click.option("--max-latency-ms", type=positive_number(),
+              help="Slowest p50 per request allowed (a finalist measured again: its median "
+                   "over those processes).")
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
