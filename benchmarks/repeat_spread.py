@@ -7,9 +7,10 @@ Reads a study whose finalists were measured again (`tuner search --confirm N` or
 ((max - min) / median), the 95 % interval and rank within noise, and the first-call times
 cold, warm (second process, same cache) and from saved artifacts. A ``!`` marks a search
 trial whose own p50 lies outside its finalist's interval. Then the spread of the same config
-across processes (the goal: 2 % or less on the GPU), and per batch size whether ordering the
-finalists by their search trial's p50 or by their median (what ``show``, ``recommend`` and
-``compare`` use) changes the order, and the best compiled config's speedup over eager each way.
+across processes (the goal: 2 % or less on the GPU), and per batch size which trials leave or
+join the Pareto front when it is chosen on the medians (as the tuner does) rather than on each
+trial's own p50 (as Optuna was told), whether ordering the finalists by their search trial's p50
+or by their median changes the order, and the best compiled config's speedup over eager each way.
 
     python benchmarks/repeat_spread.py --markdown STUDY... > benchmarks/first-p50-vs-median.md
 """
@@ -21,7 +22,7 @@ import statistics
 import sys
 
 from tuner.data import files
-from tuner.data.select import LATENCY, eligible
+from tuner.data.select import LATENCY, eligible, pareto
 
 
 def main(path: str) -> None:
@@ -55,7 +56,16 @@ def main(path: str) -> None:
                   <= r["latency_ms_p50_ci_high"])
     print(f"search trials whose own p50 lies outside their finalist's 95% interval: {outside} "
           f"of {len(done)}")
+    told = pareto(df.assign(latency_ms_p50_repeats=None))  # each trial's own p50
+    front = pareto(df)
     for bs, group in done.groupby("batch_size"):
+        before = set(told[told["batch_size"] == bs]["trial_number"].astype(int))
+        after = set(front[front["batch_size"] == bs]["trial_number"].astype(int))
+        moved = "; ".join(
+            f"trial{'s' if len(trials) > 1 else ''} {', '.join(map(str, sorted(trials)))} "
+            f"{what if len(trials) > 1 else what + 's'} it"
+            for trials, what in ((before - after, "leave"), (after - before, "join")) if trials)
+        print(f"batch size {bs}: Pareto front on own p50s vs on medians: {moved or 'the same'}")
         by_own = [int(n) for n in group.sort_values("latency_ms_p50")["trial_number"]]
         by_median = [int(n) for n in group.sort_values(LATENCY)["trial_number"]]
         order = "same order" if by_own == by_median else (

@@ -110,9 +110,11 @@ def test_a_finalist_is_chosen_by_its_median_over_processes_not_its_first(tmp_pat
         "warm-up pays back after "
         f"{trials.loc[trials['label'] == 'inductor:default', 'break_even_calls'].iloc[0]:,.0f} "
         "calls.")
+    # On its median, reduce-overhead is slower than default and needs more memory and warm-up:
+    # it is off the front, though its search trial alone would have put it first.
     shown = json.loads(invoke("show", str(study), "--json").stdout)["pareto"]
-    assert [r["label"] for r in shown] == ["inductor:default", "inductor:reduce-overhead", "eager"]
-    assert [r["latency_ms_p50_median"] for r in shown] == [5.0, 5.5, 6.25]
+    assert [r["label"] for r in shown] == ["inductor:default", "eager"]
+    assert [r["latency_ms_p50_median"] for r in shown] == [5.0, 6.25]
     table = invoke("show", str(study)).stdout
     assert "median ms" in table and "the median p50 of 3 fresh processes" in table
 

@@ -104,7 +104,9 @@ def test_the_dashboard_app_shows_sortable_results_and_no_cut_attribute(searched)
 
 def test_the_dashboard_shows_each_batch_sizes_front_as_the_tuner_does(searched):
     """Each batch size's study, opened in optuna-dashboard, has the tuner's Pareto set of that
-    batch size as its best trials; the failed trial is on no front."""
+    batch size as its best trials, on each trial's own p50 (what Optuna was told; the tuner's
+    is on the finalists' medians once they are measured again); the failed trial is on no
+    front."""
     import optuna_dashboard
 
     spec, studies = searched
@@ -114,7 +116,8 @@ def test_the_dashboard_shows_each_batch_sizes_front_as_the_tuner_does(searched):
     for bs in spec.space.batch_sizes:
         detail = _get(app, f"/api/studies/{listed[f'{spec.name}:bs{bs}']}")
         best = sorted(t["trial_id"] for t in detail["best_trials"])
-        front = select.pareto(df[df["batch_size"] == bs])
+        as_told = df[df["batch_size"] == bs].assign(latency_ms_p50_repeats=None)
+        front = select.pareto(as_told)
         assert best == sorted(front["trial_number"]) and best
         assert {t["trial_id"] for t in detail["trials"]} >= set(df[df["batch_size"] == bs][
             "trial_number"])  # the trial numbers of the files are the dashboard's trial ids

@@ -61,7 +61,7 @@ class Transfer:
 @dataclasses.dataclass(frozen=True)
 class Point:
     label: str
-    latency_ms_p50: float
+    latency_ms_p50: float  # tuner.data.select.LATENCY, as the front is chosen
     peak_memory_bytes: float | None
 
 

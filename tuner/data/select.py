@@ -7,9 +7,12 @@
   of latency, memory and warm-up.
 * :data:`OBJECTIVES`, :func:`rank`, :func:`best`: the best row for one objective; a compiled
   config within noise of eager (:func:`tuner.data.noise.within_noise`) never beats eager.
-  Latency is :data:`LATENCY`: a finalist's median p50 over the fresh processes that measured
-  it, so one process on a slow core decides neither its place nor the recommendation. The
-  front itself is the search's, on each trial's own p50 (what Optuna was told).
+
+Latency, for the front and for every objective, is :data:`LATENCY`: a finalist's median p50
+over the fresh processes that measured it, any other row's own p50. So one process on a slow
+core decides neither a config's place nor the recommendation, and the fastest row is always on
+the front. Optuna was told each trial's own p50 (:data:`PARETO_OBJECTIVES`): its front
+(``best_trials``, the dashboard's) is the same until finalists are measured again.
 * :class:`Constraints`: the limits a recommended config must meet.
 """
 
@@ -32,8 +35,11 @@ from tuner.spec.records import Status
 GIB = 2**30
 # The latency rows are ranked, recommended and compared by (tuner.data.derive.median_p50).
 LATENCY = "latency_ms_p50_median"
-# Minimised together, within each batch size: the Pareto front, and the sampler's objectives.
+# Minimised together, within each batch size, as each trial measured them: the objectives the
+# sampler is told, and so Optuna's front.
 PARETO_OBJECTIVES = ("latency_ms_p50", "peak_memory_bytes", "time_to_steady_s")
+# The tuner's front: the same, with latency as LATENCY.
+FRONT_OBJECTIVES = (LATENCY, *PARETO_OBJECTIVES[1:])
 
 
 def eligible(df: pd.DataFrame) -> pd.DataFrame:
@@ -54,17 +60,16 @@ def comparable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def pareto(df: pd.DataFrame) -> pd.DataFrame:
-    """Non-dominated eligible rows within each batch size over :data:`PARETO_OBJECTIVES`, by
-    batch size, then fastest first (:data:`LATENCY`)."""
+    """Non-dominated eligible rows within each batch size over :data:`FRONT_OBJECTIVES`, by
+    batch size, then fastest first."""
     ok = comparable(df)
+    ok = ok.assign(**{LATENCY: median_p50(ok)})  # from the repeats, as derive makes it
     keep: list[Any] = []
     for _, group in ok.groupby("batch_size"):
-        values = group[list(PARETO_OBJECTIVES)].to_numpy(dtype=float)
+        values = group[list(FRONT_OBJECTIVES)].to_numpy(dtype=float)
         keep += list(group.index[~_dominated(values)])
-    front = df.loc[keep]
-    order = front.assign(_latency=median_p50(front)).sort_values(
-        ["batch_size", "_latency"], kind="stable").index
-    return front.loc[order].reset_index(drop=True)
+    order = ok.loc[keep].sort_values(["batch_size", LATENCY], kind="stable").index
+    return df.loc[order].reset_index(drop=True)
 
 
 def _dominated(values: np.ndarray, chunk: int = 256) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
-from tuner.data.select import GIB, eligible, pareto
+from tuner.data.select import GIB, LATENCY, eligible, pareto
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import Status
@@ -56,7 +56,7 @@ def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int]
 
     fig = Figure(figsize=(13, 5.5), layout="constrained")
     axes = fig.subplots(1, len(_PANELS))
-    x = pd.to_numeric(rows["latency_ms_p50"], errors="coerce")
+    x = pd.to_numeric(rows[LATENCY], errors="coerce")  # as the front is chosen
     on_front = rows["trial_number"].isin(front)
     is_eager = rows["backend"] == EAGER
     for ax, (column, label, unit) in zip(axes, _PANELS):

@@ -118,9 +118,11 @@ def prune_caches(fronts: Fronts, spec: StudySpec, front: pd.DataFrame) -> int:
     """Delete the caches of finished trials that are not on the Pareto ``front``; returns how
     many.
 
-    A trial off the front never returns to it (what dominates it stays), so at most the front's
-    caches are on disk at any time. Caches of trials still running (here or in another worker
-    on this host) are left alone.
+    During the search a trial off the front never returns to it (what dominates it stays), so at
+    most the front's caches are on disk at any time. Once finalists are measured again, one
+    whose median is slower can leave the front and let another back on: that one's first
+    re-measurement compiles cold (:func:`_next`). Caches of trials still running (here or in
+    another worker on this host) are left alone.
     """
     root = spec.layout.cache_root
     if not root.is_dir():

@@ -3,7 +3,9 @@
 Latency at batch size 1 and at batch size 32 are not comparable. In one multi-objective study a
 batch-size-1 trial dominates the batch-size-32 front, and TPE splits good from bad over both.
 So the trials of batch size N live in the Optuna study ``<name>:bs<N>``, which has a sampler of
-its own; its ``best_trials`` is the tuner's Pareto set of that batch size (``pareto.parquet``).
+its own; its ``best_trials`` is the tuner's Pareto set of that batch size (``pareto.parquet``)
+until the finalists are measured again: the tuner's front is then on their medians
+(:data:`tuner.data.select.LATENCY`), Optuna's on each trial's own p50, as it was told.
 The study ``<name>`` holds what defines the study (workload, space, protocol, sampler, limits)
 and the finalists' re-measurements, and no trial.
 

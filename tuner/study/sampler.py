@@ -2,8 +2,9 @@
 
 Each batch size's Optuna study has a sampler of the kind the study was made with
 (``tuner search --sampler``, stored with the study). It is told each trial's objectives and
-constraints, both read from the trial's Parquet row, so the sampler, ``study.best_trials`` and
-``pareto.parquet`` see the same numbers:
+constraints, both read from the trial's Parquet row as the trial ends, so the sampler,
+``study.best_trials`` and ``pareto.parquet`` see the same numbers (until the finalists are
+measured again: :mod:`tuner.data.select`):
 
 * objectives: :data:`tuner.data.select.PARETO_OBJECTIVES`, each ``inf`` for a trial the tuner
   never compares (it failed, its output did not match eager, it ran no compiled code): such a

@@ -287,16 +287,24 @@ class Search:
         stops it before the next process, ``abort`` kills the one in flight."""
         if self.runner is None:
             raise ValueError("Search.confirm needs a runner")
+        plan = repeats if isinstance(repeats, finalists.Repeats) else \
+            finalists.Repeats.parse(repeats)
+        rounds: list[finalists.ConfirmSummary] = []
         try:
-            plan = repeats if isinstance(repeats, finalists.Repeats) else \
-                finalists.Repeats.parse(repeats)
-            summary = finalists.confirm(self.study, self.claims.storage, self.spec, self.runner,
-                                        self.export().pareto, plan, redo=redo, on_message=self.on_message,
-                                        stop=self.stop_after_trial, abort=self.abort)
+            # The front is on the finalists' medians: one measured slower may leave it, and a
+            # trial that joins it in its place is measured again in turn, until none is left.
+            while not rounds or (rounds[-1].measured and not rounds[-1].stopped):
+                rounds.append(finalists.confirm(
+                    self.study, self.claims.storage, self.spec, self.runner,
+                    self.export().pareto, plan, redo=redo and not rounds,
+                    on_message=self.on_message, stop=self.stop_after_trial, abort=self.abort))
         finally:
             self.runner.close()
         self.export()
-        return summary
+        last = rounds[-1]
+        return finalists.ConfirmSummary(
+            last.finalists, sum(r.measured for r in rounds), sum(r.failed for r in rounds),
+            last.stopped, tuple(n for r in rounds for n in r.noisy))
 
     def record(self, trial: optuna.Trial, number: int, result: TrialResult) -> Exported:
         """Store the record on the tuner's trial ``number`` (:mod:`tuner.study.record`), write

@@ -8,8 +8,8 @@ warm compile, kind of memory) are named.
 
 Rows count as :func:`tuner.data.select.eligible` says and the best is
 :func:`tuner.data.select.best`'s, as for :func:`tuner.recommend` and ``tuner show``; a best
-config's latency is :data:`tuner.data.select.LATENCY` (a finalist's median over its processes).
-The fronts drawn are the searches' own, on each trial's own p50.
+config's latency, and the fronts', is :data:`tuner.data.select.LATENCY` (a finalist's median
+over its processes).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         front = {tag: pareto(rows) if not rows.empty else rows for tag, rows in at.items()}
         for tag, rows in front.items():
             if not rows.empty:
-                fronts[tag][bs] = [Point(str(r["label"]), float(r["latency_ms_p50"]),
+                fronts[tag][bs] = [Point(str(r["label"]), float(r[LATENCY]),
                                          _num(r["peak_memory_bytes"])) for _, r in rows.iterrows()]
         for objective in OBJECTIVES:
             first: pd.Series | None = None
