@@ -33,10 +33,10 @@ SPACE = make_space(modes=("default", "reduce-overhead"), dynamic=(False, True))
 CONFIGS = len(SPACE.configs())
 
 
-def search(tmp_path, runner=None, repeats=2, **kwargs):
+def search(tmp_path, runner=None, repeats=2, on_message=None, **kwargs):
     runner = runner or FakeRunner(jitter=0.02)
     spec = make_spec(tmp_path, space=kwargs.pop("space", SPACE), confirm_repeats=repeats, **kwargs)
-    s = Search(spec, runner)
+    s = Search(spec, runner, on_message=on_message)
     return s, s.run()
 
 
@@ -127,7 +127,8 @@ class SlowAgain(FakeRunner):
 
 
 def test_a_trial_that_joins_the_front_in_a_slower_finalists_place_is_measured_again(tmp_path):
-    s, summary = search(tmp_path, runner=SlowAgain())
+    said: list[str] = []
+    s, summary = search(tmp_path, runner=SlowAgain(), on_message=said.append)
     df = summary.trials.set_index("trial_number")
     at_1 = df[(df["batch_size"] == 1) & (df["mode"] == "reduce-overhead")]
     slow = int(at_1.index[at_1["dynamic"] == False][0])  # noqa: E712
@@ -140,6 +141,8 @@ def test_a_trial_that_joins_the_front_in_a_slower_finalists_place_is_measured_ag
     assert joined in front and slow not in front
     assert len(finalists.repeats_of(s.study, s.claims.storage)[joined]) == 2
     assert summary.pareto["latency_ms_p50_repeats"].map(len).eq(3).all()
+    assert f"on the finalists' medians the Pareto front changed: trial {joined} joined it; " \
+        f"trial {slow} left it" in said
 
 
 def test_a_resumed_search_does_not_measure_confirmed_finalists_again(tmp_path):

@@ -290,14 +290,20 @@ class Search:
         plan = repeats if isinstance(repeats, finalists.Repeats) else \
             finalists.Repeats.parse(repeats)
         rounds: list[finalists.ConfirmSummary] = []
+        before: set[int] = set()
         try:
             # The front is on the finalists' medians: one measured slower may leave it, and a
             # trial that joins it in its place is measured again in turn, until none is left.
             while not rounds or (rounds[-1].measured and not rounds[-1].stopped):
+                front = self.export().pareto
+                now = set(front["trial_number"].astype(int))
+                if rounds and now - before:
+                    self.on_message(_front_moved(before, now))
+                before = now
                 rounds.append(finalists.confirm(
-                    self.study, self.claims.storage, self.spec, self.runner,
-                    self.export().pareto, plan, redo=redo and not rounds,
-                    on_message=self.on_message, stop=self.stop_after_trial, abort=self.abort))
+                    self.study, self.claims.storage, self.spec, self.runner, front, plan,
+                    redo=redo and not rounds, on_message=self.on_message,
+                    stop=self.stop_after_trial, abort=self.abort))
         finally:
             self.runner.close()
         self.export()
@@ -363,6 +369,16 @@ class Search:
         df = study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout,
                          self._rows)
         return Exported(df, pareto(df))
+
+
+def _front_moved(before: set[int], now: set[int]) -> str:
+    """What re-measuring did to the front, in words, before its newcomers are measured again."""
+    def trials(numbers: set[int]) -> str:
+        return f"trial{'s' if len(numbers) > 1 else ''} {', '.join(map(str, sorted(numbers)))}"
+
+    left = f"; {trials(before - now)} left it" if before - now else ""
+    return (f"on the finalists' medians the Pareto front changed: {trials(now - before)} joined "
+            f"it{left}")
 
 
 def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
