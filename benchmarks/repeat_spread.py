@@ -102,7 +102,7 @@ if __name__ == "__main__":
     if markdown:
         print("# Finalists measured again: each process's p50, and ordering by the median\n")
         print(f"Made {datetime.date.today()} by `python benchmarks/repeat_spread.py --markdown "
-              f"{' '.join(paths)}` from the committed studies (their measurements; this reads "
+              f"{' '.join(paths)}` over those studies (their measurements; this only reads "
               "them).\n\n```")
     for n, path in enumerate(paths):
         if n:
