@@ -23,7 +23,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from tuner.data.select import comparable, eligible, pareto
+from tuner.data.select import LATENCY, comparable, eligible, pareto
 from tuner.errors import UserError
 from tuner.launch.runner import Runner
 from tuner.spec.config import TrialConfig
@@ -404,8 +404,8 @@ def _any_ok(df: pd.DataFrame) -> bool:
 def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
     best = {}
     for bs, group in eligible(df).groupby("batch_size"):
-        row = group.loc[pd.to_numeric(group["latency_ms_p50"]).idxmin()]
-        best[int(bs)] = (str(row["label"]), float(row["latency_ms_p50"]))
+        row = group.loc[pd.to_numeric(group[LATENCY]).idxmin()]  # as show ranks them
+        best[int(bs)] = (str(row["label"]), float(row[LATENCY]))
     return best
 
 
