@@ -213,7 +213,9 @@ def slow_core(trials: pd.DataFrame, listed: int = 5) -> str | None:
     return (f"{len(slow)} of {len(trials)} trials were measured on a slow host core (a fixed "
             f"loop took {SLOW_CORE_RATIO}x as long or more as on this machine's fast cores): "
             f"{', '.join(names)}{more}. A launch-bound config among them reads slow and may be "
-            "missing from a front above; `tuner show --all` flags them.")
+            "missing from a front above; `tuner show --all` flags them. Finalists, and those "
+            "that would be on a front had their core been fast, are measured again by "
+            "--confirm and `tuner confirm`.")
 
 
 def failures(trials: pd.DataFrame) -> list[str]:

@@ -35,8 +35,17 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.data.noise import ARTIFACTS, COLD, EAGER_REPEAT, INTERFERENCE_CORES, WARM, interval
+from tuner.data.noise import (
+    ARTIFACTS,
+    COLD,
+    EAGER_REPEAT,
+    INTERFERENCE_CORES,
+    SLOW_CORE_RATIO,
+    WARM,
+    interval,
+)
 from tuner.data.rows import config_of
+from tuner.data.select import pareto
 from tuner.errors import UserError
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialRequest, TrialResult
@@ -101,6 +110,26 @@ def narrow(p50s: list[float], width: float) -> bool:
 
 
 DEFAULT_REPEATS = Repeats()  # auto
+
+
+def slow_core_contenders(trials: pd.DataFrame) -> pd.DataFrame:
+    """Trials off the Pareto front, measured on a slow host core (``host_core_slowdown`` at
+    least :data:`tuner.data.noise.SLOW_CORE_RATIO`) and not measured again yet, that would be on
+    the front had their p50 been as much faster as their core was slow. A launch-bound config
+    reads slow on such a core, so without this it could miss the front for the core's sake;
+    measured again in fresh processes like a finalist, it is judged on its median."""
+    if trials.empty or "host_core_slowdown" not in trials:
+        return trials.iloc[:0]
+    slowdown = pd.to_numeric(trials["host_core_slowdown"], errors="coerce")
+    unconfirmed = trials["latency_ms_p50_repeats"].map(
+        lambda v: not hasattr(v, "__len__") or len(v) == 0)
+    flagged = (slowdown >= SLOW_CORE_RATIO) & unconfirmed
+    if not flagged.any():
+        return trials.iloc[:0]
+    p50 = pd.to_numeric(trials["latency_ms_p50"], errors="coerce")
+    hopeful = trials.assign(latency_ms_p50=p50.where(~flagged, p50 / slowdown))
+    could = set(pareto(hopeful)["trial_number"]) - set(pareto(trials)["trial_number"])
+    return trials[flagged & trials["trial_number"].isin(could)]
 
 
 def fresh_trial_cache(spec: StudySpec, config: TrialConfig, number: int) -> Path | None:

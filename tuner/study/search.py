@@ -295,13 +295,18 @@ class Search:
             # The front is on the finalists' medians: one measured slower may leave it, and a
             # trial that joins it in its place is measured again in turn, until none is left.
             while not rounds or (rounds[-1].measured and not rounds[-1].stopped):
-                front = self.export().pareto
+                exported = self.export()
+                front = exported.pareto
                 now = set(front["trial_number"].astype(int))
                 if rounds and now - before:
                     self.on_message(_front_moved(before, now))
                 before = now
+                slow = finalists.slow_core_contenders(exported.trials)
+                if len(slow):
+                    self.on_message(_slow_contenders(slow))
                 rounds.append(finalists.confirm(
-                    self.study, self.claims.storage, self.spec, self.runner, front, plan,
+                    self.study, self.claims.storage, self.spec, self.runner,
+                    front if slow.empty else pd.concat([front, slow], ignore_index=True), plan,
                     redo=redo and not rounds, on_message=self.on_message,
                     stop=self.stop_after_trial, abort=self.abort))
         finally:
@@ -379,6 +384,13 @@ def _front_moved(before: set[int], now: set[int]) -> str:
     left = f"; {trials(before - now)} left it" if before - now else ""
     return (f"on the finalists' medians the Pareto front changed: {trials(now - before)} joined "
             f"it{left}")
+
+
+def _slow_contenders(slow: pd.DataFrame) -> str:
+    numbers = ", ".join(str(int(n)) for n in sorted(slow["trial_number"]))
+    return (f"also measured again: trial{'s' if len(slow) > 1 else ''} {numbers}, off the front "
+            "but measured on a slow host core, where a launch-bound config reads slow; as fast as "
+            "that core was slow, it would be on the front")
 
 
 def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
