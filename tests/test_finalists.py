@@ -111,19 +111,33 @@ def test_the_search_keeps_the_compile_caches_of_the_front_only(tmp_path):
     assert warm and all(c is not None and int(c.name) in kept for c in warm)
 
 
-class SlowAgain(FakeRunner):
-    """reduce-overhead dynamic=False at batch size 1 takes 1.5 times as long in every process
-    after its first."""
+class Slower(FakeRunner):
+    """reduce-overhead dynamic=False at batch size 1 takes ``factor`` times as long in the
+    processes ``slow(n)`` picks (n = 1: its search trial), whose core times the host loop in
+    ``loop_ms``; every other process times it in 1 ms."""
+
+    def __init__(self, slow, factor: float, loop_ms: float = 1.0) -> None:
+        super().__init__()
+        self.slow, self.factor, self.loop_ms = slow, factor, loop_ms
 
     def run(self, request, workdir, abort=None, cache_dir=None):
-        result = super().run(request, workdir, abort, cache_dir)
+        result = dataclasses.replace(super().run(request, workdir, abort, cache_dir),
+                                     host_loop_ms=1.0)
         config = request.config
-        again = self.calls.count(config.key) > 1
-        if again and (config.label, config.batch_size) == ("inductor:reduce-overhead", 1) \
-                and config.dynamic is False:
-            return dataclasses.replace(result, latency_ms_p50=result.latency_ms_p50 * 1.5,
-                                       latency_ms_p90=result.latency_ms_p90 * 1.5)
+        if (config.label, config.batch_size, config.dynamic) == (
+                "inductor:reduce-overhead", 1, False) and self.slow(self.calls.count(config.key)):
+            return dataclasses.replace(result, host_loop_ms=self.loop_ms,
+                                       latency_ms_p50=result.latency_ms_p50 * self.factor,
+                                       latency_ms_p90=result.latency_ms_p90 * self.factor)
         return result
+
+
+def SlowAgain() -> Slower:  # noqa: N802 - a runner, named as one
+    return Slower(lambda n: n > 1, 1.5)
+
+
+def SlowCore() -> Slower:  # noqa: N802
+    return Slower(lambda n: n == 1, 1.8, loop_ms=2.0)
 
 
 def test_a_trial_that_joins_the_front_in_a_slower_finalists_place_is_measured_again(tmp_path):
@@ -143,21 +157,6 @@ def test_a_trial_that_joins_the_front_in_a_slower_finalists_place_is_measured_ag
     assert summary.pareto["latency_ms_p50_repeats"].map(len).eq(3).all()
     assert f"on the finalists' medians the Pareto front changed: trial {joined} joined it; " \
         f"trial {slow} left it" in said
-
-
-class SlowCore(FakeRunner):
-    """Every process times the host loop in 1 ms, but reduce-overhead dynamic=False's search
-    trial at batch size 1 ran on a core that took 2 ms, and read 1.8 times as slow."""
-
-    def run(self, request, workdir, abort=None, cache_dir=None):
-        result = dataclasses.replace(super().run(request, workdir, abort, cache_dir),
-                                     host_loop_ms=1.0)
-        config = request.config
-        if self.calls.count(config.key) == 1 and config.dynamic is False \
-                and (config.label, config.batch_size) == ("inductor:reduce-overhead", 1):
-            return dataclasses.replace(result, host_loop_ms=2.0,
-                                       latency_ms_p50=result.latency_ms_p50 * 1.8)
-        return result
 
 
 def test_a_trial_off_the_front_for_a_slow_cores_sake_is_measured_again(tmp_path):
