@@ -393,7 +393,10 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     processes: the first compiles on the trial's kept cache (a warm compile) and saves the
     compile artifacts where torch can; the next starts from those artifacts on an empty cache;
     any more are warm again. The p50s of all processes give a spread and a 95% interval;
-    configs whose intervals overlap share a rank. `tuner search` does this at its end
+    configs whose intervals overlap share a rank. The median of those p50s then stands for the
+    config: the front, the ranking and `tuner recommend` use it. A trial that joins the front
+    when a finalist turns out slower is measured again in turn, and so is a trial measured on a
+    slow host core that could be on the front. `tuner search` does this at its end
     (--confirm); this command does it for an existing study, or adds repeats.
 
     STUDY is a study folder, or a study name under --studies-dir (or in --storage).
