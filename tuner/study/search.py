@@ -312,10 +312,9 @@ class Search:
         finally:
             self.runner.close()
         self.export()
-        last = rounds[-1]
         return finalists.ConfirmSummary(
-            last.finalists, sum(r.measured for r in rounds), sum(r.failed for r in rounds),
-            last.stopped, tuple(n for r in rounds for n in r.noisy))
+            len(before), sum(r.measured for r in rounds), sum(r.failed for r in rounds),
+            rounds[-1].stopped, tuple(n for r in rounds for n in r.noisy))
 
     def record(self, trial: optuna.Trial, number: int, result: TrialResult) -> Exported:
         """Store the record on the tuner's trial ``number`` (:mod:`tuner.study.record`), write
