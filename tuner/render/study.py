@@ -132,9 +132,9 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
     counts = sorted({len(v) for v in rows["latency_ms_p50_repeats"] if is_list(v)})
     processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
         if counts else "several"
-    median = (f"median ms: the median p50 of {processes} fresh processes (p50 ms is the "
-              "search trial's own), the figure configs are ordered, compared with eager and "
-              "recommended by.")
+    median = (f"median ms: the median p50 of {processes} fresh processes, the figure configs "
+              "are ordered, compared with eager and recommended by (p50, p90 and stream ms are "
+              "the search trial's own).")
     return median if not ranked else (
         f"{median} rank: latency beyond noise (95% t-intervals over those p50s). 1 = no config "
         "is faster beyond noise; otherwise one below the lowest-ranked config that is. "
