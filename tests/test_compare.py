@@ -106,6 +106,17 @@ def test_fingerprints_shown_and_torch_difference_called_out(tmp_path, two_gpus):
     assert any("dtype: A float32, B bfloat16" in n for n in compare([two_gpus[0], bf16]).confounders)
 
 
+def test_a_study_whose_finalists_were_measured_once_is_called_out(tmp_path, two_gpus):
+    again = write_study(tmp_path, "again", columns={"eager": {
+        "latency_ms_p50_repeats": [6.25, 6.3, 6.2]}})
+    notes = compare([again, two_gpus[1]]).confounders
+    assert [n for n in notes if "measured once each" in n] == [
+        "the finalists of B were measured once each and those of A again in fresh processes, "
+        "whose median stands for them: a ratio between them holds one process's noise on B's "
+        "side; `tuner confirm` on B evens this out"]
+    assert not any("measured once" in n for n in compare(two_gpus).confounders)
+
+
 def test_json_and_plot_from_the_cli(two_gpus, tmp_path):
     png = tmp_path / "fronts.png"
     out = CliRunner().invoke(main, ["compare", *map(str, two_gpus), "--json", "--plot", str(png)])

@@ -16,6 +16,8 @@ class StudyRef:
     fingerprints: list[dict[str, Any]]
     warm_cache: bool | None
     memory_kind: str | None
+    # whether any of its finalists was measured again in fresh processes (tuner confirm)
+    measured_again: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,9 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
                        workload=dict(meta.get("workload") or {}),
                        fingerprints=list(meta.get("fingerprints") or files.fingerprints(df)),
                        warm_cache=protocol.get("warm_cache"),
-                       memory_kind=str(kinds[0]) if len(kinds) == 1 else None)
+                       memory_kind=str(kinds[0]) if len(kinds) == 1 else None,
+                       measured_again=bool(ok["latency_ms_p50_repeats"].map(
+                           lambda v: hasattr(v, "__len__") and len(v) > 1).any()))
         loaded.append((ref, df, ok))
 
     sizes = sorted({int(b) for _, _, ok in loaded for b in ok["batch_size"].dropna().unique()})
@@ -120,6 +122,14 @@ def confounders(studies: list[StudyRef]) -> list[str]:
     if len(set(kind.values()) - {None}) > 1:
         out.append(f"memory is not the same quantity ({_pairs(kind)}): cuda_reserved is device "
                    "memory, host_max_rss the process's resident memory")
+    again = values(lambda s: s.measured_again)
+    if len(set(again.values())) > 1:
+        once = ", ".join(tag for tag, v in again.items() if not v)
+        twice = ", ".join(tag for tag, v in again.items() if v)
+        out.append(f"the finalists of {once} were measured once each and those of {twice} again "
+                   "in fresh processes, whose median stands for them: a ratio between them "
+                   f"holds one process's noise on {once}'s side; `tuner confirm` on {once} evens "
+                   "this out")
     for s in studies:
         if len(s.fingerprints) > 1:
             out.append(f"study {s.tag} was measured on {len(s.fingerprints)} different machines")
