@@ -7,13 +7,13 @@
   of latency, memory and warm-up.
 * :data:`OBJECTIVES`, :func:`rank`, :func:`best`: the best row for one objective; a compiled
   config within noise of eager (:func:`tuner.data.noise.within_noise`) never beats eager.
+* :class:`Constraints`: the limits a recommended config must meet.
 
 Latency, for the front and for every objective, is :data:`LATENCY`: a finalist's median p50
 over the fresh processes that measured it, any other row's own p50. So one process on a slow
 core decides neither a config's place nor the recommendation, and the fastest row is always on
 the front. Optuna was told each trial's own p50 (:data:`PARETO_OBJECTIVES`): its front
 (``best_trials``, the dashboard's) is the same until finalists are measured again.
-* :class:`Constraints`: the limits a recommended config must meet.
 """
 
 from __future__ import annotations

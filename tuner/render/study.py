@@ -317,8 +317,8 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
             "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",
             "correct", "trial_number", "ran_compiled", "recompile_limit_hits",
             "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
-            "latency_ms_p50_median", "rank_within_noise", "latency_ms_p50_ci_low", "latency_ms_p50_ci_high",
-            "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
+            "latency_ms_p50_median", "rank_within_noise", "latency_ms_p50_ci_low",
+            "latency_ms_p50_ci_high", "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
             "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown",
             "gpu_time_ms"]
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")

@@ -388,8 +388,8 @@ def _front_moved(before: set[int], now: set[int]) -> str:
 def _slow_contenders(slow: pd.DataFrame) -> str:
     numbers = ", ".join(str(int(n)) for n in sorted(slow["trial_number"]))
     return (f"also measured again: trial{'s' if len(slow) > 1 else ''} {numbers}, off the front "
-            "but measured on a slow host core, where a launch-bound config reads slow; as fast as "
-            "that core was slow, it would be on the front")
+            "but measured on a slow host core, where a launch-bound config reads slow: had its "
+            "p50 been as much faster as its core was slow, it would be on the front")
 
 
 def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
