@@ -3,13 +3,15 @@
 # prints of each finalist's median p50 over its processes, the front chosen on those medians,
 # and benchmarks/repeat_spread.py over the study. Carry .whl (make gpu-wheels); writes under $OUT.
 #   GPU_TESTS=1  first run the pytest gpu tests (about 4 minutes on the H200)
+#   BATCH_SIZES (default 1,32), DYNAMIC (default false): the space searched
 source "$(dirname "$0")/gpu_env.sh"
 if [ "${GPU_TESTS:-0}" = 1 ]; then
   python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 | tail -15 | tee "$OUT/gpu-tests.log"
 fi
 rm -rf studies/h200-median
-timeout -s TERM "${SEARCH_S:-330}" python3 -m tuner search --model resnet18 --batch-sizes 1,32 \
-    --dtype float32 --backend eager,inductor --mode default,reduce-overhead --dynamic false \
+timeout -s TERM "${SEARCH_S:-330}" python3 -m tuner search --model resnet18 \
+    --batch-sizes "${BATCH_SIZES:-1,32}" --dtype float32 --backend eager,inductor \
+    --mode default,reduce-overhead --dynamic "${DYNAMIC:-false}" \
     --inductor-option none --channels-last false --name h200-median --confirm 2 --timeout 300 \
     > "$OUT/search.txt" 2> "$OUT/search.log"
 echo "search exit: $?"
