@@ -17,6 +17,7 @@ timeout -s TERM "${SEARCH_S:-330}" python3 -m tuner search --model resnet18 \
 echo "search exit: $?"
 grep -v '^W' "$OUT/search.log" | tail -25
 python3 -m tuner show studies/h200-median > "$OUT/show.txt" 2>&1
+python3 -m tuner show studies/h200-median --all > "$OUT/show-all.txt" 2>&1
 python3 benchmarks/repeat_spread.py --markdown studies/h200-median > "$OUT/repeat-spread-h200-median.md" 2>&1
 cat "$OUT/show.txt" "$OUT/repeat-spread-h200-median.md"
 cp studies/h200-median/trials.parquet studies/h200-median/pareto.parquet "$OUT/" 2>/dev/null
