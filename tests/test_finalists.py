@@ -172,6 +172,10 @@ def test_a_trial_off_the_front_for_a_slow_cores_sake_is_measured_again(tmp_path)
     assert df.loc[slow, "latency_ms_p50_median"] == pytest.approx(3.75)
     assert slow in set(summary.pareto["trial_number"])
     assert any(f"also measured again: trial {slow}, off the front" in m for m in said)
+    # It took the place of dynamic=True, which its slow search trial had let onto the front.
+    assert any(m.startswith("confirming 6 finalists and 1 trial off the front: ") for m in said)
+    assert any(m.startswith(f"on the finalists' medians the Pareto front changed: trial {slow} "
+                            "joined it; trial ") for m in said)
     again = s.confirm(2)  # nothing left to measure; the finalists are the front's
     assert again.measured == 0 and again.finalists == len(summary.pareto)
 

@@ -194,12 +194,14 @@ def _keep(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int
 
 def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: StudySpec,
             runner: Runner, front: pd.DataFrame, repeats: int | Repeats, *, redo: bool = False,
+            also: pd.DataFrame | None = None,
             on_message: Callable[[str], None] | None = None,
             stop: threading.Event | None = None,
             abort: threading.Event | None = None) -> ConfirmSummary:
-    """Re-measure each finalist (each row of ``front``, the study's Pareto set) as ``repeats``
-    says (a number, or :class:`Repeats`); re-measurements made before count, unless ``redo``
-    forgets them.
+    """Re-measure each finalist (each row of ``front``, the study's Pareto set), and each row of
+    ``also`` (trials off it measured again like finalists: :func:`slow_core_contenders`), as
+    ``repeats`` says (a number, or :class:`Repeats`); re-measurements made before count, unless
+    ``redo`` forgets them.
 
     ``stop`` ends it before the next process, ``abort`` kills the one in flight (not recorded).
     """
@@ -207,7 +209,8 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
     say = on_message or (lambda text: None)
     stored = repeats_of(study, storage)
     finalists = []
-    for _, row in front.iterrows():
+    extra = also if also is not None else front.iloc[:0]
+    for _, row in pd.concat([front, extra]).iterrows() if len(extra) else front.iterrows():
         number = int(row["trial_number"])
         records = [] if redo else stored.get(number, [])
         own = [float(row["latency_ms_p50"])] if row["status"] == Status.OK.value else []
@@ -219,7 +222,10 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
     what = f"{total} re-measurements" if total is not None else \
         f"{plan_of.describe()}: re-measurements"
-    say(f"confirming {len(finalists)} finalists: {what}, each in a fresh process (Ctrl-C stops; "
+    others = sum(int(n) in set(extra["trial_number"].astype(int)) for n, *_ in finalists)
+    whom = f"{len(finalists) - others} finalists" + (
+        f" and {others} trial{'s' if others > 1 else ''} off the front" if others else "")
+    say(f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
         "`tuner confirm` or the same command resumes)")
     for number, *_ in finalists if redo else []:  # all at once: a stop half-way redoes the rest
         _keep(study, storage, number, [])

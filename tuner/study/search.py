@@ -305,15 +305,14 @@ class Search:
                 if len(slow):
                     self.on_message(_slow_contenders(slow))
                 rounds.append(finalists.confirm(
-                    self.study, self.claims.storage, self.spec, self.runner,
-                    front if slow.empty else pd.concat([front, slow], ignore_index=True), plan,
-                    redo=redo and not rounds, on_message=self.on_message,
+                    self.study, self.claims.storage, self.spec, self.runner, front, plan,
+                    redo=redo and not rounds, also=slow, on_message=self.on_message,
                     stop=self.stop_after_trial, abort=self.abort))
         finally:
             self.runner.close()
         self.export()
         return finalists.ConfirmSummary(
-            len(before), sum(r.measured for r in rounds), sum(r.failed for r in rounds),
+            rounds[-1].finalists, sum(r.measured for r in rounds), sum(r.failed for r in rounds),
             rounds[-1].stopped, tuple(n for r in rounds for n in r.noisy))
 
     def record(self, trial: optuna.Trial, number: int, result: TrialResult) -> Exported:
