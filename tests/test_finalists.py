@@ -71,6 +71,11 @@ def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
         p50s = list(row["latency_ms_p50_repeats"])
         records = stored[int(row["trial_number"])]
         assert p50s == [row["latency_ms_p50"]] + [r["latency_ms_p50"] for r in records]
+        streams = list(row["stream_ms_p50_repeats"])  # back to back, each process's too
+        assert streams == [row["stream_ms_p50"]] + [r["stream_ms_p50"] for r in records]
+        assert row["stream_ms_p50_median"] == pytest.approx(sorted(streams)[1])
+        assert row["throughput_per_s"] == pytest.approx(
+            row["batch_size"] * 1e3 / row["stream_ms_p50_median"])
         assert len(set(p50s)) == 3  # the fake jitters each process
         assert row["latency_spread_pct"] == pytest.approx(
             (max(p50s) - min(p50s)) / sorted(p50s)[1] * 100)

@@ -43,8 +43,9 @@ def baseline_of(df: pd.DataFrame) -> pd.Series:
     return pd.Series(list(zip(df["batch_size"], dtype)), index=df.index, dtype=object)
 
 
-DERIVED = ("latency_ms_p50_median", "throughput_per_s", "time_to_steady_s",
-           "peak_memory_bytes", "memory_kind", "peak_vram_bytes", "achieved_tflops",
+DERIVED = ("latency_ms_p50_median", "stream_ms_p50_median", "throughput_per_s",
+           "time_to_steady_s", "peak_memory_bytes", "memory_kind", "peak_vram_bytes",
+           "achieved_tflops",
            "eager_latency_ms_p50", "speedup_vs_eager", "break_even_calls", "fraction_of_peak",
            "host_core_slowdown")
 
@@ -71,8 +72,10 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     # on a slow core or a busy host neither makes nor breaks it; any other row by its own p50.
     df["latency_ms_p50_median"] = median_p50(df)
     p50 = df["latency_ms_p50_median"]
-    # Items per second of a busy server: from the back-to-back time per call.
-    df["throughput_per_s"] = number["batch_size"] * 1e3 / number["stream_ms_p50"]
+    # Items per second of a busy server: from the back-to-back time per call (a finalist's
+    # median over its processes, as for p50).
+    df["stream_ms_p50_median"] = stream = _median(df, "stream_ms_p50_repeats", "stream_ms_p50")
+    df["throughput_per_s"] = number["batch_size"] * 1e3 / stream
     # Warm-up cost: the cold first call plus the calls until latency settled.
     df["time_to_steady_s"] = number["compile_s_cold"] + number["warmup_s"].fillna(0.0)
     memory = [serving_memory(s, h) for s, h in zip(df["vram_bytes_steady_reserved"],
@@ -81,7 +84,7 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
                                         for m, _ in memory], dtype="Int64")
     df["memory_kind"] = [kind for _, kind in memory]
     df["peak_vram_bytes"] = df["vram_bytes_steady_reserved"]
-    df["achieved_tflops"] = number["flops_per_call"] / (number["stream_ms_p50"] * 1e-3) / 1e12
+    df["achieved_tflops"] = number["flops_per_call"] / (stream * 1e-3) / 1e12
 
     ok = df[(df["status"] == Status.OK.value) & (df["backend"] == EAGER)]
     eager = ok["latency_ms_p50_median"].groupby(baseline_of(ok)).min()
@@ -118,8 +121,14 @@ def median_p50(df: pd.DataFrame) -> pd.Series:
     """Each row's ``latency_ms_p50_median``: the median of ``latency_ms_p50_repeats`` (the p50
     of every process of a finalist, the trial's own first) where the row has them, else its
     ``latency_ms_p50``."""
-    own = pd.to_numeric(df["latency_ms_p50"], errors="coerce")
-    repeats = df["latency_ms_p50_repeats"] if "latency_ms_p50_repeats" in df \
+    return _median(df, "latency_ms_p50_repeats", "latency_ms_p50")
+
+
+def _median(df: pd.DataFrame, repeats_column: str, own_column: str) -> pd.Series:
+    """The median of each row's list in ``repeats_column`` where it has one, else its
+    ``own_column``."""
+    own = pd.to_numeric(df[own_column], errors="coerce")
+    repeats = df[repeats_column] if repeats_column in df \
         else pd.Series(None, index=df.index, dtype=object)
     medians = [statistics.median(float(v) for v in values)
                if values is not None and not isinstance(values, float) and len(values) else None

@@ -41,6 +41,7 @@ class Measured:
     # what it was ranked and recommended by: the median p50 over its processes where it was
     # measured again, else latency_ms_p50 (tuner.data.select.LATENCY)
     latency_ms_p50_median: float | None = None
+    stream_ms_p50_median: float | None = None  # the same back to back: throughput_per_s uses it
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:

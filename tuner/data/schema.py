@@ -46,6 +46,7 @@ FINALIST_FIELDS = [
     ("compile_s_warm", _f64),  # first call of a second process on the trial's cache folder
     ("compile_s_artifacts", _f64),  # load_cache_artifacts + first call, on an empty cache
     ("latency_ms_p50_repeats", pa.list_(_f64)),  # p50 of each process, the trial's own first
+    ("stream_ms_p50_repeats", pa.list_(_f64)),  # back to back, of each process that kept it
     ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
     ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, tuner.data.noise
     ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: intervals overlap, within noise
@@ -88,6 +89,7 @@ SCHEMA = pa.schema([
     ("throughput_per_s", _f64),
     # ranked, recommended and compared by: a finalist's median p50 over its processes, else p50
     ("latency_ms_p50_median", _f64),
+    ("stream_ms_p50_median", _f64),  # the same back to back: throughput and TFLOP/s use it
     ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
     # memory
     ("peak_memory_bytes", _i64), ("memory_kind", _str), ("peak_vram_bytes", _i64),

@@ -97,7 +97,8 @@ class Objective:
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("latency", LATENCY, False,
               "lowest p50 per request (a finalist's median over its processes)"),
-    Objective("throughput", "throughput_per_s", True, "most items per second"),
+    Objective("throughput", "throughput_per_s", True,
+              "most items per second back to back (a finalist's median over its processes)"),
     Objective("memory", "peak_memory_bytes", False, "least memory while serving"),
     Objective("warmup", "time_to_steady_s", False, "cheapest warm-up (compile + settle)"),
     Objective("traffic", "schedule_total_s", False,

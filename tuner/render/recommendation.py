@@ -128,7 +128,8 @@ def describe(rec: Recommended) -> str:
          else "no torch.compile: eager was best"),
         ("latency", _latency(m) + ", " + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
         ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s") + " back to back ("
-         + _fmt(m.stream_ms_p50, "{:.3f} ms a call") + ")"),
+         + _fmt(m.stream_ms_p50_median if m.stream_ms_p50_median is not None
+                else m.stream_ms_p50, "{:.3f} ms a call") + ")"),
         ("compile", _fmt(m.compile_s_cold, "{:.1f} s first call") + ", "
          + ("" if m.compile_s_warm is None else f"{m.compile_s_warm:.1f} s warm, ")
          + ("" if m.compile_s_artifacts is None
