@@ -22,13 +22,14 @@ import statistics
 import sys
 
 from tuner.data import files
+from tuner.data.derive import listed
 from tuner.data.select import LATENCY, eligible, pareto
 
 
 def main(path: str) -> None:
     df, meta = files.read(path)
     print(f"{path}:")
-    done = df[df["latency_ms_p50_repeats"].map(lambda v: v is not None and len(v) >= 2)]
+    done = df[df["latency_ms_p50_repeats"].map(lambda v: listed(v) >= 2)]
     fps = ", ".join(fp.get("gpu_name") or fp.get("cpu") or "?" for fp in meta.get("fingerprints") or [])
     print(f"study {meta.get('study')}: {fps}; torch "
           f"{', '.join(sorted(set(df['fp_torch'].dropna())))}")

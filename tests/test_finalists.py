@@ -145,13 +145,19 @@ def SlowCore() -> Slower:  # noqa: N802
     return Slower(lambda n: n == 1, 1.8, loop_ms=2.0)
 
 
+def reduce_overhead_at_1(trials) -> tuple[int, int]:
+    """The trial numbers of reduce-overhead at batch size 1: dynamic=False (the one Slower
+    slows), dynamic=True."""
+    at_1 = trials[(trials["batch_size"] == 1) & (trials["mode"] == "reduce-overhead")]
+    by_dynamic = dict(zip(at_1["dynamic"].astype(bool), at_1["trial_number"].astype(int)))
+    return by_dynamic[False], by_dynamic[True]
+
+
 def test_a_trial_that_joins_the_front_in_a_slower_finalists_place_is_measured_again(tmp_path):
     said: list[str] = []
     s, summary = search(tmp_path, runner=SlowAgain(), on_message=said.append)
     df = summary.trials.set_index("trial_number")
-    at_1 = df[(df["batch_size"] == 1) & (df["mode"] == "reduce-overhead")]
-    slow = int(at_1.index[at_1["dynamic"] == False][0])  # noqa: E712
-    joined = int(at_1.index[at_1["dynamic"] == True][0])  # noqa: E712
+    slow, joined = reduce_overhead_at_1(summary.trials)
     assert df.loc[slow, "latency_ms_p50_median"] == pytest.approx(
         1.5 * df.loc[slow, "latency_ms_p50"])
     # dynamic=True (5 % slower, the same memory and warm-up) was dominated in the search; on the
@@ -168,8 +174,7 @@ def test_a_trial_off_the_front_for_a_slow_cores_sake_is_measured_again(tmp_path)
     said: list[str] = []
     s, summary = search(tmp_path, runner=SlowCore(), on_message=said.append)
     df = summary.trials.set_index("trial_number")
-    at_1 = df[(df["batch_size"] == 1) & (df["mode"] == "reduce-overhead")]
-    slow = int(at_1.index[at_1["dynamic"] == False][0])  # noqa: E712
+    slow, _ = reduce_overhead_at_1(summary.trials)
     assert df.loc[slow, "host_core_slowdown"] == 2.0
     # 6.75 ms in the search put it behind default (5.0 ms, less memory and warm-up); measured
     # again at 3.75 ms, its median is the fastest at batch size 1, and it is on the front.

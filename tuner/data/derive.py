@@ -116,6 +116,12 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     return df
 
 
+def listed(value: Any) -> int:
+    """How many values a list cell holds (``latency_ms_p50_repeats``, say): 0 for an empty
+    cell, None or NaN. A Parquet list reads back as an array."""
+    return len(value) if hasattr(value, "__len__") and not isinstance(value, str) else 0
+
+
 def median_p50(df: pd.DataFrame) -> pd.Series:
     """Each row's ``latency_ms_p50_median``: the median of ``latency_ms_p50_repeats`` (the p50
     of every process of a finalist, the trial's own first) where the row has them, else its
@@ -129,7 +135,6 @@ def _median(df: pd.DataFrame, repeats_column: str, own_column: str) -> pd.Series
     own = pd.to_numeric(df[own_column], errors="coerce")
     repeats = df[repeats_column] if repeats_column in df \
         else pd.Series(None, index=df.index, dtype=object)
-    medians = [statistics.median(float(v) for v in values)
-               if values is not None and not isinstance(values, float) and len(values) else None
+    medians = [statistics.median(float(v) for v in values) if listed(values) else None
                for values in repeats]
     return pd.Series(medians, index=df.index, dtype=float).fillna(own)

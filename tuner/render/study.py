@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.data.derive import ran_eager, ran_eager_only
+from tuner.data.derive import listed, ran_eager, ran_eager_only
 from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO
 from tuner.data.select import LATENCY, best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
@@ -134,7 +134,7 @@ def _stream_again(rows: pd.DataFrame) -> pd.Series:
     re-measurements kept it have only the search trial's)."""
     if "stream_ms_p50_repeats" not in rows:
         return pd.Series(False, index=rows.index)
-    return rows["stream_ms_p50_repeats"].map(lambda v: is_list(v) and len(v) > 1)
+    return rows["stream_ms_p50_repeats"].map(lambda v: listed(v) > 1)
 
 
 def _noise_note(rows: pd.DataFrame) -> str | None:

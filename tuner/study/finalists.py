@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from tuner.data.derive import listed
 from tuner.data.noise import (
     ARTIFACTS,
     COLD,
@@ -112,8 +113,8 @@ def narrow(p50s: list[float], width: float) -> bool:
 DEFAULT_REPEATS = Repeats()  # auto
 
 
-def slow_core_contenders(trials: pd.DataFrame) -> pd.DataFrame:
-    """Trials off the Pareto front, measured on a slow host core (``host_core_slowdown`` at
+def slow_core_contenders(trials: pd.DataFrame, front: pd.DataFrame) -> pd.DataFrame:
+    """Trials off the Pareto ``front`` (:func:`tuner.data.select.pareto` of ``trials``), measured on a slow host core (``host_core_slowdown`` at
     least :data:`tuner.data.noise.SLOW_CORE_RATIO`) and not measured again yet, that would be on
     the front had their p50 been as much faster as their core was slow. A launch-bound config
     reads slow on such a core, so without this it could miss the front for the core's sake;
@@ -121,14 +122,13 @@ def slow_core_contenders(trials: pd.DataFrame) -> pd.DataFrame:
     if trials.empty or "host_core_slowdown" not in trials:
         return trials.iloc[:0]
     slowdown = pd.to_numeric(trials["host_core_slowdown"], errors="coerce")
-    unconfirmed = trials["latency_ms_p50_repeats"].map(
-        lambda v: not hasattr(v, "__len__") or len(v) == 0)
+    unconfirmed = trials["latency_ms_p50_repeats"].map(lambda v: listed(v) == 0)
     flagged = (slowdown >= SLOW_CORE_RATIO) & unconfirmed
     if not flagged.any():
         return trials.iloc[:0]
     p50 = pd.to_numeric(trials["latency_ms_p50"], errors="coerce")
     hopeful = trials.assign(latency_ms_p50=p50.where(~flagged, p50 / slowdown))
-    could = set(pareto(hopeful)["trial_number"]) - set(pareto(trials)["trial_number"])
+    could = set(pareto(hopeful)["trial_number"]) - set(front["trial_number"])
     return trials[flagged & trials["trial_number"].isin(could)]
 
 
@@ -209,8 +209,8 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
     say = on_message or (lambda text: None)
     stored = repeats_of(study, storage)
     finalists = []
-    extra = also if also is not None else front.iloc[:0]
-    for _, row in pd.concat([front, extra]).iterrows() if len(extra) else front.iterrows():
+    others = set() if also is None else set(also["trial_number"].astype(int))
+    for _, row in (front if not others else pd.concat([front, also])).iterrows():
         number = int(row["trial_number"])
         records = [] if redo else stored.get(number, [])
         own = [float(row["latency_ms_p50"])] if row["status"] == Status.OK.value else []
@@ -222,9 +222,9 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
     what = f"{total} re-measurements" if total is not None else \
         f"{plan_of.describe()}: re-measurements"
-    others = sum(int(n) in set(extra["trial_number"].astype(int)) for n, *_ in finalists)
-    whom = f"{len(finalists) - others} finalists" + (
-        f" and {others} trial{'s' if others > 1 else ''} off the front" if others else "")
+    off = sum(number in others for number, *_ in finalists)
+    whom = f"{len(finalists) - off} finalists" + (
+        f" and {off} trial{'s' if off > 1 else ''} off the front" if off else "")
     say(f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
         "`tuner confirm` or the same command resumes)")
     for number, *_ in finalists if redo else []:  # all at once: a stop half-way redoes the rest

@@ -301,7 +301,7 @@ class Search:
                 if rounds and now - before:
                     self.on_message(_front_moved(before, now))
                 before = now
-                slow = finalists.slow_core_contenders(exported.trials)
+                slow = finalists.slow_core_contenders(exported.trials, front)
                 if len(slow):
                     self.on_message(_slow_contenders(slow))
                 rounds.append(finalists.confirm(
@@ -310,7 +310,8 @@ class Search:
                     stop=self.stop_after_trial, abort=self.abort))
         finally:
             self.runner.close()
-        self.export()
+        if rounds[-1].measured:  # stopped after measuring; else the round's export holds it all
+            self.export()
         return finalists.ConfirmSummary(
             rounds[-1].finalists, sum(r.measured for r in rounds), sum(r.failed for r in rounds),
             rounds[-1].stopped, tuple(n for r in rounds for n in r.noisy))

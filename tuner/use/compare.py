@@ -24,7 +24,7 @@ import pandas as pd
 
 from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
-from tuner.data.derive import ran_eager_only
+from tuner.data.derive import listed, ran_eager_only
 from tuner.data.select import LATENCY, OBJECTIVES, best, eligible, pareto
 from tuner.errors import UserError
 
@@ -49,7 +49,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
                        warm_cache=protocol.get("warm_cache"),
                        memory_kind=str(kinds[0]) if len(kinds) == 1 else None,
                        measured_again=bool(ok["latency_ms_p50_repeats"].map(
-                           lambda v: hasattr(v, "__len__") and len(v) > 1).any()))
+                           lambda v: listed(v) > 1).any()))
         loaded.append((ref, df, ok))
 
     sizes = sorted({int(b) for _, _, ok in loaded for b in ok["batch_size"].dropna().unique()})
