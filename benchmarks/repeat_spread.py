@@ -11,6 +11,8 @@ across processes (the goal: 2 % or less on the GPU), and per batch size which tr
 join the Pareto front when it is chosen on the medians (as the tuner does) rather than on each
 trial's own p50 (as Optuna was told), whether ordering the finalists by their search trial's p50
 or by their median changes the order, and the best compiled config's speedup over eager each way.
+Where the processes kept their p99 too: each one's p99, their median (what ``recommend
+--max-p99-ms`` bounds), and the spread of the p99 across processes against that of the p50.
 
     python benchmarks/repeat_spread.py --markdown STUDY... > benchmarks/first-p50-vs-median.md
 """
@@ -23,6 +25,7 @@ import sys
 
 from tuner.data import files
 from tuner.data.derive import listed
+from tuner.data.noise import spread_pct
 from tuner.data.select import LATENCY, eligible, pareto
 
 
@@ -57,6 +60,7 @@ def main(path: str) -> None:
                   <= r["latency_ms_p50_ci_high"])
     print(f"search trials whose own p50 lies outside their finalist's 95% interval: {outside} "
           f"of {len(done)}")
+    _tails(done)
     told = pareto(df.assign(latency_ms_p50_repeats=None))  # each trial's own p50
     front = pareto(df)
     for bs, group in done.groupby("batch_size"):
@@ -73,6 +77,29 @@ def main(path: str) -> None:
             f"order changes, trials {', '.join(map(str, by_own))} by own p50, "
             f"{', '.join(map(str, by_median))} by median")
         print(f"batch size {bs}: {order}; {_speedups(df[df['batch_size'] == bs])}")
+
+
+def _tails(done) -> None:
+    """Each finalist's p99 per process (own first) and their median, where its processes kept
+    one (re-measurements recorded before the p99 was kept have only the search trial's); then
+    how far the p99 moves across processes against the p50."""
+    kept = done[done["latency_ms_p99_repeats"].map(lambda v: listed(v) >= 2)]
+    if kept.empty:
+        print("no finalist's processes kept their p99 (re-measured before it was recorded)")
+        return
+    print(f"\n{'batch':>5} {'trial':>5}  {'config':<36} {'p99 ms per process, own first':<42} "
+          f"{'median':>7} {'spread':>7} {'p99/p50':>7}")
+    for _, r in kept.sort_values(["batch_size", LATENCY]).iterrows():
+        p99s = " ".join(f"{v:.3f}" for v in r["latency_ms_p99_repeats"])
+        print(f"{r['batch_size']:>5} {r['trial_number']:>5}  {r['label'][:36]:<36} {p99s:<42} "
+              f"{r['latency_ms_p99_median']:>7.3f} "
+              f"{_num(spread_pct(list(r['latency_ms_p99_repeats'])), '{:.1f}%'):>7} "
+              f"{r['latency_ms_p99_median'] / r[LATENCY]:>7.2f}")
+    tails = [spread_pct(list(v)) for v in kept["latency_ms_p99_repeats"]]
+    p50s = kept["latency_spread_pct"].dropna()
+    print(f"spread of the p99 across processes: median {statistics.median(tails):.1f} %, max "
+          f"{max(tails):.1f} % over {len(tails)} finalists (of the p50, the same finalists: "
+          f"median {statistics.median(p50s):.1f} %, max {p50s.max():.1f} %)")
 
 
 def _speedups(rows) -> str:

@@ -74,6 +74,10 @@ def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
         streams = list(row["stream_ms_p50_repeats"])  # back to back, each process's too
         assert streams == [row["stream_ms_p50"]] + [r["stream_ms_p50"] for r in records]
         assert row["stream_ms_p50_median"] == pytest.approx(sorted(streams)[1])
+        for tail in ("latency_ms_p90", "latency_ms_p99"):  # the tail one request waits, too
+            tails = list(row[f"{tail}_repeats"])
+            assert tails == [row[tail]] + [r[tail] for r in records]
+            assert row[f"{tail}_median"] == pytest.approx(sorted(tails)[1])
         assert row["throughput_per_s"] == pytest.approx(
             row["batch_size"] * 1e3 / row["stream_ms_p50_median"])
         assert len(set(p50s)) == 3  # the fake jitters each process

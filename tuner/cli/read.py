@@ -94,6 +94,9 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 @click.option("--max-latency-ms", type=positive_number(),
               help="Slowest p50 per request allowed (a finalist measured again: its median "
                    "over those processes).")
+@click.option("--max-p99-ms", type=positive_number(),
+              help="Slowest p99 per request allowed: the tail a latency target is usually "
+                   "set on (a finalist measured again: its median p99 over those processes).")
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
@@ -103,7 +106,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 @json_option
 @user_errors
 def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compile_s,
-              max_latency_ms, strict, fmt, as_json) -> None:
+              max_latency_ms, max_p99_ms, strict, fmt, as_json) -> None:
     """Recommend the best verified config of a study, within limits.
 
     Only trials that finished and matched eager are recommended, and a compiled config within
@@ -114,6 +117,7 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
     \b
     Examples:
       tuner recommend studies/resnet50-cuda --batch-size 32 --max-vram-gb 20 --max-compile-s 60
+      tuner recommend studies/resnet50-cuda --batch-size 1 --max-p99-ms 5   # a tail target
       tuner recommend resnet18-cuda --objective throughput --json | jq .config
       tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
     """
@@ -133,7 +137,7 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
             rec = recommend_(study_path(study, studies_dir), batch_size=batch_size,
                              objective=objective, max_vram_gb=max_vram_gb,
                              max_compile_s=max_compile_s, max_latency_ms=max_latency_ms,
-                             strict=strict)
+                             max_p99_ms=max_p99_ms, strict=strict)
         except BatchSizeNeeded as exc:  # it names the Python keywords: say the options here
             raise UserError(exc.message("--batch-size N", "--objective throughput")) from None
     echo_warnings(caught)

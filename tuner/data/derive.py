@@ -43,7 +43,8 @@ def baseline_of(df: pd.DataFrame) -> pd.Series:
     return pd.Series(list(zip(df["batch_size"], dtype)), index=df.index, dtype=object)
 
 
-DERIVED = ("latency_ms_p50_median", "stream_ms_p50_median", "throughput_per_s",
+DERIVED = ("latency_ms_p50_median", "latency_ms_p90_median", "latency_ms_p99_median",
+           "stream_ms_p50_median", "throughput_per_s",
            "time_to_steady_s", "peak_memory_bytes", "memory_kind", "peak_vram_bytes",
            "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager", "break_even_calls",
            "fraction_of_peak", "host_core_slowdown")
@@ -71,6 +72,10 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     # on a slow core or a busy host neither makes nor breaks it; any other row by its own p50.
     df["latency_ms_p50_median"] = median_p50(df)
     p50 = df["latency_ms_p50_median"]
+    # The tail one request waits, taken the same way: a finalist's median p90 and p99 over the
+    # processes that kept them (--max-p99-ms bounds the p99).
+    for tail in ("latency_ms_p90", "latency_ms_p99"):
+        df[f"{tail}_median"] = _median(df, f"{tail}_repeats", tail)
     # Items per second of a busy server: from the back-to-back time per call (a finalist's
     # median over its processes, as for p50).
     df["stream_ms_p50_median"] = stream = _median(df, "stream_ms_p50_repeats", "stream_ms_p50")

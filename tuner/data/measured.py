@@ -42,6 +42,9 @@ class Measured:
     # measured again, else latency_ms_p50 (tuner.data.select.LATENCY)
     latency_ms_p50_median: float | None = None
     stream_ms_p50_median: float | None = None  # the same back to back: throughput_per_s uses it
+    # the tail per request taken the same way (tuner.data.select.TAIL_P90, TAIL_P99)
+    latency_ms_p90_median: float | None = None
+    latency_ms_p99_median: float | None = None
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:

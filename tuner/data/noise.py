@@ -63,10 +63,12 @@ def repeat_columns(result: TrialResult, records: list[dict[str, Any]], config_ke
     p50s = [result.latency_ms_p50] if result.ok and result.latency_ms_p50 is not None else []
     p50s += [float(r["latency_ms_p50"]) for r in ok]
     out["latency_ms_p50_repeats"] = p50s
-    # Back to back, from the processes that kept it (records made before keep none).
-    streams = [result.stream_ms_p50] if result.ok and result.stream_ms_p50 is not None else []
-    out["stream_ms_p50_repeats"] = streams + [float(r["stream_ms_p50"]) for r in ok
-                                              if r.get("stream_ms_p50") is not None]
+    # Back to back and the tail per request, from the processes that kept them (records made
+    # before keep no stream time and no p99).
+    for column in ("stream_ms_p50", "latency_ms_p90", "latency_ms_p99"):
+        own = getattr(result, column) if result.ok else None
+        out[f"{column}_repeats"] = ([] if own is None else [own]) + [
+            float(r[column]) for r in ok if r.get(column) is not None]
     out["repeats_failed"] = len(records) - len(ok)
     out["latency_spread_pct"] = spread_pct(p50s)
     out["latency_ms_p50_ci_low"], out["latency_ms_p50_ci_high"] = interval(p50s) or (None, None)

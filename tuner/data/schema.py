@@ -47,6 +47,8 @@ FINALIST_FIELDS = [
     ("compile_s_artifacts", _f64),  # load_cache_artifacts + first call, on an empty cache
     ("latency_ms_p50_repeats", pa.list_(_f64)),  # p50 of each process, the trial's own first
     ("stream_ms_p50_repeats", pa.list_(_f64)),  # back to back, of each process that kept it
+    # the tail per request, of each process that kept it (records made before kept no p99)
+    ("latency_ms_p90_repeats", pa.list_(_f64)), ("latency_ms_p99_repeats", pa.list_(_f64)),
     ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
     ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, tuner.data.noise
     ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: intervals overlap, within noise
@@ -89,6 +91,8 @@ SCHEMA = pa.schema([
     ("throughput_per_s", _f64),
     # ranked, recommended and compared by: a finalist's median p50 over its processes, else p50
     ("latency_ms_p50_median", _f64),
+    # the tail per request taken the same way: recommend --max-p99-ms bounds the p99
+    ("latency_ms_p90_median", _f64), ("latency_ms_p99_median", _f64),
     ("stream_ms_p50_median", _f64),  # the same back to back: throughput and TFLOP/s use it
     ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
     # memory

@@ -35,6 +35,9 @@ from tuner.spec.records import Status
 GIB = 2**30
 # The latency rows are ranked, recommended and compared by (tuner.data.derive.median_p50).
 LATENCY = "latency_ms_p50_median"
+# The tail one request waits, taken the same way: a finalist's median p90 and p99 over its
+# processes, any other row's own.
+TAIL_P90, TAIL_P99 = "latency_ms_p90_median", "latency_ms_p99_median"
 # Minimised together, within each batch size, as each trial measured them: the objectives the
 # sampler is told, and so Optuna's front.
 PARETO_OBJECTIVES = ("latency_ms_p50", "peak_memory_bytes", "time_to_steady_s")
@@ -106,7 +109,7 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
 )}
 # After the objective itself, in this order: a tail that is better, a warm-up that is cheaper,
 # then the earlier trial. Exact ties only; noise is :func:`best`'s to weigh.
-TIE_BREAKERS = ("latency_ms_p90", "time_to_steady_s", "trial_number")
+TIE_BREAKERS = (TAIL_P90, "time_to_steady_s", "trial_number")
 # Objectives decided by latency: there, a config within noise of eager is no faster than it.
 _LATENCY_OBJECTIVES = ("latency", "throughput")
 
@@ -153,12 +156,14 @@ class Constraints:
     CPU study the memory is the trial process's peak resident memory. ``max_compile_s`` bounds
     the first compiled call as the study measured it (cold, unless the study ran with
     ``--warm-cache``). ``max_latency_ms`` bounds the p50 per request (:data:`LATENCY`: a
-    finalist's median over its processes).
+    finalist's median over its processes) and ``max_p99_ms`` the p99 per request, the tail a
+    latency target is usually set on (:data:`TAIL_P99`, taken the same way).
     """
 
     max_vram_gb: float | None = None
     max_compile_s: float | None = None
     max_latency_ms: float | None = None
+    max_p99_ms: float | None = None
 
     def __post_init__(self) -> None:
         for name, value in self.to_dict().items():
@@ -179,6 +184,8 @@ class Constraints:
              "{:.1f} s", "takes"),
             ("max_latency_ms", self.max_latency_ms, num(row.get(LATENCY)), 1.0,
              "{:.3f} ms", "takes"),
+            ("max_p99_ms", self.max_p99_ms, num(row.get(TAIL_P99)), 1.0,
+             "{:.3f} ms at p99", "takes"),
         )
 
     def excess(self, row: pd.Series) -> dict[str, float]:

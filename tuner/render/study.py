@@ -19,6 +19,7 @@ _TABLE = [
     ("label", "config", "{}"),
     ("latency_ms_p50", "p50 ms", "{:.3f}"),
     ("latency_ms_p90", "p90 ms", "{:.3f}"),
+    ("latency_ms_p99", "p99 ms", "{:.3f}"),
     ("stream_ms_p50", "stream ms", "{:.3f}"),
     ("speedup_vs_eager", "vs eager", "{:.2f}x"),
     ("throughput_per_s", "items/s", "{:,.0f}"),
@@ -32,7 +33,8 @@ _TABLE = [
 # Finalists measured again in fresh processes (tuner.study.finalists): shown after the column named,
 # when a row of the table has them.
 _CONFIRMED = {
-    "latency_ms_p90": [("p50_median_ms", "median ms", "{:.3f}"),
+    "latency_ms_p99": [("p50_median_ms", "median ms", "{:.3f}"),
+                       ("p99_median_ms", "median p99", "{:.3f}"),
                        ("rank_within_noise", "rank", "{:.0f}"),
                        ("p50_ci_ms", "p50 95% CI ms", "{}"),
                        ("latency_spread_pct", "spread", "{:.1f}%")],
@@ -121,6 +123,9 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
     if "stream_ms_p50_median" in rows:
         rows = rows.assign(stream_median_ms=pd.to_numeric(
             rows["stream_ms_p50_median"], errors="coerce").where(_stream_again(rows)))
+    if "latency_ms_p99_median" in rows:
+        rows = rows.assign(p99_median_ms=pd.to_numeric(
+            rows["latency_ms_p99_median"], errors="coerce").where(_again(rows, "latency_ms_p99")))
     columns = []
     for column in _TABLE:
         columns.append(column)
@@ -130,11 +135,15 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
 
 
 def _stream_again(rows: pd.DataFrame) -> pd.Series:
-    """The rows whose back-to-back time two processes or more kept (records made before the
-    re-measurements kept it have only the search trial's)."""
-    if "stream_ms_p50_repeats" not in rows:
+    return _again(rows, "stream_ms_p50")
+
+
+def _again(rows: pd.DataFrame, column: str) -> pd.Series:
+    """The rows whose ``column`` two processes or more kept (records made before the
+    re-measurements kept the stream time and the p99 have only the search trial's)."""
+    if f"{column}_repeats" not in rows:
         return pd.Series(False, index=rows.index)
-    return rows["stream_ms_p50_repeats"].map(lambda v: listed(v) > 1)
+    return rows[f"{column}_repeats"].map(lambda v: listed(v) > 1)
 
 
 def _noise_note(rows: pd.DataFrame) -> str | None:
@@ -146,9 +155,11 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
         if counts else "several"
     stream = ("; median stream: the same back to back, which items/s and TFLOP/s use"
               if _stream_again(rows).any() else "")
+    tail = ("; median p99: the same for the p99, which recommend --max-p99-ms bounds"
+            if _again(rows, "latency_ms_p99").any() else "")
     median = (f"median ms: the median p50 of {processes} fresh processes, the figure configs "
-              f"are ordered, compared with eager and recommended by{stream} (p50, p90 and "
-              "stream ms are the search trial's own).")
+              f"are ordered, compared with eager and recommended by{tail}{stream} (p50, p90, "
+              "p99 and stream ms are the search trial's own).")
     return median if not ranked else (
         f"{median} rank: latency beyond noise (95% t-intervals over those p50s). 1 = no config "
         "is faster beyond noise; otherwise one below the lowest-ranked config that is. "
@@ -331,7 +342,8 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
             "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",
             "correct", "trial_number", "ran_compiled", "recompile_limit_hits",
             "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
-            "latency_ms_p50_median", "stream_ms_p50_median", "rank_within_noise",
+            "latency_ms_p50_median", "latency_ms_p90_median", "latency_ms_p99_median",
+            "stream_ms_p50_median", "rank_within_noise",
             "latency_ms_p50_ci_low",
             "latency_ms_p50_ci_high", "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
             "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown",

@@ -216,6 +216,7 @@ def recommend(
     max_vram_gb: float | None = None,
     max_compile_s: float | None = None,
     max_latency_ms: float | None = None,
+    max_p99_ms: float | None = None,
     strict: bool = False,
 ) -> Recommendation:
     """The best config of a study for one objective, within the limits given.
@@ -227,11 +228,12 @@ def recommend(
         objective: ``latency`` (median per call), ``throughput`` (items per second),
             ``memory`` (while serving), ``warmup`` (compile plus settling) or ``traffic``
             (the whole replay of the study's shape schedule, recompiles included).
-        max_vram_gb, max_compile_s, max_latency_ms: limits, see :class:`Constraints`.
+        max_vram_gb, max_compile_s, max_latency_ms, max_p99_ms: limits, see
+            :class:`Constraints`: memory, the first call, the p50 and the p99 per request.
         strict: refuse (raise :class:`UserError`) instead of warning when the study was made on
             another GPU, driver or torch than this process runs, or its machine is unknown.
 
-    Ties on the objective go to the lower p90 latency, then the cheaper warm-up, then the
+    Ties on the objective go to the lower p90 latency (a finalist's median), then the cheaper warm-up, then the
     earlier trial.
 
     Raises:
@@ -245,7 +247,7 @@ def recommend(
     """
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
-    constraints = Constraints(max_vram_gb, max_compile_s, max_latency_ms)
+    constraints = Constraints(max_vram_gb, max_compile_s, max_latency_ms, max_p99_ms)
     df, meta, path = files.load(study)
     name = str(meta.get("study") or path.parent.name)
     sizes = sorted(int(b) for b in df["batch_size"].dropna().unique())
