@@ -267,7 +267,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         lines.append("")
         lines.append(f"batch size {bs}: every trial" if every_trial else
                      f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
-        lines.append("(p50, p90: what one request waits, each call then synchronize; stream: "
+        lines.append("(p50, p90, p99: what one request waits, each call then synchronize; stream: "
                      "per call back to back, what a busy server pays)")
         lines.append(table(group))
         if note := _noise_note(group):
