@@ -6,6 +6,7 @@ import dataclasses
 
 import pandas as pd
 
+from tuner.data.derive import listed
 from tuner.data.rows import plain
 from tuner.data.select import memory_needed_bytes
 
@@ -45,11 +46,16 @@ class Measured:
     # the tail per request taken the same way (tuner.data.select.TAIL_P90, TAIL_P99)
     latency_ms_p90_median: float | None = None
     latency_ms_p99_median: float | None = None
+    # how many processes those two medians are over: 1 where the re-measurements were recorded
+    # before they kept a p99 (the medians are then the search trial's own figures)
+    tail_processes: int | None = None
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:
         values = {f.name: plain(row.get(f.name)) for f in dataclasses.fields(cls)}
         values["memory_needed_bytes"] = memory_needed_bytes(row)
+        values["tail_processes"] = min(listed(row.get(f"latency_ms_{q}_repeats"))
+                                       for q in ("p90", "p99")) or None
         for name in ("peak_memory_bytes", "graph_breaks", "recompiles", "rank_within_noise"):
             if values[name] is not None:
                 values[name] = int(values[name])

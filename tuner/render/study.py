@@ -191,11 +191,14 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
         winner = best(pd.concat([compiled, eager]), "latency")
         warmup = f"{top['time_to_steady_s']:.1f} s"
         if winner["backend"] == "eager" and t < e:
+            # More processes narrow both intervals: say how many would be the next step.
+            done = max(listed(r.get("latency_ms_p50_repeats")) for r in (top, fastest_eager)) - 1
             out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
                             f"compiled config, {top['label']} ({t:.3f} ms), "
                             f"and eager ({e:.3f} ms) are within noise of each other (their 95% "
                             f"intervals over fresh processes overlap), and it costs {warmup} to "
-                            "warm up. Use eager.")
+                            f"warm up; `tuner confirm STUDY --repeats {max(5, done + 3)}` measures "
+                            "both again in more processes, which may tell them apart. Use eager.")
         elif winner["backend"] == "eager":
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
                             f"faster than the best compiled config, {top['label']} "
