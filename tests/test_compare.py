@@ -56,6 +56,9 @@ def test_best_config_per_objective_with_ratios_and_own_eager(two_gpus):
     assert b.throughput_vs_a == pytest.approx(1 / b.latency_vs_a)
     assert b.compile_vs_a == pytest.approx(17 / 90)
     assert b.memory_vs_a == pytest.approx(1.0)
+    # The tail per request, each study's own (FakeRunner: p99 = 1.02 x p50)
+    assert a.latency_ms_p99 == pytest.approx(1.02 * 3.4375 / 2)
+    assert b.p99_vs_a == pytest.approx(b.latency_vs_a)
     # Each study against its own eager baseline.
     assert a.speedup_vs_eager == pytest.approx(6.25 / 3.4375)
     assert b.speedup_vs_eager == pytest.approx(6.25 / 3.75)
@@ -137,6 +140,7 @@ def test_text_output_from_the_cli(two_gpus):
                                     str(two_gpus[1])])
     assert out.exit_code == 0, out.output
     assert "batch size 1: best config per objective" in out.output
+    assert "p50 ms" in out.output and "p99 ms" in out.output
     assert "B's inductor:reduce-overhead on A: on A's Pareto front, 1.875 ms, 1.09x slower" \
         in out.output
 

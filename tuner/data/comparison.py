@@ -40,6 +40,9 @@ class Best:
     throughput_vs_a: float | None = None
     memory_vs_a: float | None = None
     compile_vs_a: float | None = None
+    # the tail per request, tuner.data.select.TAIL_P99 (a finalist's median over processes)
+    latency_ms_p99: float | None = None
+    p99_vs_a: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

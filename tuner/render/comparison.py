@@ -36,12 +36,13 @@ def where(study: StudyRef) -> str:
 
 
 def _table(c: Comparison, bs: int) -> str:
-    headers = ["objective", "study", "config", "p50 ms", "items/s", "memory", "compile s",
-               "vs own eager"]
+    headers = ["objective", "study", "config", "p50 ms", "p99 ms", "items/s", "memory",
+               "compile s", "vs own eager"]
     body = []
     for b in (b for b in c.best if b.batch_size == bs):
         body.append([b.objective, b.study, b.label,
                      _with_ratio(b.latency_ms_p50, "{:.3f}", b.latency_vs_a),
+                     _with_ratio(b.latency_ms_p99, "{:.3f}", b.p99_vs_a),
                      _with_ratio(b.throughput_per_s, "{:,.0f}", b.throughput_vs_a),
                      _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
                      _compile_cell(b),

@@ -25,7 +25,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed, ran_eager_only
-from tuner.data.select import LATENCY, OBJECTIVES, best, eligible, pareto
+from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, pareto
 from tuner.errors import UserError
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed")
@@ -158,7 +158,8 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
         peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),
         time_to_steady_s=_num(row["time_to_steady_s"]), speedup_vs_eager=_num(row["speedup_vs_eager"]),
         latency_vs_a=ratio(LATENCY), throughput_vs_a=ratio("throughput_per_s"),
-        memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold"))
+        memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold"),
+        latency_ms_p99=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99))
 
 
 def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
