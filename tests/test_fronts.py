@@ -24,6 +24,7 @@ from tuner.study.search import Search
 from tuner.study.storage import (
     CONFIG_ATTR,
     KEY_ATTR,
+    LIMITS_ATTR,
     PROTOCOL_ATTR,
     RESULT_ATTR,
     SPACE_ATTR,
@@ -141,6 +142,15 @@ def test_a_resume_keeps_the_studys_limits_and_refuses_others(tmp_path):
         Search(make_spec(tmp_path, limits=select.Constraints(max_compile_s=60)), FakeRunner())
     assert "another set of limits" in str(exc.value) and "max_compile_s: study has 16" in str(
         exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_study_whose_limits_were_stored_before_the_p99_limit_resumes_with_the_same_ones(tmp_path):
+    limits = select.Constraints(max_compile_s=16)
+    first = Search(make_spec(tmp_path, limits=limits, n_trials=2), FakeRunner())
+    stored = dict(first.study.user_attrs[LIMITS_ATTR])
+    del stored["max_p99_ms"]  # as a tuner before that limit stored them
+    first.study.set_user_attr(LIMITS_ATTR, stored)
+    assert Search(make_spec(tmp_path, limits=limits), FakeRunner()).fronts.limits == limits
 
 
 @pytest.mark.parametrize("kind, made", [("tpe", optuna.samplers.TPESampler),

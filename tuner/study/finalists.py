@@ -314,8 +314,8 @@ def _record(kind: str, result: TrialResult) -> dict[str, Any]:
     return {
         "kind": kind, "status": result.status.value, "message": result.message[:300],
         "latency_ms_p50": result.latency_ms_p50, "latency_ms_p90": result.latency_ms_p90,
-        "latency_ms_p99": result.latency_ms_p99, "latency_ms_iqr": result.latency_ms_iqr, "stream_ms_p50": result.stream_ms_p50,
-        "noisy": result.noisy,
+        "latency_ms_p99": result.latency_ms_p99, "latency_ms_iqr": result.latency_ms_iqr,
+        "stream_ms_p50": result.stream_ms_p50, "noisy": result.noisy,
         "correct": result.correct, "ran_compiled": getattr(result, "ran_compiled", None),
         "compile_s": result.compile_s_cold, "cache_start": result.cache_start,
         "warmup_s": result.warmup_s,
