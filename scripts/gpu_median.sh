@@ -6,6 +6,7 @@
 # Carry .whl (make gpu-wheels); writes under $OUT.
 #   GPU_TESTS=1  first run the pytest gpu tests (about 4 minutes on the H200)
 #   BATCH_SIZES (default 1,32), DYNAMIC (default false): the space searched
+#   CONFIRM (default 2): --confirm, a number of repeats or auto
 source "$(dirname "$0")/gpu_env.sh"
 if [ "${GPU_TESTS:-0}" = 1 ]; then
   python3 -m pytest -q -m gpu tests -p no:cacheprovider 2>&1 | tail -15 | tee "$OUT/gpu-tests.log"
@@ -14,7 +15,7 @@ rm -rf studies/h200-median
 timeout -s TERM "${SEARCH_S:-330}" python3 -m tuner search --model resnet18 \
     --batch-sizes "${BATCH_SIZES:-1,32}" --dtype float32 --backend eager,inductor \
     --mode default,reduce-overhead --dynamic "${DYNAMIC:-false}" \
-    --inductor-option none --channels-last false --name h200-median --confirm 2 --timeout 300 \
+    --inductor-option none --channels-last false --name h200-median --confirm "${CONFIRM:-2}" --timeout 300 \
     > "$OUT/search.txt" 2> "$OUT/search.log"
 echo "search exit: $?"
 grep -v '^W' "$OUT/search.log" | tail -25
