@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tuner.data.measured import Measured
+from tuner.data.noise import P99_CALLS
 from tuner.data.select import OBJECTIVES, Constraints
 from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.spec.config import TrialConfig
@@ -166,6 +167,10 @@ def describe(rec: Recommended) -> str:
                                    f"{saved_by}; another torch skips it)"))
     if m.noisy:
         rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
+    calls = rec.row.get("measure_calls")
+    if calls is not None and 0 < calls < P99_CALLS:
+        rows.append(("note", f"its p99 is of {int(calls)} calls a process: about the slowest "
+                             "one, not a tail (a longer --min-seconds times more calls)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 

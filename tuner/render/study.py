@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.derive import listed, ran_eager, ran_eager_only
-from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO
+from tuner.data.noise import INTERFERENCE_CORES, P99_CALLS, SLOW_CORE_RATIO
 from tuner.data.select import LATENCY, best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.records import SCHEDULE_REPEATS, Status
@@ -54,6 +54,9 @@ def notes(row: pd.Series) -> str:
         out.append("RAN EAGER: no compiled graph, not a compiled result")
     if row.get("noisy") is True:
         out.append("noisy")
+    calls = row.get("measure_calls")  # a p99 needs 100 calls for one to lie beyond it
+    if calls is not None and not pd.isna(calls) and 0 < calls < P99_CALLS:
+        out.append(f"p99 of {int(calls)} calls: about the slowest one")
     started = _CACHE_START_NOTES.get(row.get("cache_start"))  # compile s is not a cold compile
     if started:
         out.append(started)
