@@ -39,7 +39,7 @@ INTERFERENCE_CORES = 0.5
 # (benchmarks/slow-mode-h200-cores.md).
 SLOW_CORE_RATIO = 1.4
 # Fewer steady-state calls than this, and a trial's p99 is no tail but about its slowest call
-# (a slow config meets the protocol's minimum of 50 calls and stops there).
+# (a slow config meets the protocol's minimum, --min-calls, and stops there).
 P99_CALLS = 100
 
 # t(0.975, df): the two-sided 95 % quantile of Student's t; between entries the smaller df's

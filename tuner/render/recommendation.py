@@ -170,7 +170,8 @@ def describe(rec: Recommended) -> str:
     calls = rec.row.get("measure_calls")
     if calls is not None and 0 < calls < P99_CALLS:
         rows.append(("note", f"its p99 is of {int(calls)} calls a process: about the slowest "
-                             "one, not a tail (a longer --min-seconds times more calls)"))
+                             "one, not a tail (--min-calls 100 or a longer --min-seconds "
+                             "times more)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
