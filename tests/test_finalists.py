@@ -61,7 +61,8 @@ def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp
 
 
 def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
-    s, summary = search(tmp_path)
+    said: list[str] = []
+    s, summary = search(tmp_path, on_message=said.append)
     df, _ = files.read(tmp_path / "s" / layout.TRIALS_FILE)
     front, off = df[df["trial_number"].isin(front_numbers(df))], df[
         ~df["trial_number"].isin(front_numbers(df))]
@@ -85,6 +86,11 @@ def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
             (max(p50s) - min(p50s)) / sorted(p50s)[1] * 100)
         assert row["latency_ms_p50_ci_low"] < min(p50s) and row["latency_ms_p50_ci_high"] > max(p50s)
         assert row["repeats_failed"] == 0 and row["rank_within_noise"] >= 1
+        # each re-measurement's progress line gives its p50 and p99, as its row keeps them
+        for record in records:
+            assert any(f"(trial {row['trial_number']}, {record['kind']}): p50 "
+                       f"{record['latency_ms_p50']:.3f} ms, p99 {record['latency_ms_p99']:.3f} ms"
+                       in m for m in said), record
         if row["backend"] == "eager":
             assert pd_none(row["compile_s_warm"]) and pd_none(row["artifacts_file"])
             continue

@@ -332,6 +332,8 @@ def _outcome(kind: str, result: TrialResult) -> str:
     if not result.ok:
         return f"{result.status.value}: {result.message[:120]}"
     text = f"p50 {result.latency_ms_p50:.3f} ms"
+    if result.latency_ms_p99 is not None:
+        text += f", p99 {result.latency_ms_p99:.3f} ms"
     if kind != EAGER_REPEAT and result.compile_s_cold is not None:
         load = f" after {result.artifacts_load_s:.1f} s loading artifacts" \
             if result.artifacts_load_s is not None else ""
