@@ -1,40 +1,33 @@
-"""When are two finalists "within noise"? The tuner's rule against a two-sample test.
+"""When are two finalists "within noise"? Overlapping intervals against a two-sample test.
 
     python benchmarks/noise_rule.py STUDY_OR_PARQUET...
 
 For every pair of finalists at one batch size, over the p50s of their fresh processes
 (``latency_ms_p50_repeats``), three readings:
 
-* ``overlap``: the tuner's rule (:func:`tuner.data.noise.within_noise`): their 95 % intervals
-  (t-intervals on the log p50s) overlap, so neither is called faster;
-* ``welch``: a Welch t-test on the log p50s at 95 % (the interval of the difference of the
-  means; Welch-Satterthwaite degrees of freedom, rounded down): it says one is faster;
+* ``overlap``: the tuner's rule until 2026-12-02: their 95 % intervals (t-intervals on the log
+  p50s, :func:`tuner.data.noise.interval`) overlap, so neither is called faster;
+* ``welch``: a Welch t-test on the log p50s at 95 % (:func:`tuner.data.noise.faster_beyond_noise`,
+  the rule since): it says one is faster;
 * ``disjoint``: every process of one was faster than every process of the other.
 
-It prints each pair and counts the pairs where the tuner's rule says "within noise" while the
-Welch test says one is faster. It only reads the files.
+It prints each pair and counts the pairs where the intervals overlap while the Welch test says
+one is faster. It only reads the files.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import statistics
 import sys
 
 from tuner.data import files
 from tuner.data.derive import listed
-from tuner.data.noise import t975, within_noise
+from tuner.data.noise import faster_beyond_noise, interval
 
 
-def welch_differs(a: list[float], b: list[float]) -> bool:
-    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
-    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
-    if va + vb == 0:
-        return statistics.fmean(la) != statistics.fmean(lb)
-    dof = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
-    return abs(statistics.fmean(la) - statistics.fmean(lb)) > t975(max(1, int(dof))) * math.sqrt(
-        va + vb)
+def intervals_overlap(a: list[float], b: list[float]) -> bool:
+    (a_low, a_high), (b_low, b_high) = interval(a), interval(b)  # type: ignore[misc]
+    return a_low <= b_high and b_low <= a_high
 
 
 def main(paths: list[str]) -> None:
@@ -48,13 +41,14 @@ def main(paths: list[str]) -> None:
         for bs, group in done.groupby("batch_size"):
             for (_, a), (_, b) in itertools.combinations(group.iterrows(), 2):
                 pa_, pb = list(a["latency_ms_p50_repeats"]), list(b["latency_ms_p50_repeats"])
-                overlap, welch = within_noise(a, b), welch_differs(pa_, pb)
+                overlap = intervals_overlap(pa_, pb)
+                welch = faster_beyond_noise(pa_, pb) or faster_beyond_noise(pb, pa_)
                 disjoint = max(pa_) < min(pb) or max(pb) < min(pa_)
                 pairs += 1
                 flipped += overlap and welch
                 print(f"{name[:32]:<32} {bs:>3}  {a['label'][:40]:<40} {b['label'][:40]:<40} "
                       f"{len(pa_)},{len(pb):<3}  {overlap!s:<7} {welch!s:<5} {disjoint}")
-    print(f"\n{pairs} pairs; within noise by the tuner's rule but one faster by Welch: {flipped}")
+    print(f"\n{pairs} pairs; intervals overlap but one is faster by Welch: {flipped}")
 
 
 if __name__ == "__main__":

@@ -110,9 +110,9 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "N more times, each a whole trial in a fresh process. A compiled config's "
                    "1st run compiles warm from its trial's cache, its 2nd starts from saved "
                    "compile artifacts on an empty cache, any later ones are warm again. The "
-                   "95% latency interval that ranks configs within noise is taken over the "
-                   "search trial's p50 and these runs': N+1 values (1: a 2-value interval and "
-                   "no start from artifacts). auto: 2 to 6 runs, stopping once the interval is "
+                   "95% latency interval, and the t-test that ranks configs within noise, are "
+                   "taken over the search trial's p50 and these runs': N+1 values (1: two "
+                   "values and no start from artifacts). auto: 2 to 6 runs, stopping once the interval is "
                    "within 5% of the p50; N: exactly N runs, failed ones counted; 0: skip "
                    "(`tuner confirm` can do it later).")
 @studies_dir_option
@@ -393,7 +393,7 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     processes: the first compiles on the trial's kept cache (a warm compile) and saves the
     compile artifacts where torch can; the next starts from those artifacts on an empty cache;
     any more are warm again. The p50s of all processes give a spread and a 95% interval;
-    configs whose intervals overlap share a rank. The median of those p50s then stands for the
+    configs that a t-test over those p50s does not separate (95%) share a rank. The median of those p50s then stands for the
     config: the front, the ranking and `tuner recommend` use it. A trial that joins the front
     when a finalist turns out slower is measured again in turn, and so is a trial measured on a
     slow host core that could be on the front. `tuner search` does this at its end

@@ -27,7 +27,7 @@ from tuner.data.schema import (
     is_option_column,
     kind_of,
 )
-from tuner.data.select import pareto
+from tuner.data.select import pareto, with_ranks
 from tuner.errors import UserError
 from tuner.files import readable_mode
 from tuner.spec.layout import DB_FILE, PARETO_FILE, TRIALS_FILE, StudyLayout
@@ -136,8 +136,11 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     if missing:
         raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")
     before_median = "latency_ms_p50_median" not in table.schema.names
-    return derive(df, meta.get("fingerprints") or [], fill_only=True,
-                  recompute=FROM_MEDIAN if before_median else ()), meta
+    df = derive(df, meta.get("fingerprints") or [], fill_only=True,
+                recompute=FROM_MEDIAN if before_median else ())
+    # Ranked afresh, so a file written under an earlier rule for "within noise" reads as the
+    # verdicts that show, recommend and compare reach now (tuner.data.noise).
+    return with_ranks(df), meta
 
 
 def _check_columns(schema: pa.Schema, path: Path) -> None:

@@ -8,21 +8,32 @@ sd(log p50) / sqrt(n))``, with sd the sample standard deviation of the log p50s.
 is multiplicative, and on the log scale the interval stays above zero however noisy the
 processes were. With the default two repeats n is 3 and t is 4.30: the interval is wide, which
 is what three processes can honestly say (a bootstrap over three values would claim far more).
-Within each batch size the finalists are ranked on these intervals (``rank_within_noise``):
-rank 1 where no finalist is faster beyond noise (its interval ending below this one's start),
-otherwise one below the lowest-ranked finalist that is. Equal ranks are within noise of each
-other; a wide interval does not pull a fast and a slow config onto one rank.
+
+One config is faster than another beyond noise (:func:`faster_beyond_noise`) when a Welch
+t-test on the log p50s of their processes says so at 95 %: the difference of the means is
+more than ``t(0.975, dof) * sqrt(var_a / n_a + var_b / n_b)``, with Welch-Satterthwaite's
+degrees of freedom, rounded down. Two configs neither of which is faster so are within noise
+of each other. (Until 2026-12-02 the rule was that their 95 % intervals overlap. That is
+stricter than the test it stands for: over the committed H200 fronts it called 4 pairs of 41
+within noise where every process of one config was faster than every process of the other,
+benchmarks/noise-rule-h200.md.) Within each batch size the finalists are ranked by it
+(``rank_within_noise``, :func:`rank_within_noise`): rank 1 where no finalist is faster beyond
+noise, otherwise one below the lowest-ranked finalist that is. Equal ranks are within noise of
+each other; a noisy config within noise of a fast and a slow one does not pull those two onto
+one rank.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from tuner.data.derive import listed
 from tuner.data.schema import FINALIST_FIELDS
 from tuner.spec.layout import artifacts_relative
 from tuner.spec.records import Status, TrialResult
@@ -113,12 +124,57 @@ def t975(dof: int) -> float:
     return _T975[max(d for d in _T975 if d <= dof)]
 
 
-def within_noise(a: pd.Series, b: pd.Series) -> bool:
-    """Whether two re-measured configs' 95% intervals of p50 overlap: neither is faster."""
-    bounds = [pd.to_numeric(pd.Series([r.get("latency_ms_p50_ci_low"),
-                                       r.get("latency_ms_p50_ci_high")]), errors="coerce")
-              for r in (a, b)]
-    if any(bound.isna().any() for bound in bounds):
+def faster_beyond_noise(fast: Sequence[float], slow: Sequence[float]) -> bool:
+    """Whether the config whose processes measured the p50s ``fast`` is faster than the one
+    that measured ``slow`` beyond noise (the module's Welch test); False with fewer than two
+    values on either side, or any not above zero."""
+    a, b = _log_stats(fast), _log_stats(slow)
+    if a is None or b is None or a[0] >= b[0]:
         return False
-    (a_low, a_high), (b_low, b_high) = bounds[0].tolist(), bounds[1].tolist()
-    return a_low <= b_high and b_low <= a_high
+    (mean_a, var_a, n_a), (mean_b, var_b, n_b) = a, b
+    se2 = var_a + var_b
+    if se2 == 0:  # every process of each measured the same: any difference is beyond noise
+        return True
+    dof = se2 ** 2 / (var_a ** 2 / (n_a - 1) + var_b ** 2 / (n_b - 1))
+    return mean_b - mean_a > t975(max(1, int(dof))) * math.sqrt(se2)
+
+
+def _log_stats(values: Sequence[float]) -> tuple[float, float, int] | None:
+    """Mean of the logarithms, the variance of that mean, and the count; None for fewer than
+    two values or any not above zero."""
+    if len(values) < 2 or min(values) <= 0:
+        return None
+    logs = [math.log(v) for v in values]
+    return statistics.fmean(logs), statistics.variance(logs) / len(logs), len(logs)
+
+
+def p50s_of(row: pd.Series | dict[str, Any]) -> list[float]:
+    """The p50 of each process a row's config ran in (``latency_ms_p50_repeats``), if any."""
+    values = row.get("latency_ms_p50_repeats")
+    return [float(v) for v in values] if values is not None and listed(values) else []
+
+
+def within_noise(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two re-measured configs are within noise of each other: neither is faster
+    beyond noise. False unless both were measured in two processes or more."""
+    pa, pb = p50s_of(a), p50s_of(b)
+    if len(pa) < 2 or len(pb) < 2:
+        return False
+    return not faster_beyond_noise(pa, pb) and not faster_beyond_noise(pb, pa)
+
+
+def rank_within_noise(p50s: Sequence[Sequence[float]]) -> list[int]:
+    """Ranks of configs by the p50s of their processes, lower is faster: 1 where no config is
+    faster beyond noise, otherwise 1 + the highest rank among those that are.
+
+    Two configs of equal rank are within noise of each other (if one were faster, the other
+    would rank below it). Being within noise is not passed on: a noisy config within noise of
+    both a fast and a slow one does not put those two on one rank."""
+    stats = [_log_stats(v) for v in p50s]
+    means = [math.inf if s is None else s[0] for s in stats]
+    order = sorted(range(len(p50s)), key=lambda i: means[i])
+    ranks = [0] * len(p50s)
+    for n, i in enumerate(order):
+        ranks[i] = 1 + max((ranks[j] for j in order[:n] if faster_beyond_noise(p50s[j], p50s[i])),
+                           default=0)
+    return ranks

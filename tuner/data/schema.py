@@ -51,7 +51,7 @@ FINALIST_FIELDS = [
     ("latency_ms_p90_repeats", pa.list_(_f64)), ("latency_ms_p99_repeats", pa.list_(_f64)),
     ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
     ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, tuner.data.noise
-    ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: intervals overlap, within noise
+    ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: within noise (tuner.data.noise)
     ("repeats_failed", _i64),  # re-measurements that did not finish ok
     ("artifacts_file", _str), ("artifacts_torch", _str),  # relative to the study folder
 ]

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tuner.data.derive import median_p50, ran_eager_only
-from tuner.data.noise import within_noise
+from tuner.data.derive import listed, median_p50, ran_eager_only
+from tuner.data.noise import p50s_of, rank_within_noise, within_noise
 from tuner.data.rows import num
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
@@ -210,37 +210,22 @@ class Constraints:
 
 
 def with_ranks(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``rank_within_noise`` filled for the finalists that have an interval.
+    """``df`` with ``rank_within_noise`` filled for the finalists measured again.
 
-    Within each batch size (see :func:`rank_intervals`): rank 1 where no finalist is faster
-    beyond noise, otherwise one below the lowest-ranked finalist that is.
+    Within each batch size (:func:`tuner.data.noise.rank_within_noise`, over the p50s of each
+    finalist's processes): rank 1 where no finalist is faster beyond noise, otherwise one below
+    the lowest-ranked finalist that is.
     """
     df = df.copy()
     ranks = pd.Series(pd.NA, index=df.index, dtype="Int64")
     if len(df):
-        low = pd.to_numeric(df["latency_ms_p50_ci_low"], errors="coerce")
-        high = pd.to_numeric(df["latency_ms_p50_ci_high"], errors="coerce")
-        interval = low.notna() & high.notna()
-        # Only finalists measured again have an interval: no front to find before any is.
-        front = set(pareto(df)["trial_number"]) if interval.any() else set()
-        ranked = df[df["trial_number"].isin(front) & interval]
+        again = df["latency_ms_p50_repeats"].map(lambda v: listed(v) >= 2) \
+            if "latency_ms_p50_repeats" in df else pd.Series(False, index=df.index)
+        # Only finalists measured again have processes to rank: no front to find before any is.
+        front = set(pareto(df)["trial_number"]) if again.any() else set()
+        ranked = df[df["trial_number"].isin(front) & again]
         for _, group in ranked.groupby("batch_size"):
-            ranks[group.index] = rank_intervals(low[group.index].tolist(),
-                                                high[group.index].tolist())
+            ranks[group.index] = rank_within_noise(
+                [p50s_of(row) for _, row in group.iterrows()])
     df["rank_within_noise"] = ranks
     return df
-
-
-def rank_intervals(lows: list[float], highs: list[float]) -> list[int]:
-    """Ranks of intervals [low, high], lower is faster: 1 where no interval ends below this
-    one's start, otherwise 1 + the highest rank among those that do (those faster beyond noise).
-
-    Two intervals of equal rank overlap (if one ended below the other's start, the other would
-    rank below it), so equal ranks are within noise of each other. Overlap is not passed on: a
-    wide interval that overlaps both a fast and a slow one does not put those two on one rank.
-    """
-    ranks = [0] * len(lows)
-    order = sorted(range(len(lows)), key=lambda i: lows[i])
-    for n, i in enumerate(order):
-        ranks[i] = 1 + max((ranks[j] for j in order[:n] if highs[j] < lows[i]), default=0)
-    return ranks

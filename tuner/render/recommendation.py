@@ -158,9 +158,9 @@ def describe(rec: Recommended) -> str:
                                     f"{shapes}" + ("" if recompiles is None else
                                                    f", {recompiles:.0f} recompiles")))
     if rec.within_noise:
-        rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: their 95% "
-                             "latency intervals overlap, so neither is faster; choose on "
-                             "the other columns"))
+        rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: a t-test over "
+                             "their fresh processes' p50s does not separate them at 95%, so "
+                             "neither is faster; choose on the other columns"))
     if rec.artifacts_path is not None:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
         rows.append(("warm start", f"apply() loads {rec.artifacts_path} (saved by torch "

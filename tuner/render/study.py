@@ -164,7 +164,8 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
               f"are ordered, compared with eager and recommended by{tail}{stream} (p50, p90, "
               "p99 and stream ms are the search trial's own).")
     return median if not ranked else (
-        f"{median} rank: latency beyond noise (95% t-intervals over those p50s). 1 = no config "
+        f"{median} rank: latency beyond noise (a Welch t-test at 95% over those p50s, pair by "
+        "pair). 1 = no config "
         "is faster beyond noise; otherwise one below the lowest-ranked config that is. "
         "Configs of equal rank are within noise of each other, so neither is faster.")
 
@@ -194,12 +195,13 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
         winner = best(pd.concat([compiled, eager]), "latency")
         warmup = f"{top['time_to_steady_s']:.1f} s"
         if winner["backend"] == "eager" and t < e:
-            # More processes narrow both intervals: say how many would be the next step.
+            # More processes sharpen the test: say how many would be the next step.
             done = max(listed(r.get("latency_ms_p50_repeats")) for r in (top, fastest_eager)) - 1
             out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
                             f"compiled config, {top['label']} ({t:.3f} ms), "
-                            f"and eager ({e:.3f} ms) are within noise of each other (their 95% "
-                            f"intervals over fresh processes overlap), and it costs {warmup} to "
+                            f"and eager ({e:.3f} ms) are within noise of each other (a t-test "
+                            "over their fresh processes' p50s does not separate them at 95%), "
+                            f"and it costs {warmup} to "
                             f"warm up; `tuner confirm STUDY --repeats {max(5, done + 3)}` measures "
                             "both again in more processes, which may tell them apart. Use eager.")
         elif winner["backend"] == "eager":

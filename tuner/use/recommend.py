@@ -60,7 +60,8 @@ class Recommendation:
         fingerprint: the machine and software the trial ran on.
         mismatch: how the running process differed from ``fingerprint`` when this was made.
         within_noise: configs that met the constraints and whose latency is within noise of
-            this one's (their 95% intervals over fresh processes overlap); for the latency and
+            this one's (a t-test over their fresh processes' p50s does not separate them at
+            95 %, :func:`tuner.data.noise.within_noise`); for the latency and
             throughput objectives, when the study re-measured its finalists.
         row: the whole Parquet row.
     """
@@ -296,8 +297,8 @@ def recommend(
 
 
 def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ...]:
-    """Labels of the other feasible configs at the same batch size whose latency interval
-    overlaps ``chosen``'s (:func:`tuner.data.noise.within_noise`)."""
+    """Labels of the other feasible configs at the same batch size within noise of
+    ``chosen`` (:func:`tuner.data.noise.within_noise`)."""
     same = feasible[(feasible["batch_size"] == chosen["batch_size"])
                     & (feasible["trial_number"] != chosen["trial_number"])]
     return tuple(str(r["label"]) for _, r in same.iterrows() if within_noise(chosen, r))
