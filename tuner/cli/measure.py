@@ -112,9 +112,9 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "compile artifacts on an empty cache, any later ones are warm again. The "
                    "95% latency interval, and the t-test that ranks configs within noise, are "
                    "taken over the search trial's p50 and these runs': N+1 values (1: two "
-                   "values and no start from artifacts). auto: 2 to 6 runs, stopping once the interval is "
-                   "within 5% of the p50; N: exactly N runs, failed ones counted; 0: skip "
-                   "(`tuner confirm` can do it later).")
+                   "values and no start from artifacts). auto: 2 to 6 runs, stopping once the "
+                   "interval is within 5% of the p50; N: exactly N runs, failed ones counted; "
+                   "0: skip (`tuner confirm` can do it later).")
 @studies_dir_option
 @storage_option("Optuna storage URL (e.g. postgresql://...), or set TUNER_STORAGE to keep a "
                 "password out of `ps`; default: SQLite in the study folder.")
@@ -392,9 +392,9 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     The finalists are the Pareto-optimal configs of each batch size. Each gets --repeats more
     processes: the first compiles on the trial's kept cache (a warm compile) and saves the
     compile artifacts where torch can; the next starts from those artifacts on an empty cache;
-    any more are warm again. The p50s of all processes give a spread and a 95% interval;
-    configs that a t-test over those p50s does not separate (95%) share a rank. The median of those p50s then stands for the
-    config: the front, the ranking and `tuner recommend` use it. A trial that joins the front
+    any more are warm again. The p50s of all processes give a spread and a 95% interval, and
+    a t-test over them ranks the configs: equal ranks are within noise. The median of those
+    p50s then stands for the config: the front, the ranking and `tuner recommend` use it. A trial that joins the front
     when a finalist turns out slower is measured again in turn, and so is a trial measured on a
     slow host core that could be on the front. `tuner search` does this at its end
     (--confirm); this command does it for an existing study, or adds repeats.
