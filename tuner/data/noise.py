@@ -154,7 +154,7 @@ def p50s_of(row: pd.Series | dict[str, Any]) -> list[float]:
     return [float(v) for v in values] if values is not None and listed(values) else []
 
 
-def within_noise(a: pd.Series, b: pd.Series) -> bool:
+def within_noise(a: pd.Series | dict[str, Any], b: pd.Series | dict[str, Any]) -> bool:
     """Whether two re-measured configs are within noise of each other: neither is faster
     beyond noise. False unless both were measured in two processes or more."""
     pa, pb = p50s_of(a), p50s_of(b)
