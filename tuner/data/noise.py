@@ -53,6 +53,12 @@ SLOW_CORE_RATIO = 1.4
 # (a slow config meets the protocol's minimum, --min-calls, and stops there).
 P99_CALLS = 100
 
+
+def p99_of_few_calls(calls: Any) -> bool:
+    """Whether a trial's ``measure_calls`` are too few (:data:`P99_CALLS`) for its p99 to be a
+    tail; False where it is not known."""
+    return calls is not None and not pd.isna(calls) and 0 < calls < P99_CALLS
+
 # t(0.975, df): the two-sided 95 % quantile of Student's t; between entries the smaller df's
 # (larger, more cautious) value is used.
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tuner.data.measured import Measured
-from tuner.data.noise import P99_CALLS
+from tuner.data.noise import p99_of_few_calls
 from tuner.data.select import OBJECTIVES, Constraints
 from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.spec.config import TrialConfig
@@ -167,8 +167,7 @@ def describe(rec: Recommended) -> str:
                                    f"{saved_by}; another torch skips it)"))
     if m.noisy:
         rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
-    calls = rec.row.get("measure_calls")
-    if calls is not None and 0 < calls < P99_CALLS:
+    if p99_of_few_calls(calls := rec.row.get("measure_calls") or 0):
         rows.append(("note", f"its p99 is of {int(calls)} calls a process: about the slowest "
                              "one, not a tail (--min-calls 100 or a longer --min-seconds "
                              "times more)"))

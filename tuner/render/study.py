@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.derive import listed, ran_eager, ran_eager_only
-from tuner.data.noise import INTERFERENCE_CORES, P99_CALLS, SLOW_CORE_RATIO
+from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO, p99_of_few_calls
 from tuner.data.select import LATENCY, best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.records import SCHEDULE_REPEATS, Status
@@ -54,8 +54,7 @@ def notes(row: pd.Series) -> str:
         out.append("RAN EAGER: no compiled graph, not a compiled result")
     if row.get("noisy") is True:
         out.append("noisy")
-    calls = row.get("measure_calls")  # a p99 needs 100 calls for one to lie beyond it
-    if calls is not None and not pd.isna(calls) and 0 < calls < P99_CALLS:
+    if p99_of_few_calls(calls := row.get("measure_calls")):
         out.append(f"p99 of {int(calls)} calls: about the slowest one")
     started = _CACHE_START_NOTES.get(row.get("cache_start"))  # compile s is not a cold compile
     if started:
@@ -125,7 +124,7 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
                            .where(low.notna()))
     if "stream_ms_p50_median" in rows:
         rows = rows.assign(stream_median_ms=pd.to_numeric(
-            rows["stream_ms_p50_median"], errors="coerce").where(_stream_again(rows)))
+            rows["stream_ms_p50_median"], errors="coerce").where(_again(rows, "stream_ms_p50")))
     if "latency_ms_p99_median" in rows:
         rows = rows.assign(p99_median_ms=pd.to_numeric(
             rows["latency_ms_p99_median"], errors="coerce").where(_again(rows, "latency_ms_p99")))
@@ -135,10 +134,6 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
         columns += [extra for extra in _CONFIRMED.get(column[0], [])
                     if extra[0] in rows and rows[extra[0]].notna().any()]
     return rows, columns
-
-
-def _stream_again(rows: pd.DataFrame) -> pd.Series:
-    return _again(rows, "stream_ms_p50")
 
 
 def _again(rows: pd.DataFrame, column: str) -> pd.Series:
@@ -157,7 +152,7 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
     processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
         if counts else "several"
     stream = ("; median stream: the same back to back, which items/s and TFLOP/s use"
-              if _stream_again(rows).any() else "")
+              if _again(rows, "stream_ms_p50").any() else "")
     tail = ("; median p99: the same for the p99, which recommend --max-p99-ms bounds"
             if _again(rows, "latency_ms_p99").any() else "")
     median = (f"median ms: the median p50 of {processes} fresh processes, the figure configs "
