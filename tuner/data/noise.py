@@ -18,9 +18,9 @@ stricter than the test it stands for: over the committed H200 fronts it called 4
 within noise where every process of one config was faster than every process of the other,
 benchmarks/noise-rule-h200.md.) Within each batch size the finalists are ranked by it
 (``rank_within_noise``, :func:`rank_within_noise`): rank 1 where no finalist is faster beyond
-noise, otherwise one below the lowest-ranked finalist that is. Equal ranks are within noise of
-each other; a noisy config within noise of a fast and a slow one does not pull those two onto
-one rank.
+noise, otherwise one below the lowest-ranked finalist that is, and never above one that was
+faster on average. Equal ranks are within noise of each other; a noisy config within noise of
+a fast and a slow one does not pull those two onto one rank.
 """
 
 from __future__ import annotations
@@ -171,16 +171,21 @@ def within_noise(a: pd.Series | dict[str, Any], b: pd.Series | dict[str, Any]) -
 
 def rank_within_noise(p50s: Sequence[Sequence[float]]) -> list[int]:
     """Ranks of configs by the p50s of their processes, lower is faster: 1 where no config is
-    faster beyond noise, otherwise 1 + the highest rank among those that are.
+    faster beyond noise, otherwise 1 + the highest rank among those that are; and never above
+    a config whose processes were faster on average (the mean of the log p50s, which the test
+    compares).
 
-    Two configs of equal rank are within noise of each other (if one were faster, the other
-    would rank below it). Being within noise is not passed on: a noisy config within noise of
-    both a fast and a slow one does not put those two on one rank."""
+    Two configs of equal rank are within noise of each other (if one were faster, it would have
+    the lower mean and the other would rank below it). Being within noise is not passed on: a
+    noisy config within noise of both a fast and a slow one does not put those two on one rank,
+    and a slow noisy config within noise of the fast one does not rank above a steadier one in
+    between that is not."""
     stats = [_log_stats(v) for v in p50s]
     means = [math.inf if s is None else s[0] for s in stats]
     order = sorted(range(len(p50s)), key=lambda i: means[i])
     ranks = [0] * len(p50s)
     for n, i in enumerate(order):
-        ranks[i] = 1 + max((ranks[j] for j in order[:n] if faster_beyond_noise(p50s[j], p50s[i])),
-                           default=0)
+        beyond = 1 + max((ranks[j] for j in order[:n] if faster_beyond_noise(p50s[j], p50s[i])),
+                         default=0)
+        ranks[i] = max(beyond, ranks[order[n - 1]] if n else 1)
     return ranks

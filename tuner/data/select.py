@@ -214,7 +214,7 @@ def with_ranks(df: pd.DataFrame) -> pd.DataFrame:
 
     Within each batch size (:func:`tuner.data.noise.rank_within_noise`, over the p50s of each
     finalist's processes): rank 1 where no finalist is faster beyond noise, otherwise one below
-    the lowest-ranked finalist that is.
+    the lowest-ranked finalist that is, and never above one faster on average.
     """
     df = df.copy()
     ranks = pd.Series(pd.NA, index=df.index, dtype="Int64")

@@ -161,8 +161,9 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
     return median if not ranked else (
         f"{median} rank: latency beyond noise (a Welch t-test at 95% over those p50s, pair by "
         "pair). 1 = no config "
-        "is faster beyond noise; otherwise one below the lowest-ranked config that is. "
-        "Configs of equal rank are within noise of each other, so neither is faster.")
+        "is faster beyond noise; otherwise one below the lowest-ranked config that is, and "
+        "never above a config faster on average. Configs of equal rank are within noise of "
+        "each other, so neither is faster.")
 
 
 def _flag(value: Any) -> bool:
