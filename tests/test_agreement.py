@@ -47,6 +47,10 @@ def test_show_recommend_and_compare_all_choose_eager_within_noise(study, tmp_pat
     assert "`tuner confirm STUDY --repeats 5` measures both again in more processes" in verdict
     shown = invoke("show", str(study))
     assert shown.exit_code == 0 and "Use eager." in shown.stdout
+    # show names the study's folder in the command, to paste as it is; from a file too
+    assert f"`tuner confirm {study} --repeats 5`" in shown.stdout
+    as_json = json.loads(invoke("show", str(study / "trials.parquet"), "--json").stdout)
+    assert f"`tuner confirm {study} --repeats 5`" in as_json["verdicts"]["1"]
 
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "eager" and rec.within_noise == ("inductor:default",)

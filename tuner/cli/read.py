@@ -61,7 +61,9 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 
     if show_all and importance:
         raise UserError("--all and --importance are two different views: give one of them")
-    trials, meta = files.read(study_path(study, studies_dir))
+    path = study_path(study, studies_dir)
+    trials, meta = files.read(path)
+    folder = path if path.is_dir() else path.parent  # tuner confirm takes the folder
     if importance:
         from tuner.data.importance import importances
         from tuner.render import importance as view
@@ -72,9 +74,9 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
         return
     rows = trials if show_all else pareto(trials)
     if as_json:
-        click.echo(json.dumps(report.as_json(trials, rows, meta), indent=2))
+        click.echo(json.dumps(report.as_json(trials, rows, meta, folder), indent=2))
     else:
-        click.echo(report.render(trials, rows, meta, every_trial=show_all))
+        click.echo(report.render(trials, rows, meta, every_trial=show_all, folder=folder))
 
 
 @click.command(context_settings=CONTEXT,

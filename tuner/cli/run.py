@@ -84,9 +84,9 @@ def print_study(layout: StudyLayout, as_json: bool) -> None:
     trials, meta = files.read(layout.trials_file)
     pareto, _ = files.read(layout.pareto_file)
     if as_json:
-        click.echo(json.dumps(report.as_json(trials, pareto, meta), indent=2))
+        click.echo(json.dumps(report.as_json(trials, pareto, meta, layout.directory), indent=2))
     else:
-        click.echo(report.render(trials, pareto, meta))
+        click.echo(report.render(trials, pareto, meta, folder=layout.directory))
 
 
 def progress(say: Callable[[str], None]) -> dict[str, Callable[..., None]]:

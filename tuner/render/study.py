@@ -3,6 +3,8 @@ shape-schedule replay and the failures."""
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -171,8 +173,15 @@ def _flag(value: Any) -> bool:
     return value is not None and not pd.isna(value) and bool(value)
 
 
-def verdicts(trials: pd.DataFrame) -> dict[int, str]:
+def _named(folder: Path | None) -> str:
+    """A study's folder as a command line gives it, or STUDY where it is not known."""
+    return "STUDY" if folder is None else shlex.quote(str(folder))
+
+
+def verdicts(trials: pd.DataFrame, study: str = "STUDY") -> dict[int, str]:
     """Per batch size, one plain sentence: does compiling pay, and after how many calls.
+    ``study``: what to give ``tuner confirm`` in a command the sentence suggests (the study's
+    folder, where the caller knows it).
 
     The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
     eligible rows count, and a compiled config within noise of eager is no faster than it.
@@ -198,7 +207,7 @@ def verdicts(trials: pd.DataFrame) -> dict[int, str]:
                             f"and eager ({e:.3f} ms) are within noise of each other (a t-test "
                             "over their fresh processes' p50s does not separate them at 95%), "
                             f"and it costs {warmup} to "
-                            f"warm up; `tuner confirm STUDY --repeats {max(5, done + 3)}` measures "
+                            f"warm up; `tuner confirm {study} --repeats {max(5, done + 3)}` measures "
                             "both again in more processes, which may tell them apart. Use eager.")
         elif winner["backend"] == "eager":
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
@@ -254,9 +263,10 @@ def failures(trials: pd.DataFrame) -> list[str]:
 
 
 def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
-           every_trial: bool = False) -> str:
+           every_trial: bool = False, folder: Path | None = None) -> str:
     """The whole text report of ``tuner show`` and the end of ``tuner search``; with
-    ``every_trial``, ``pareto`` holds every trial (``tuner show --all``)."""
+    ``every_trial``, ``pareto`` holds every trial (``tuner show --all``). ``folder``: the
+    study's folder, named in the commands the report suggests."""
     lines = []
     workload = meta.get("workload") or {}
     # The precision of the rows: the study's, or every one it searched.
@@ -266,7 +276,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                  f"on {workload.get('device')}, {len(trials)} trials")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
-    sentences = verdicts(trials)
+    sentences = verdicts(trials, _named(folder))
     for bs, group in pareto.groupby("batch_size"):
         lines.append("")
         lines.append(f"batch size {bs}: every trial" if every_trial else
@@ -339,7 +349,8 @@ def schedule_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
+            folder: Path | None = None) -> dict[str, Any]:
     keep = ["batch_size", "label", "backend", "mode", "dynamic", "latency_ms_p50",
             "latency_ms_p90", "latency_ms_p99", "speedup_vs_eager", "throughput_per_s",
             "compile_s_cold", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
@@ -358,5 +369,5 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any]) ->
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),
-            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials).items()},
+            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials, _named(folder)).items()},
             "shape_schedule": schedule_rows(trials)}
