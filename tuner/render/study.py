@@ -173,20 +173,16 @@ def _flag(value: Any) -> bool:
     return value is not None and not pd.isna(value) and bool(value)
 
 
-def _named(folder: Path | None) -> str:
-    """A study's folder as a command line gives it, or STUDY where it is not known."""
-    return "STUDY" if folder is None else shlex.quote(str(folder))
-
-
-def verdicts(trials: pd.DataFrame, study: str = "STUDY") -> dict[int, str]:
+def verdicts(trials: pd.DataFrame, folder: Path | None = None) -> dict[int, str]:
     """Per batch size, one plain sentence: does compiling pay, and after how many calls.
-    ``study``: what to give ``tuner confirm`` in a command the sentence suggests (the study's
-    folder, where the caller knows it).
+    ``folder``: the study's, named in the ``tuner confirm`` command a sentence suggests (STUDY
+    where the caller does not know it).
 
     The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
     eligible rows count, and a compiled config within noise of eager is no faster than it.
     """
     out: dict[int, str] = {}
+    study = "STUDY" if folder is None else shlex.quote(str(folder))
     ok = eligible(trials)
     for bs, group in ok.groupby("batch_size"):
         eager = group[group["backend"] == "eager"]
@@ -276,7 +272,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                  f"on {workload.get('device')}, {len(trials)} trials")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
-    sentences = verdicts(trials, _named(folder))
+    sentences = verdicts(trials, folder)
     for bs, group in pareto.groupby("batch_size"):
         lines.append("")
         lines.append(f"batch size {bs}: every trial" if every_trial else
@@ -369,5 +365,5 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),
-            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials, _named(folder)).items()},
+            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials, folder).items()},
             "shape_schedule": schedule_rows(trials)}
