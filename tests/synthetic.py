@@ -42,8 +42,10 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
                 fail: dict[str, Status] | None = None,
                 changes: dict[str, dict[str, Any]] | None = None,
                 protocol: dict[str, Any] | None = None,
-                columns: dict[str, dict[str, Any]] | None = None) -> Path:
-    """Write ``root/name/{trials,pareto}.parquet``; ``changes`` edits a config's result (by key
+                columns: dict[str, dict[str, Any]] | None = None,
+                storage: str | None = None) -> Path:
+    """Write ``root/name/{trials,pareto}.parquet``; ``storage``: where the files say the study
+    lives (as tuner.study.export.storage_label writes it); ``changes`` edits a config's result (by key
     or label) after FakeRunner made it, ``columns`` sets a row's columns (by key or label) as
     the finalists' re-measurements would. Returns the study folder."""
     runner = FakeRunner(fail=fail, gpu_name=gpu, speed=speed, torch_version=torch_version)
@@ -61,7 +63,8 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
     df = frame(rows)
     files.export(directory, df, {
         "study": name, "workload": workload.to_dict(),
-        "protocol": protocol or {"warm_cache": False}})
+        "protocol": protocol or {"warm_cache": False},
+        **({} if storage is None else {"storage": storage})})
     return directory
 
 

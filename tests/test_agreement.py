@@ -63,6 +63,19 @@ def test_show_recommend_and_compare_all_choose_eager_within_noise(study, tmp_pat
     assert [b.label for b in latency] == ["eager"]
 
 
+@pytest.mark.parametrize(("storage", "given"), [
+    ("study.db", ""),  # the study folder's own: found by the folder
+    ("postgresql://tuner@db-host/tuner", " --storage postgresql://tuner@db-host/tuner"),
+    ("postgresql://tuner:***@db-host/tuner", " --storage URL"),  # its password is not in the files
+])
+def test_the_suggested_confirm_names_the_storage_a_study_lives_in(tmp_path, storage, given):
+    study = write_study(tmp_path, "elsewhere", columns=WITHIN_NOISE, storage=storage,
+                        trial_configs=configs((1,), ("eager", "inductor:default")))
+    command = f"`tuner confirm {study}{given} --repeats 5`"
+    assert command in invoke("show", str(study)).stdout
+    assert command in json.loads(invoke("show", str(study), "--json").stdout)["verdicts"]["1"]
+
+
 def test_without_intervals_the_faster_compiled_config_wins_everywhere(tmp_path):
     study = write_study(tmp_path, "once", trial_configs=configs((1,), ("eager", "inductor:default")))
     assert report.verdicts(files.read(study)[0])[1].startswith("batch size 1: inductor:default is")

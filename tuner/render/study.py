@@ -13,6 +13,7 @@ from tuner.data.derive import listed, ran_eager, ran_eager_only
 from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO, p99_of_few_calls
 from tuner.data.select import LATENCY, best, eligible
 from tuner.render.text import cell, describe_fingerprint, is_list
+from tuner.spec.layout import DB_FILE
 from tuner.spec.records import SCHEDULE_REPEATS, Status
 from tuner.spec.workload import Workload, shape_label
 
@@ -173,16 +174,28 @@ def _flag(value: Any) -> bool:
     return value is not None and not pd.isna(value) and bool(value)
 
 
-def verdicts(trials: pd.DataFrame, folder: Path | None = None) -> dict[int, str]:
+def confirm_command(folder: Path | None = None, storage: str | None = None) -> str:
+    """``tuner confirm`` for the study in ``folder`` (STUDY where the caller does not know it),
+    to paste as it is. ``storage``: where the study lives, as its files say it (the study
+    folder's study.db, or a URL without its password): any other than study.db is given with
+    --storage, as URL where its password was taken out of the files."""
+    command = "tuner confirm " + ("STUDY" if folder is None else shlex.quote(str(folder)))
+    if storage is None or storage == DB_FILE:
+        return command
+    return f"{command} --storage {'URL' if '***' in storage else shlex.quote(storage)}"
+
+
+def verdicts(trials: pd.DataFrame, folder: Path | None = None,
+             storage: str | None = None) -> dict[int, str]:
     """Per batch size, one plain sentence: does compiling pay, and after how many calls.
-    ``folder``: the study's, named in the ``tuner confirm`` command a sentence suggests (STUDY
-    where the caller does not know it).
+    ``folder`` and ``storage``: the study's, named in the ``tuner confirm`` command a sentence
+    suggests (:func:`confirm_command`).
 
     The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
     eligible rows count, and a compiled config within noise of eager is no faster than it.
     """
     out: dict[int, str] = {}
-    study = "STUDY" if folder is None else shlex.quote(str(folder))
+    confirm = confirm_command(folder, storage)
     ok = eligible(trials)
     for bs, group in ok.groupby("batch_size"):
         eager = group[group["backend"] == "eager"]
@@ -203,7 +216,7 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None) -> dict[int, str]
                             f"and eager ({e:.3f} ms) are within noise of each other (a t-test "
                             "over their fresh processes' p50s does not separate them at 95%), "
                             f"and it costs {warmup} to "
-                            f"warm up; `tuner confirm {study} --repeats {max(5, done + 3)}` measures "
+                            f"warm up; `{confirm} --repeats {max(5, done + 3)}` measures "
                             "both again in more processes, which may tell them apart. Use eager.")
         elif winner["backend"] == "eager":
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
@@ -272,7 +285,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                  f"on {workload.get('device')}, {len(trials)} trials")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
-    sentences = verdicts(trials, folder)
+    sentences = verdicts(trials, folder, meta.get("storage"))
     for bs, group in pareto.groupby("batch_size"):
         lines.append("")
         lines.append(f"batch size {bs}: every trial" if every_trial else
@@ -365,5 +378,5 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),
-            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials, folder).items()},
+            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials, folder, meta.get("storage")).items()},
             "shape_schedule": schedule_rows(trials)}
