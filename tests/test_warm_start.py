@@ -155,6 +155,7 @@ def test_the_recommendation_names_its_artifacts_and_the_snippet_loads_them(fake_
     assert rec.config.label == "inductor:default"
     assert rec.artifacts_path == (fake_study / layout.artifacts_relative(rec.config.key)).resolve()
     assert rec.to_dict()["artifacts"] == str(rec.artifacts_path)
+    assert rec.to_dict()["artifacts_found"] is True
     snippet = rec.snippet()
     assert f"ARTIFACTS = Path({str(rec.artifacts_path)!r})" in snippet
     assert f"ARTIFACTS_TORCH = {torch.__version__!r}" in snippet
@@ -189,6 +190,11 @@ def test_apply_warns_when_the_file_is_gone_or_unreadable(fake_study):
     with pytest.warns(MismatchWarning, match="is missing"):
         assert rec.load_artifacts() is False
     assert "load_cache_artifacts" not in rec.snippet()
+    # tuner recommend says so too, rather than name a file apply() cannot load
+    assert f"none: the study saved compile artifacts for it, but {rec.artifacts_path} is " \
+        "missing" in rec.describe()
+    assert f"apply() loads {rec.artifacts_path}" not in rec.describe()
+    assert rec.to_dict()["artifacts_found"] is False
 
 
 def test_a_study_without_artifacts_applies_as_before(tmp_path):

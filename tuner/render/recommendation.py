@@ -161,10 +161,14 @@ def describe(rec: Recommended) -> str:
         rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: a t-test over "
                              "their fresh processes' p50s does not separate them at 95%, so "
                              "neither is faster; choose on the other columns"))
-    if rec.artifacts_path is not None:
+    if rec.artifacts_path is not None and rec.artifacts_path.exists():
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
         rows.append(("warm start", f"apply() loads {rec.artifacts_path} (saved by torch "
                                    f"{saved_by}; another torch skips it)"))
+    elif rec.artifacts_path is not None:  # a copy of the study folder without its artifacts/
+        rows.append(("warm start", f"none: the study saved compile artifacts for it, but "
+                                   f"{rec.artifacts_path} is missing (copy the study folder's "
+                                   "artifacts/ along); apply() compiles cold"))
     if m.noisy:
         rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
     if p99_of_few_calls(calls := rec.row.get("measure_calls") or 0):

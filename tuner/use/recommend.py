@@ -187,6 +187,8 @@ class Recommendation:
             "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
             "within_noise": list(self.within_noise),
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
+            # apply() warm-starts from them only if the file is there
+            "artifacts_found": self.artifacts_path is not None and self.artifacts_path.exists(),
         }
 
     def describe(self) -> str:
