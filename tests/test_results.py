@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -439,7 +440,11 @@ def test_a_speedup_between_two_noisy_single_measurements_comes_with_a_caution():
     verdict = report.verdicts(frame((EAGER1, eager), (inductor(1), compiled)))[1]
     assert "1.11x faster than eager" in verdict
     assert verdict.endswith("Both rows are flagged noisy and were measured once each: "
-                            "`tuner confirm` measures them again before you rely on this.")
+                            "`tuner confirm STUDY` measures them again before you rely on this.")
+    # to paste as it is where the caller knows the study's folder and storage
+    verdict = report.verdicts(frame((EAGER1, eager), (inductor(1), compiled)), Path("studies/x"),
+                              "postgresql://db-host/tuner")[1]
+    assert "`tuner confirm studies/x --storage postgresql://db-host/tuner` measures them" in verdict
 
 
 def test_throughput_comes_from_the_stream_and_latency_from_the_request():

@@ -230,7 +230,7 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
             unconfirmed = pd.isna(top.get("latency_ms_p50_ci_low")) and pd.isna(
                 fastest_eager.get("latency_ms_p50_ci_low"))
             caution = (" Both rows are flagged noisy and were measured once each: "
-                       "`tuner confirm` measures them again before you rely on this."
+                       f"`{confirm}` measures them again before you rely on this."
                        if unconfirmed and _flag(top.get("noisy"))
                        and _flag(fastest_eager.get("noisy")) else "")
             out[int(bs)] = (f"batch size {bs}: {top['label']} is "
