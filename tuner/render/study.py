@@ -375,8 +375,9 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
     rows = [{k: (v.tolist() if is_list(v) and hasattr(v, "tolist") else v)
              for k, v in row.items()} for row in rows]
+    sentences = verdicts(trials, folder, meta.get("storage"))
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),
-            "pareto": rows, "verdicts": {str(k): v for k, v in verdicts(trials, folder, meta.get("storage")).items()},
+            "pareto": rows, "verdicts": {str(k): v for k, v in sentences.items()},
             "shape_schedule": schedule_rows(trials)}
