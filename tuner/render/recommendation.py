@@ -58,6 +58,9 @@ class Recommended(Protocol):
     @property
     def artifacts_path(self) -> Path | None: ...
 
+    @property
+    def artifacts_found(self) -> bool: ...
+
 
 def snippet(rec: Recommended) -> str:
     """Python source to paste into production code; it does what :meth:`apply` does."""
@@ -74,8 +77,8 @@ def snippet(rec: Recommended) -> str:
         + ": place and cast model and inputs the same way.",
         "import torch",
     ]
-    warm = rec.artifacts_path if rec.config.compiled else None
-    if warm is not None and warm.exists():
+    warm = rec.artifacts_path if rec.config.compiled and rec.artifacts_found else None
+    if warm is not None:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
         lines += [
             "from pathlib import Path",
@@ -101,7 +104,7 @@ def snippet(rec: Recommended) -> str:
     if w.channels_last:
         lines.append("    model = model.to(memory_format=torch.channels_last)")
     if rec.config.compiled:
-        if warm is not None and warm.exists():
+        if warm is not None:
             lines += ["    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
                       "        torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())"]
         args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
@@ -161,7 +164,7 @@ def describe(rec: Recommended) -> str:
         rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: a t-test over "
                              "their fresh processes' p50s does not separate them at 95%, so "
                              "neither is faster; choose on the other columns"))
-    if rec.artifacts_path is not None and rec.artifacts_path.exists():
+    if rec.artifacts_found:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
         rows.append(("warm start", f"apply() loads {rec.artifacts_path} (saved by torch "
                                    f"{saved_by}; another torch skips it)"))

@@ -120,6 +120,12 @@ class Recommendation:
         name = self.row.get("artifacts_file")
         return (self.path.parent / name).resolve() if name else None
 
+    @property
+    def artifacts_found(self) -> bool:
+        """Whether that file is there, to warm-start from (a study folder copied without its
+        artifacts/ has none)."""
+        return self.artifacts_path is not None and self.artifacts_path.exists()
+
     def load_artifacts(self) -> bool:
         """Load the study's compile artifacts of this config into this process's compile
         caches (``torch.compiler.load_cache_artifacts``); True if they were loaded.
@@ -187,8 +193,7 @@ class Recommendation:
             "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
             "within_noise": list(self.within_noise),
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
-            # apply() warm-starts from them only if the file is there
-            "artifacts_found": self.artifacts_path is not None and self.artifacts_path.exists(),
+            "artifacts_found": self.artifacts_found,
         }
 
     def describe(self) -> str:
