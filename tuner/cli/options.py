@@ -218,8 +218,9 @@ compile_timeout_option = click.option(
     show_default=True,
     help="Budget for a trial's first (compiling) call, e.g. 10m, apart from --timeout: past "
          "it the trial's process group is killed and its row says compile_timeout. 5m lets the default and "
-         "reduce-overhead compiles of the H200 studies in this repository finish (6-29 s) and "
-         "stops max-autotune of resnet18, which ran past 380 s there, at 5 minutes instead of "
+         "reduce-overhead compiles of the H200 studies in this repository finish (6-34 s) and "
+         "stops max-autotune of resnet18, which had no result after 380 s there, at 5 minutes "
+         "instead of "
          "--timeout. none: no budget. Stored with the study "
          "(a resume must ask the same); a study made before the option has none.")
 prestart_option = click.option(

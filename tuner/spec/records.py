@@ -22,7 +22,7 @@ FINGERPRINT_FIELDS = ("device_kind", "gpu_name", "gpu_compute_capability", "gpu_
                       "host", "cpu")
 SCHEDULE_REPEATS = 3  # a shape schedule is replayed this many times over: samples per shape
 
-class Status(str, enum.Enum):
+class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change what str() of a member gives)
     """How a trial ended. Every status but ``ok`` is a failure stored as data."""
 
     OK = "ok"

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from tuner.errors import UserError
 

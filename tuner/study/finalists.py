@@ -324,7 +324,7 @@ def _record(kind: str, result: TrialResult) -> dict[str, Any]:
         "fxgraph_cache_misses": result.fxgraph_cache_misses, "wall_s": result.wall_s,
         "host_other_cpu_cores": getattr(result, "host_other_cpu_cores", None),
         "torch": fp.get("torch"), "host": fp.get("host"),
-        "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
 
