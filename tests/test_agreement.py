@@ -217,7 +217,7 @@ def test_a_p99_limit_holds_a_finalist_to_its_median_tail_over_processes(tmp_path
     refused = invoke("recommend", str(study), "--batch-size", "1", "--max-p99-ms", "4")
     assert refused.exit_code == 1
     assert "the closest is inductor:default (batch size 1, trial 1), which takes 5.100 ms at " \
-        "p99 where max_p99_ms=4: relax max_p99_ms" in refused.output
+        "p99 where --max-p99-ms=4: relax --max-p99-ms" in refused.output  # the option's name
 
     table = invoke("show", str(study)).stdout
     assert "median p99" in table and "which recommend --max-p99-ms bounds" in table

@@ -149,6 +149,14 @@ def test_closest_config_breaks_only_the_limit_named(study):
         recommend(study, batch_size=1, max_compile_s=85, max_latency_ms=3.5, max_vram_gb=2)
 
 
+def test_a_value_just_over_its_limit_is_shown_over_it(study):
+    # eager's first call: 0.0047 s; at the limit's one decimal it would read "0.0 s" and seem within.
+    study = write_study(study.parent, "quick", trial_configs=configs([1], ["eager"]),
+                        changes={"eager": {"compile_s_cold": 0.0047}})
+    with pytest.raises(UserError, match=r"takes 0\.005 s where max_compile_s=0\.001: relax"):
+        recommend(study, max_compile_s=0.001)
+
+
 def test_bad_requests_are_user_errors(study, tmp_path):
     with pytest.raises(UserError, match="measured batch sizes 1, 8"):
         recommend(study)  # latency, but at which batch size?
@@ -351,3 +359,29 @@ def test_traffic_picks_the_least_time_on_the_shape_schedule(tmp_path):
     with pytest.raises(UserError, match="objective traffic needs a study searched with "
                                         "--shape-schedule"):
         recommend(plain, batch_size=1, objective="traffic")
+
+
+def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
+    pair = configs([1], ["eager", "inductor:default"])  # inductor: 5.0 ms, first call 15 s
+    # The limits rule out the compiled config: not "compiling does not pay off".
+    limited = recommend(write_study(tmp_path, "a", trial_configs=pair), max_compile_s=1)
+    assert limited.config.label == "eager"
+    assert limited.why_eager == ("eager is the only config within the limits: the best compiled "
+                                 "one, inductor:default (trial 1), takes 15.0 s where "
+                                 "max_compile_s=1")
+    assert f"no torch.compile: {limited.why_eager}" in limited.describe()
+    assert f"return model  # not compiled: {limited.why_eager}" in limited.snippet()
+    assert limited.to_dict()["why_eager"] == limited.why_eager
+    # Every compiled trial failed: say how, not that eager won a comparison.
+    failed = recommend(write_study(tmp_path, "b", trial_configs=pair,
+                                   fail={"inductor:default": Status.COMPILE_TIMEOUT}))
+    assert failed.why_eager == ("no compiled config finished and matched eager (1 of 1 trials "
+                                "failed: 1 compile_timeout)")
+    # Compiled and slower: that is compiling not paying off.
+    slower = recommend(write_study(tmp_path, "c", trial_configs=pair,
+                                   changes={"inductor:default": {"latency_ms_p50": 9.0}}))
+    assert slower.why_eager == "eager was best here: compiling does not pay off"
+    # A compiled recommendation has no such reason.
+    compiled = recommend(write_study(tmp_path, "d", trial_configs=pair))
+    assert compiled.config.compiled and compiled.why_eager == ""
+    assert compiled.to_dict()["why_eager"] is None

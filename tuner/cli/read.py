@@ -124,7 +124,7 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
       tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
     """
     from tuner.errors import UserError
-    from tuner.use.recommend import BatchSizeNeeded
+    from tuner.use.recommend import BatchSizeNeeded, LimitsUnmet
     from tuner.use.recommend import recommend as recommend_
 
     if as_json and fmt != "json":
@@ -142,6 +142,8 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
                              max_p99_ms=max_p99_ms, strict=strict)
         except BatchSizeNeeded as exc:  # it names the Python keywords: say the options here
             raise UserError(exc.message("--batch-size N", "--objective throughput")) from None
+        except LimitsUnmet as exc:  # the same: max_compile_s is --max-compile-s here
+            raise UserError(exc.message(lambda name: "--" + name.replace("_", "-"))) from None
     echo_warnings(caught)
     if fmt == "json":
         click.echo(json.dumps(rec.to_dict(), indent=2, default=str))

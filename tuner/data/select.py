@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,16 @@ def memory_needed_bytes(row: pd.Series) -> int | None:
     return int(max(known)) if known else None
 
 
+def _over(fmt: str, value: float, limit: float) -> str:
+    """``fmt`` (one ``{:.Nf}`` and a unit) of a value above ``limit``, with more decimals
+    where N would not show it is above: 0.0047 s against a limit of 0.001 is not "0.0 s"."""
+    head, _, tail = fmt.partition("}")
+    decimals = int(head.split(".")[1].rstrip("f"))
+    while float(f"{value:.{decimals}f}") <= limit and decimals < 12:
+        decimals += 1
+    return f"{value:.{decimals}f}" + tail
+
+
 @dataclasses.dataclass(frozen=True)
 class Constraints:
     """Limits a recommended config must meet. ``None`` means no limit.
@@ -195,17 +206,20 @@ class Constraints:
                 for name, limit, value, unit, _, _ in self._checks(row)
                 if limit is not None and value is not None}
 
-    def violations(self, row: pd.Series) -> list[tuple[str, float, str]]:
-        """Each broken limit as (constraint, relative excess, sentence); unknown counts as broken."""
+    def violations(self, row: pd.Series, called: Callable[[str], str] = str
+                   ) -> list[tuple[str, float, str]]:
+        """Each broken limit as (constraint, relative excess, sentence); unknown counts as broken.
+        ``called`` names a limit in the sentence (the CLI: its option)."""
         out = []
         for name, limit, value, unit, fmt, verb in self._checks(row):
             if limit is None:
                 continue
             if value is None:
-                out.append((name, math.inf, f"has no measurement for {name}"))
+                out.append((name, math.inf, f"has no measurement for {called(name)}"))
             elif value > limit * unit:
                 out.append((name, value / (limit * unit) - 1,
-                            f"{verb} {fmt.format(value / unit)} where {name}={limit:g}"))
+                            f"{verb} {_over(fmt, value / unit, limit)} where "
+                            f"{called(name)}={limit:g}"))
         return out
 
 

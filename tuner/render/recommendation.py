@@ -61,6 +61,9 @@ class Recommended(Protocol):
     @property
     def artifacts_found(self) -> bool: ...
 
+    @property
+    def why_eager(self) -> str: ...
+
 
 def snippet(rec: Recommended) -> str:
     """Python source to paste into production code; it does what :meth:`apply` does."""
@@ -110,7 +113,7 @@ def snippet(rec: Recommended) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
         lines.append(f"    return torch.compile(model, {args})")
     else:
-        lines.append("    return model  # eager was best here: compiling does not pay off")
+        lines.append(f"    return model  # not compiled: {rec.why_eager}")
     return "\n".join(lines) + "\n"
 
 
@@ -125,11 +128,12 @@ def describe(rec: Recommended) -> str:
     rows = [
         ("study", f"{rec.study} ({w.model} {w.dtype} on {w.device}; {rec.path})"),
         ("objective", f"{rec.objective}: {OBJECTIVES[rec.objective].what}"),
-        ("constraints", f"{limits}; {rec.candidates} configs meet them"),
+        ("constraints", f"{limits}; {rec.candidates} "
+                        + ("config meets them" if rec.candidates == 1 else "configs meet them")),
         ("config", f"{rec.config.label}, batch size {rec.config.batch_size} "
                    f"(trial {rec.trial_number})"),
         ("apply", f"torch.compile(model, {call})" if rec.config.compiled
-         else "no torch.compile: eager was best"),
+         else f"no torch.compile: {rec.why_eager}"),
         ("latency", _latency(m) + ", " + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
         ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s") + " back to back ("
          + _fmt(m.stream_ms_p50_median if m.stream_ms_p50_median is not None

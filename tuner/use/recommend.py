@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +32,7 @@ from tuner.data.noise import within_noise
 from tuner.data.rows import config_of, plain
 from tuner.data.select import OBJECTIVES, Constraints, best, eligible, rank
 from tuner.errors import UserError
-from tuner.spec.config import TrialConfig
+from tuner.spec.config import EAGER, TrialConfig
 from tuner.spec.records import FINGERPRINT_FIELDS, Status
 from tuner.spec.workload import Workload, tensor_dtype
 from tuner.use.environment import MismatchWarning, environment_mismatch
@@ -64,6 +65,9 @@ class Recommendation:
             95 %, :func:`tuner.data.noise.within_noise`); for the latency and
             throughput objectives, when the study re-measured its finalists.
         row: the whole Parquet row.
+        why_eager: when the config is eager, why: it was best among configs that compile, the
+            limits ruled out every compiled one, or none finished and matched eager. Empty
+            for a compiled config.
     """
 
     study: str
@@ -79,6 +83,7 @@ class Recommendation:
     mismatch: tuple[str, ...] = ()
     row: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     within_noise: tuple[str, ...] = ()
+    why_eager: str = ""
 
     def apply(self, model: torch.nn.Module, warm_start: bool = True) -> torch.nn.Module:
         """Set up ``model`` the way the study measured it and compile it with the recorded args.
@@ -193,7 +198,7 @@ class Recommendation:
             "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
             "within_noise": list(self.within_noise),
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
-            "artifacts_found": self.artifacts_found,
+            "artifacts_found": self.artifacts_found, "why_eager": self.why_eager or None,
         }
 
     def describe(self) -> str:
@@ -280,7 +285,7 @@ def recommend(
                         "with --shape-schedule")
     feasible = candidates[[not constraints.violations(r) for _, r in candidates.iterrows()]]
     if feasible.empty:
-        raise UserError(_closest_message(where, candidates, constraints, objective))
+        raise LimitsUnmet(where, candidates, constraints, objective)
     chosen = best(feasible, objective)
 
     fingerprint = _row_fingerprint(chosen) or dict((meta.get("fingerprints") or [{}])[0])
@@ -300,7 +305,31 @@ def recommend(
         fingerprint=fingerprint, mismatch=mismatch,
         row={k: plain(v) for k, v in chosen.items()},
         within_noise=_within_noise_of(chosen, feasible) if objective in ("latency", "throughput")
-        else ())
+        else (),
+        why_eager="" if config.compiled else _why_eager(chosen, df, candidates, constraints,
+                                                        objective))
+
+
+def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
+               constraints: Constraints, objective: str) -> str:
+    """Why an eager ``chosen`` won at its batch size: compiling did not pay off, the limits
+    ruled out every compiled config, or no compiled config finished and matched eager."""
+    def compiled_at(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows[(rows["batch_size"] == chosen["batch_size"]) & (rows["backend"] != EAGER)]
+
+    ok = compiled_at(candidates)
+    within = ok[[not constraints.violations(r) for _, r in ok.iterrows()]]
+    if not within.empty:
+        return "eager was best here: compiling does not pay off"
+    if not ok.empty:
+        row = rank(ok, objective).iloc[0]
+        broken = " and ".join(s for _, _, s in constraints.violations(row))
+        return (f"eager is the only config within the limits: the best compiled one, "
+                f"{row['label']} (trial {int(row['trial_number'])}), {broken}")
+    tried = compiled_at(df)
+    if tried.empty:
+        return "the study measured no compiled config at this batch size"
+    return f"no compiled config finished and matched eager ({_why_none(tried)})"
 
 
 def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ...]:
@@ -311,25 +340,39 @@ def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ..
     return tuple(str(r["label"]) for _, r in same.iterrows() if within_noise(chosen, r))
 
 
-def _closest_message(where: str, candidates: pd.DataFrame, constraints: Constraints,
-                     objective: str) -> str:
-    ranked = rank(candidates, objective)
-    # Closest: the smallest total overshoot, relative to each limit; the objective breaks ties.
-    excess = [sum(min(e, 1e9) for _, e, _ in constraints.violations(r)) for _, r in ranked.iterrows()]
-    row = ranked.iloc[min(range(len(excess)), key=excess.__getitem__)]
-    broken = constraints.violations(row)
-    limits = ", ".join(f"{k}={v:g}" for k, v in constraints.to_dict().items() if v is not None)
-    return (f"no config of {where} meets {limits} ({len(candidates)} checked); the closest is "
-            f"{row['label']} (batch size {int(row['batch_size'])}, trial {int(row['trial_number'])}), "
-            f"which {' and '.join(s for _, _, s in broken)}: relax "
-            f"{' and '.join(n for n, _, _ in broken)}")
+class LimitsUnmet(UserError):
+    """No config meets the limits. The message names the closest config and the limits it
+    breaks, by :func:`recommend`'s keywords; ``tuner recommend`` names its options instead
+    (:meth:`message`)."""
+
+    def __init__(self, where: str, candidates: pd.DataFrame, constraints: Constraints,
+                 objective: str) -> None:
+        ranked = rank(candidates, objective)
+        # Closest: the smallest total overshoot, relative to each limit; the objective breaks ties.
+        excess = [sum(min(e, 1e9) for _, e, _ in constraints.violations(r))
+                  for _, r in ranked.iterrows()]
+        self.where, self.checked, self.constraints = where, len(candidates), constraints
+        self.row = ranked.iloc[min(range(len(excess)), key=excess.__getitem__)]
+        super().__init__(self.message())
+
+    def message(self, called: Callable[[str], str] = str) -> str:
+        """The message, ``called`` naming each limit (the CLI: ``--max-compile-s``)."""
+        row, broken = self.row, self.constraints.violations(self.row, called)
+        limits = ", ".join(f"{called(k)}={v:g}" for k, v in self.constraints.to_dict().items()
+                           if v is not None)
+        return (f"no config of {self.where} meets {limits} ({self.checked} checked); the "
+                f"closest is {row['label']} (batch size {int(row['batch_size'])}, trial "
+                f"{int(row['trial_number'])}), which {' and '.join(s for _, _, s in broken)}: "
+                f"relax {' and '.join(called(n) for n, _, _ in broken)}")
 
 
 def _why_none(df: pd.DataFrame) -> str:
     if df.empty:
         return "the study has no trials"
     ok = df[df["status"] == Status.OK.value]
-    parts = [f"{len(df) - len(ok)} of {len(df)} trials failed"]
+    failed = df["status"][df["status"] != Status.OK.value].value_counts()
+    statuses = ", ".join(f"{n} {status}" for status, n in failed.items())
+    parts = [f"{len(df) - len(ok)} of {len(df)} trials failed" + (f": {statuses}" if statuses else "")]
     unverified = int(ok["correct"].isna().sum())
     if unverified:
         parts.append(f"{unverified} could not be checked for correctness")
@@ -339,7 +382,7 @@ def _why_none(df: pd.DataFrame) -> str:
     ran_eager = int(ran_eager_only(ok).sum())
     if ran_eager:
         parts.append(f"{ran_eager} compiled nothing and ran eager")
-    return ", ".join(parts)
+    return "; ".join(parts)
 
 
 def _workload(meta: dict[str, Any], row: pd.Series) -> Workload:
