@@ -35,6 +35,7 @@ def root(tmp_path_factory, fake_cli_for_module) -> Path:
     (root / "junk.txt").write_text("not a study\n")
     (root / "space-typo.toml").write_text("batch_size = [1, 8]\n")
     (root / "space-broken.toml").write_text("modes = [default\n")
+    (root / "space-binary.toml").write_bytes(b"\xff\xfe")
     (root / "space-scalar.toml").write_text("dtypes = \"bfloat16\"\n")
     return root
 
@@ -61,6 +62,7 @@ CASES = [
     ("search-space-unknown-key", search(space="{root}/space-typo.toml"),
      ["unknown key 'batch_size'", "did you mean 'batch_sizes'"]),
     ("search-space-not-toml", search(space="{root}/space-broken.toml"), ["not valid TOML"]),
+    ("search-space-not-text", search(space="{root}/space-binary.toml"), ["not UTF-8 text"]),
     ("search-space-not-a-list", search(space="{root}/space-scalar.toml"),
      ["dtypes must be a non-empty list"]),
     # search: the device, numbers that make no sense, backends, names, another protocol.
@@ -90,6 +92,17 @@ CASES = [
     ("search-batch-sizes-empty", search(batch_sizes=""), ["no batch size"]),
     ("search-batch-sizes-0", search(batch_sizes="0"), ["batch size '0'"]),
     ("search-dtype-float8", search(dtype="float8"), ["--dtype"]),
+    # an empty item is an error, not dropped: `--mode ,` would otherwise mean every mode
+    ("search-mode-only-a-comma", search(mode=","), ["--mode ','", "an empty value"]),
+    ("search-dtype-empty-item", search(dtype="float32,,bfloat16"),
+     ["--dtype 'float32,,bfloat16'", "an empty value"]),
+    ("search-backend-blank", search(backend=" "), ["--backend ' '", "an empty value"]),
+    ("search-dynamic-trailing-comma", search(dynamic="false,"), ["--dynamic 'false,'"]),
+    ("search-option-empty-value", search(inductor_option="epilogue_fusion=true,,false"),
+     ["--inductor-option 'true,,false'", "an empty value"]),
+    ("search-option-none-and-another", search_args("{root}", "--inductor-option", "none",
+                                                   "--inductor-option", "epilogue_fusion=true"),
+     ["--inductor-option none", "cannot be given beside other"]),
     pytest.param("search-backend-tvm", search(backend="tvm"), ["'tvm'", "pip install apache-tvm"],
                  marks=missing("tvm")),
     pytest.param("search-backend-openxla", search(backend="openxla"),

@@ -200,7 +200,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
     device = device or _default_device()
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
-    dtypes = split((dtype,)) or ["float32"]
+    dtypes = split((dtype,), "--dtype") or ["float32"]
     # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;
     # a space file is the whole space.
     formats = bool_values(channels_last, "--channels-last") if channels_last is not None else \
@@ -235,10 +235,11 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         validate(workload)
         gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
         options = option_values(inductor_options) if inductor_options else \
-            None if space_file else default_options(device, split(backends) or None)
+            None if space_file else default_options(device, split(backends, "--backend"))
         space = build_space(device=device, batch_sizes=sizes,
-                            backends=split(backends), modes=split(modes),
-                            dynamic=dynamic_values(split(dynamic)),
+                            backends=split(backends, "--backend"),
+                            modes=split(modes, "--mode"),
+                            dynamic=dynamic_values(split(dynamic, "--dynamic")),
                             dtypes=dtypes if len(dtypes) > 1 else None,
                             channels_last=formats if len(formats) > 1 else None,
                             cudnn_benchmark=cudnn if len(cudnn) > 1 else None,

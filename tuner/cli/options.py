@@ -114,10 +114,27 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def split(values: tuple[str, ...]) -> list[str] | None:
-    """Repeated and comma-separated option values as one list; None if none were given."""
-    items = [v.strip() for value in values for v in value.split(",") if v.strip()]
+def split(values: tuple[str, ...], option: str) -> list[str] | None:
+    """Repeated and comma-separated option values as one list; None if none were given. An
+    empty item (``a,,b``, ``,``, ``""``) is a one-line error naming ``option``, not a value
+    dropped: ``--mode ,`` must not quietly mean every mode."""
+    items = [item for value in values for item in items_of(value, option)]
     return items or None
+
+
+def items_of(text: str, option: str) -> list[str]:
+    """``a, b`` -> ["a", "b"]; an empty item is a one-line error naming ``option``."""
+    items = [v.strip() for v in text.split(",")]
+    if not all(items):
+        raise UserError(f"{option} {text!r} has an empty value: give values separated by single "
+                        f"commas, e.g. {option} {_EXAMPLES.get(option, 'a,b')}")
+    return items
+
+
+_EXAMPLES = {"--dtype": "float32,bfloat16", "--backend": "eager,inductor",
+             "--mode": "default,reduce-overhead", "--dynamic": "false,true",
+             "--channels-last": "false,true", "--cudnn-benchmark": "true,false",
+             "--inductor-option": "epilogue_fusion=true,false"}
 
 
 def positive_ints(text: str, what: str, option: str) -> list[int]:
@@ -144,7 +161,9 @@ def dynamic_values(values: list[str] | None) -> list[bool | None] | None:
 def bool_values(text: str, option: str) -> list[bool]:
     """``false,true`` -> [False, True]; anything else is a one-line error naming the option."""
     table = {"true": True, "false": False}
-    items = [v.strip().lower() for v in text.split(",") if v.strip()]
+    if not text.strip():
+        raise UserError(f"{option} needs a value: true, false or false,true")
+    items = [v.lower() for v in items_of(text, option)]
     for v in items:
         if v not in table:
             raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)")
@@ -162,7 +181,10 @@ def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
     out: dict[str, list[str]] = {}
     for value in values:
         name, sep, rest = value.partition("=")
-        items = [v.strip() for v in rest.split(",") if v.strip()]
+        if value.strip().lower() == "none":
+            raise UserError("--inductor-option none searches no option: it cannot be given "
+                            "beside other --inductor-option values; drop one")
+        items = items_of(rest, "--inductor-option") if rest.strip() else []
         if not sep or not name.strip() or not items:
             raise UserError(f"--inductor-option {value!r}: expected NAME=V1,V2, e.g. "
                             "--inductor-option epilogue_fusion=true,false")

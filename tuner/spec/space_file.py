@@ -56,6 +56,8 @@ def read_space_file(path: Path) -> SpaceFile:
         raise UserError(f"--space {path}: no such file") from None
     except OSError as exc:
         raise UserError(f"--space {path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--space {path}: not UTF-8 text; a space file is TOML") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"--space {path}: not valid TOML: {exc}") from None
     if not data:
