@@ -44,13 +44,17 @@ class OneLineErrors(click.Group):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
-            raise one_line(exc) from None
+            # click's parser raises some errors (an option without its value) with no context:
+            # the command being parsed is then the subcommand this group was invoking.
+            sub = f"{ctx.command_path} {ctx.invoked_subcommand}" if ctx.invoked_subcommand \
+                else ctx.command_path
+            raise one_line(exc, sub) from None
 
 
-def one_line(exc: click.UsageError) -> click.ClickException:
+def one_line(exc: click.UsageError, where: str = "tuner") -> click.ClickException:
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
         return exc  # no arguments at all: the help, as click shows it
-    where = exc.ctx.command_path if exc.ctx is not None else "tuner"
+    where = exc.ctx.command_path if exc.ctx is not None else where
     message = " ".join(exc.format_message().split())
     error = click.ClickException(f"{message} (see {where} --help)")
     # 2, as click exits on usage errors. click types exit_code a ClassVar but reads it from the
