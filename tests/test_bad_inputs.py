@@ -171,6 +171,10 @@ CASES = [
     ("compare-no-such-study", ["compare", S, "{root}/nope"], ["no such file"]),
     ("compare-not-a-study", ["compare", S, "{root}/junk.txt"], ["not a readable Parquet file"]),
     ("compare-plot-to-a-folder", ["compare", S, f"{{root}}/{OTHER}", "--plot", S], ["--plot"]),
+    ("compare-plot-empty", ["compare", S, f"{{root}}/{OTHER}", "--plot", ""],
+     ["'--plot': is empty: give a path"]),
+    ("plot-out-empty", ["plot", S, "--out", ""], ["'--out': is empty: give a path"]),
+    ("search-studies-dir-empty", search(studies_dir=""), ["'--studies-dir': is empty"]),
     # no such command
     ("unknown-command", ["serch"], ["No such command 'serch'"]),
 ]

@@ -15,6 +15,7 @@ from tuner.cli.options import (
     CONTEXT,
     SAMPLERS,
     Duration,
+    GivenPath,
     Number,
     bool_values,
     compile_timeout_option,
@@ -70,7 +71,7 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                    "underscores). List the default value first: the baseline uses it. Default "
                    "on CUDA: coordinate_descent_tuning, epilogue_fusion, freezing and "
                    "shape_padding, each both ways; none: no option.")
-@click.option("--space", "space_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--space", "space_file", type=GivenPath(dir_okay=False, path_type=Path),
               help="A TOML file that narrows the dimensions, one key per option (batch_sizes, "
                    "backends, modes, dynamic, dtypes, channels_last, cudnn_benchmark, and an "
                    "[inductor_options] table); options given here win. See README, "

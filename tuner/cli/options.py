@@ -74,6 +74,16 @@ class Number(click.FloatRange):
         return number
 
 
+class GivenPath(click.Path):
+    """A path that is not empty: ``--plot ""`` would otherwise write ``.png`` in the current
+    folder and say it wrote ``.``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty: give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def positive_number() -> Number:
     """A finite number above zero (a limit of zero GiB or seconds admits nothing)."""
     return Number(min=0, min_open=True)
@@ -228,7 +238,7 @@ def teller(quiet: bool, prefix: str = "") -> Callable[[str], None]:
 
 # Options several commands take, declared once.
 studies_dir_option = click.option(
-    "--studies-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("studies"),
+    "--studies-dir", type=GivenPath(file_okay=False, path_type=Path), default=Path("studies"),
     show_default=True, help="The folder that holds the study folders.")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print the result as JSON on stdout.")

@@ -10,6 +10,7 @@ import click
 
 from tuner.cli.options import (
     CONTEXT,
+    GivenPath,
     echo_warnings,
     json_option,
     max_compile_s_option,
@@ -157,7 +158,7 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
 @click.argument("studies", nargs=-1, required=True)
 @studies_dir_option
 @json_option
-@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--plot", "plot_file", type=GivenPath(dir_okay=False, path_type=Path),
               help="Also write a PNG of the Pareto fronts (latency vs memory per batch size).")
 @user_errors
 def compare(studies, studies_dir, as_json, plot_file) -> None:
@@ -191,7 +192,7 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
                short_help="Write PNGs of a study's Pareto fronts and parameter importances.")
 @click.argument("study")
 @studies_dir_option
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=GivenPath(file_okay=False, path_type=Path),
               help="Folder to write the PNG files to (made if missing). "
                    "Default: plots/ in the study's folder.")
 @json_option
