@@ -129,6 +129,9 @@ CASES = [
     ("search-seq-len-for-torchvision", search(shape_schedule="1x64"), ["only a factory model"]),
     ("search-storage-bogus", search(storage="bogus://x"),
      ["cannot open --storage bogus://x", "unknown kind of database 'bogus'"]),
+    ("search-storage-in-memory", search(storage="sqlite://"),
+     ["'sqlite://' is an in-memory SQLite database", "give a file"]),
+    ("search-storage-empty", search(storage=""), ["'--storage': is empty"]),
     # show
     ("show-no-such-study", ["show", "{root}/nope"], ["no such file"]),
     ("show-not-parquet", ["show", "{root}/junk.txt"], ["not a readable Parquet file"]),
@@ -155,7 +158,13 @@ CASES = [
     ("confirm-no-such-study", ["confirm", "nope", "--studies-dir", "{root}"], ["no study 'nope'"]),
     ("confirm-name-escape", ["confirm", "../escape", "--studies-dir", "{root}"],
      ["not a folder name"]),
+    # a mistyped SQLite path: no study there, and no empty database file left behind
+    ("confirm-storage-no-such-file", ["confirm", STUDY, "--storage", "sqlite:///{root}/typo.db"],
+     ["no study", "names a SQLite file that does not exist"]),
     # worker
+    ("worker-storage-no-such-file", ["worker", "--study", STUDY, "--storage",
+                                     "sqlite:///{root}/typo.db"],
+     ["no study", "names a SQLite file that does not exist"]),
     ("worker-no-such-study", ["worker", "--study", "nope", "--studies-dir", "{root}"],
      ["no study 'nope'"]),
     ("worker-name-escape", ["worker", "--study", "../escape", "--studies-dir", "{root}"],

@@ -271,7 +271,25 @@ prestart_option = click.option(
 
 
 def storage_option(what: str) -> Callable[[Any], Any]:
-    return click.option("--storage", envvar="TUNER_STORAGE", metavar="URL", help=what)
+    return click.option("--storage", envvar="TUNER_STORAGE", metavar="URL", help=what,
+                        callback=_lasting_storage)
+
+
+def _lasting_storage(ctx: click.Context, param: click.Parameter, url: str | None) -> str | None:
+    """A storage URL that outlives the command: an in-memory SQLite database is gone when it
+    ends, so the study could not be resumed, confirmed or joined."""
+    if url is None:
+        return None
+    if not url.strip():
+        raise click.BadParameter("is empty: give a URL, or leave --storage out", ctx, param)
+    scheme, sep, rest = url.partition("://")
+    database = rest.partition("?")[0]
+    if sep and scheme.partition("+")[0].lower() == "sqlite" and (
+            database in ("", "/", "/:memory:") or "mode=memory" in rest):
+        raise click.BadParameter(f"{url!r} is an in-memory SQLite database, gone when the "
+                                 "command ends: give a file, e.g. sqlite:///path/study.db, or "
+                                 "leave --storage out", ctx, param)
+    return url
 
 
 # The limits of tuner.data.select.Constraints: `recommend` filters by them, `search` makes them

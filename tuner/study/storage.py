@@ -192,17 +192,23 @@ def _holds(storage: optuna.storages.BaseStorage, name: str) -> bool:
 
 def _new_sqlite_file(url: str) -> bool:
     """Whether ``url`` names a SQLite file that does not exist yet (opening it would make it)."""
+    path = _sqlite_file(url)
+    return path is not None and not path.exists()
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file a SQLite ``url`` names; None for another database, or one in memory."""
     from sqlalchemy.engine import make_url
 
     try:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - opening it says what is wrong with it
-        return False
+        return None
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" \
             or database.startswith("file:"):
-        return False
-    return not Path(database).exists()
+        return None
+    return Path(database)
 
 
 def ensure_folder(spec: StudySpec) -> None:
@@ -231,6 +237,12 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
     if storage is None and not layout.db.exists():
         raise UserError(f"no study {name!r} under {root}: start it with `tuner search`, or pass "
                         "--storage with the URL of the storage it lives in")
+    if storage is not None and _new_sqlite_file(storage) \
+            and cast(Path, _sqlite_file(storage)).parent.is_dir():
+        # Opening it would make an empty database file, left behind by a mistyped name (in a
+        # folder that is not there, opening it fails and says so).
+        raise UserError(f"no study {name!r}: --storage {redact(storage)} names a SQLite file "
+                        "that does not exist; check the path")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
