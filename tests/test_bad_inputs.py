@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ def root(tmp_path_factory, fake_cli_for_module) -> Path:
     (root / "space-typo.toml").write_text("batch_size = [1, 8]\n")
     (root / "space-broken.toml").write_text("modes = [default\n")
     (root / "space-binary.toml").write_bytes(b"\xff\xfe")
+    (root / "no-db").mkdir()  # a study folder copied without its study.db
+    shutil.copy(root / STUDY / "trials.parquet", root / "no-db")
     (root / "space-scalar.toml").write_text("dtypes = \"bfloat16\"\n")
     return root
 
@@ -156,6 +159,8 @@ CASES = [
     ("confirm-repeats-0", ["confirm", S, "--repeats", "0"], ["--repeats"]),
     ("confirm-timeout-0", ["confirm", S, "--timeout", "0"], ["more than zero"]),
     ("confirm-no-such-study", ["confirm", "nope", "--studies-dir", "{root}"], ["no study 'nope'"]),
+    ("confirm-results-without-study-db", ["confirm", "no-db", "--studies-dir", "{root}"],
+     ["no-db holds a study's results (trials.parquet) but no study.db", "copy it along"]),
     ("confirm-name-escape", ["confirm", "../escape", "--studies-dir", "{root}"],
      ["not a folder name"]),
     # a mistyped SQLite path: no study there, and no empty database file left behind

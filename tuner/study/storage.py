@@ -235,6 +235,10 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
     layout = StudyLayout.of(root, name)
     url = storage or layout.sqlite_url
     if storage is None and not layout.db.exists():
+        if found := layout.results():  # a study folder copied without its study.db, say
+            raise UserError(f"{layout.directory} holds a study's results ({', '.join(found)}) "
+                            f"but no {layout.db.name}, the Optuna storage this command needs: "
+                            "copy it along, or pass --storage with the URL the study lives in")
         raise UserError(f"no study {name!r} under {root}: start it with `tuner search`, or pass "
                         "--storage with the URL of the storage it lives in")
     if storage is not None and _new_sqlite_file(storage) \
