@@ -75,3 +75,30 @@ def test_the_readme_example_reads(tmp_path):
     space = read_space_file(path)
     assert space.batch_sizes == "1,16" and space.inductor_options == (
         "coordinate_descent_tuning=false,true", "freezing=false,true")
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ("batch_sizes = [0]\n", "batch_sizes", "batch size '0' is not a positive integer"),
+    ("batch_sizes = [1]\ndtypes = ['float64']\n", "dtypes", "unknown dtype 'float64'"),
+    ("batch_sizes = [1]\nmodes = ['fast']\n", "modes", "unknown mode 'fast'"),
+    ("batch_sizes = [1]\n[inductor_options]\nepilogue_fusion = ['maybe']\n", "inductor_options",
+     "'maybe' as bool"),
+])
+def test_a_bad_value_in_the_file_is_blamed_on_the_file_not_an_option(tmp_path, fake_cli, text,
+                                                                     key, words):
+    path = tmp_path / "space.toml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--device", "cpu",
+                                       "--space", str(path), "--studies-dir", str(tmp_path)])
+    assert result.exit_code == 1 and words in result.stderr
+    assert result.stderr.strip().endswith(f"(from {key} in --space {path})")
+
+
+def test_a_bad_value_on_the_command_line_is_not_blamed_on_the_file(tmp_path, fake_cli):
+    path = tmp_path / "space.toml"
+    path.write_text("batch_sizes = [1]\nmodes = ['default']\n")
+    result = CliRunner().invoke(main, ["search", "--model", "resnet18", "--device", "cpu",
+                                       "--space", str(path), "--mode", "fast",
+                                       "--studies-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "unknown mode 'fast'" in result.stderr
+    assert "--space" not in result.stderr

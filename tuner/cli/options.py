@@ -26,8 +26,23 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(_with_its_source(str(exc))) from exc
     return wrapper
+
+
+_SPACE_FILE = "tuner.space_file"  # ctx.meta: (path, {file key: the values it gave})
+
+
+def _with_its_source(message: str) -> str:
+    """An error about a value that came from the --space file says so: the checks name the
+    command-line option, which the user did not give."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or _SPACE_FILE not in ctx.meta or "--space" in message:
+        return message
+    path, taken = ctx.meta[_SPACE_FILE]
+    blamed = [key for key, values in taken.items()
+              if any(f"'{v.rpartition('=')[2]}'" in message for v in values.split(","))]
+    return f"{message} (from {', '.join(blamed)} in --space {path})" if blamed else message
 
 
 class OneLineErrors(click.Group):
@@ -312,10 +327,14 @@ def with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
     ctx = click.get_current_context()
     from_file = read_space_file(path)
     names = {"dtype": "dtypes"}  # parameter -> the file's key, where they differ
-    out = []
+    out, taken = [], {}
     for param, value in given.items():
-        in_file = getattr(from_file, names.get(param, param))
+        key = names.get(param, param)
+        in_file = getattr(from_file, key)
         typed = ctx.get_parameter_source(param) in (click.core.ParameterSource.COMMANDLINE,
                                                     click.core.ParameterSource.ENVIRONMENT)
         out.append(value if typed or in_file is None else in_file)
+        if not typed and in_file is not None:
+            taken[key] = in_file if isinstance(in_file, str) else ",".join(in_file)
+    ctx.meta[_SPACE_FILE] = (path, taken)  # for the errors about these values (user_errors)
     return tuple(out)
