@@ -159,3 +159,17 @@ def test_a_storage_that_cannot_be_opened_leaves_no_folder(tmp_path, url, words):
     assert result.exit_code == 1
     assert list(tmp_path.iterdir()) == [tmp_path / "kept"]
     assert list((tmp_path / "kept").iterdir()) == []
+
+
+def test_a_storage_from_tuner_storage_is_named_so_not_as_an_option_never_given(tmp_path):
+    from click.testing import CliRunner
+
+    from tuner.cli.app import main
+
+    url = f"bogus://u:{PASSWORD}@host/x"
+    for args in (search_args(tmp_path / "studies"), ["worker", "--study", STUDY],
+                 ["confirm", STUDY]):
+        result = CliRunner().invoke(main, args, env={"TUNER_STORAGE": url})
+        assert_one_line_error(result, "cannot open TUNER_STORAGE=bogus://u:***@host/x: unknown "
+                              "kind of database 'bogus'")
+        assert PASSWORD not in result.stderr and "--storage" not in result.stderr

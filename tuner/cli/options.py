@@ -34,10 +34,17 @@ _SPACE_FILE = "tuner.space_file"  # ctx.meta: (path, {file key: the values it ga
 
 
 def _with_its_source(message: str) -> str:
-    """An error about a value that came from the --space file says so: the checks name the
-    command-line option, which the user did not give."""
+    """An error about a value the user gave another way than its option says so: the checks
+    name the option. A storage URL from TUNER_STORAGE, and values from the --space file."""
     ctx = click.get_current_context(silent=True)
-    if ctx is None or _SPACE_FILE not in ctx.meta or "--space" in message:
+    if ctx is None:
+        return message
+    url = ctx.params.get("storage")
+    if url and ctx.get_parameter_source("storage") == click.core.ParameterSource.ENVIRONMENT:
+        from tuner.study.redact import redact
+
+        message = message.replace(f"--storage {redact(url)}", f"TUNER_STORAGE={redact(url)}")
+    if _SPACE_FILE not in ctx.meta or "--space" in message:
         return message
     path, taken = ctx.meta[_SPACE_FILE]
     blamed = [key for key, values in taken.items()
