@@ -115,12 +115,12 @@ CASES = [
     ("search-name-nested", search(name="a/b"), ["'a/b'", "not a folder name"]),
     ("search-name-empty", search(name=""), ["''", "not a folder name"]),
     ("search-another-min-seconds", search(min_seconds="1"),
-     ["another trial protocol", "min_seconds: study has 2.0, asked 1.0"]),
-    ("search-another-min-calls", search(min_calls="10"), ["another trial protocol", "min_calls"]),
+     ["another trial protocol", "--min-seconds: study has 2.0, asked 1.0"]),
+    ("search-another-min-calls", search(min_calls="10"), ["another trial protocol", "--min-calls: study has 50, asked 10"]),
     ("search-another-compile-timeout", search(compile_timeout="10m"),
-     ["another trial protocol", "compile_timeout_s: study has 300.0, asked 600.0"]),
+     ["another trial protocol", "--compile-timeout: study has 300.0, asked 600.0"]),
     ("search-another-warm-cache", search_args("{root}", "--warm-cache"),
-     ["another trial protocol", "warm_cache"]),
+     ["another trial protocol", "--warm-cache: study has false, asked true"]),
     ("search-another-dtype", search(dtype="bfloat16"), ["another workload", "dtype"]),
     ("search-another-batch-sizes", search(batch_sizes="1,8,32"), ["another search space"]),
     ("search-gpus-99", search(gpus="99", device=None), ["no GPU 99"]),
@@ -273,7 +273,7 @@ def test_an_older_studys_protocol_resumes_on_the_fields_it_has_and_is_not_rewrit
     stored = {k: v for k, v in study.user_attrs[PROTOCOL_ATTR].items() if k != "max_samples_kept"}
     study.set_user_attr(PROTOCOL_ATTR, {**stored, "measure_peak": True})
     assert _open(tmp_path).user_attrs[PROTOCOL_ATTR] == {**stored, "measure_peak": True}
-    with pytest.raises(UserError, match="another trial protocol .*min_seconds: study has 2.0, "
+    with pytest.raises(UserError, match="another trial protocol .*--min-seconds: study has 2.0, "
                                         "asked 0.5"):
         _open(tmp_path, min_seconds=0.5)
     assert _open(tmp_path).user_attrs[PROTOCOL_ATTR] == {**stored, "measure_peak": True}

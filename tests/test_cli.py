@@ -146,13 +146,13 @@ def test_read_only_studies_dir_is_a_one_line_error(tmp_path):
 def test_resume_with_another_space_is_a_one_line_error(study):
     root, _ = study
     result = invoke(*search_args(root, batch_sizes="1,8,32"))
-    assert_one_line_error(result, "another search space", "batch_sizes")
+    assert_one_line_error(result, "another search space", "--batch-sizes: study has [1, 8]")
 
 
 def test_resume_with_another_shape_schedule_is_a_one_line_error(study):
     root, _ = study
     result = invoke(*search_args(root, shape_schedule="1,8,1"))
-    assert_one_line_error(result, "another workload", "shape_schedule")
+    assert_one_line_error(result, "another workload", "--shape-schedule")
 
 
 # -- show ---------------------------------------------------------------------------------------

@@ -408,6 +408,15 @@ def _env_seconds(name: str, default: int) -> int:
 _PER_TRIAL_PROTOCOL_KEYS = {"measure_peak"}
 
 
+def _shown(value: Any) -> str:
+    """A stored value as the options spell it: none for no value, false/true, else its repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value)
+
+
 def _protocol_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     """The protocol fields both sides know: a study stored by an older tuner lacks the newer
     fields, and resumes as long as the fields it has agree."""
@@ -446,6 +455,19 @@ def _space_hint(stored: dict[str, Any], differ: set[str]) -> str:
     return ""
 
 
+# The option that sets each stored field, for a refused resume to name ("rerun with the same
+# options"); a field no option sets keeps its name.
+OPTION_OF = {
+    "model": "--model", "device": "--device", "dtype": "--dtype", "dtypes": "--dtype",
+    "image_size": "--image-size", "channels_last": "--channels-last",
+    "cudnn_benchmark": "--cudnn-benchmark", "shape_schedule": "--shape-schedule",
+    "backends": "--backend", "modes": "--mode", "dynamic": "--dynamic",
+    "batch_sizes": "--batch-sizes", "options": "--inductor-option",
+    "min_calls": "--min-calls", "min_seconds": "--min-seconds", "warm_cache": "--warm-cache",
+    "compile_timeout_s": "--compile-timeout", "max_vram_gb": "--max-vram-gb",
+    "max_compile_s": "--max-compile-s"}
+
+
 def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str,
                   compared: Callable[[dict[str, Any], dict[str, Any]], set[str]] = _every_key,
                   hint: Callable[[dict[str, Any], set[str]], str] | None = None) -> None:
@@ -458,7 +480,8 @@ def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: 
         return
     differ = {k for k in compared(stored, wanted) if stored.get(k) != wanted.get(k)}
     if differ:
-        diff = [f"{k}: study has {stored.get(k)!r}, asked {wanted.get(k)!r}" for k in sorted(differ)]
+        diff = [f"{OPTION_OF.get(k, k)}: study has {_shown(stored.get(k))}, asked "
+                f"{_shown(wanted.get(k))}" for k in sorted(differ)]
         raise UserError(f"study {study.study_name!r} was made with another {what} "
                         f"({'; '.join(diff)}); rerun with the same options or pick a new "
                         f"--name{hint(stored, differ) if hint else ''}")
