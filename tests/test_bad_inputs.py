@@ -139,6 +139,11 @@ CASES = [
     ("show-no-such-study", ["show", "{root}/nope"], ["no such file"]),
     ("show-not-parquet", ["show", "{root}/junk.txt"], ["not a readable Parquet file"]),
     ("show-unknown-option", ["show", S, "--bogus"], ["--bogus"]),
+    # the front alone: eager's rows, which "vs eager" and the fronts are chosen against, are gone
+    ("show-the-pareto-file", ["show", f"{S}/pareto.parquet", "--all"],
+     ["pareto.parquet holds only a study's Pareto-optimal trials", "give the study folder"]),
+    ("recommend-the-pareto-file", ["recommend", f"{S}/pareto.parquet", "--batch-size", "1"],
+     ["holds only a study's Pareto-optimal trials"]),
     # recommend: limits must be finite and positive
     ("recommend-max-vram-nan", ["recommend", S, "--max-vram-gb", "nan"], ["--max-vram-gb"]),
     ("recommend-max-vram-inf", ["recommend", S, "--max-vram-gb", "inf"], ["--max-vram-gb"]),
