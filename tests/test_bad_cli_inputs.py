@@ -236,3 +236,13 @@ def test_a_factory_study_stored_with_an_image_size_resumes_without_it(tmp_path):
 def test_timeout_help_says_a_bare_number_is_seconds(command):
     shown = " ".join(invoke(command, "--help").stdout.split())
     assert "a bare number is seconds" in shown.split("--timeout DURATION", 1)[1][:200]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_output_to_a_full_disk_is_one_line_not_a_traceback():
+    study = Path(__file__).parent.parent / "studies" / "cpu-resnet18"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "tuner", "show", str(study), "--json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == ["Error: No space left on device"]

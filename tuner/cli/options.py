@@ -27,6 +27,11 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except UserError as exc:
             raise click.ClickException(_with_its_source(str(exc))) from exc
+        except BrokenPipeError:
+            raise  # the reader went away (| head): nothing to tell it
+        except OSError as exc:  # the machine, not the input: a full disk, say (> /dev/full)
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
     return wrapper
 
 
