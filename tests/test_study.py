@@ -112,6 +112,16 @@ def test_a_second_search_resumes_and_measures_only_what_is_missing(tmp_path):
         assert after.loc[key, "latency_ms_p50"] == before.loc[key, "latency_ms_p50"]
 
 
+def test_resuming_with_the_batch_sizes_in_another_order_is_the_same_study(tmp_path):
+    first, _ = run(tmp_path, n_trials=2, space=make_space(batch_sizes=(1, 8)))
+    # The order only breaks ties in which batch size comes next: not another search space.
+    resumed, runner = run(tmp_path, space=make_space(batch_sizes=(8, 1)))
+    assert resumed.measured == len(keys(make_space())) and first.measured == 2
+    assert not set(runner.calls) & set(first.trials["config_key"])
+    with pytest.raises(UserError, match="another search space"):
+        run(tmp_path, space=make_space(batch_sizes=(8, 1, 32)))
+
+
 def test_resuming_with_another_workload_names_the_difference(tmp_path):
     run(tmp_path, n_trials=1)
     other = Workload(model="resnet18", device="cuda", dtype="bfloat16")

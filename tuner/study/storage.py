@@ -90,7 +90,7 @@ def _open_fronts(spec: StudySpec, storage: optuna.storages.BaseStorage) -> Front
     _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload",
                   compared=_workload_keys)
     _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space",
-                  hint=_space_hint)
+                  compared=_space_keys, hint=_space_hint)
     _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
                   compared=_protocol_keys)
     kind = _sampler_of(study, spec.sampler)
@@ -435,6 +435,16 @@ def resumed_protocol(study: optuna.Study, asked: TrialProtocol) -> TrialProtocol
 
 def _every_key(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     return set(stored) | set(wanted)
+
+
+def _space_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
+    """Every key, but batch sizes listed in another order are the same space: their order only
+    breaks ties in which batch size is searched next (a dimension's values are another matter:
+    its first is what the baselines run)."""
+    keys = _every_key(stored, wanted)
+    if sorted(stored.get("batch_sizes") or []) == sorted(wanted.get("batch_sizes") or []):
+        keys.discard("batch_sizes")
+    return keys
 
 
 def _workload_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
