@@ -208,8 +208,6 @@ def bool_values(text: str, option: str) -> list[bool]:
     for v in items:
         if v not in table:
             raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)")
-    if not items:
-        raise UserError(f"{option} needs a value: true, false or false,true")
     return list(dict.fromkeys(table[v] for v in items))
 
 

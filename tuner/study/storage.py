@@ -241,8 +241,8 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
                             "copy it along, or pass --storage with the URL the study lives in")
         raise UserError(f"no study {name!r} under {root}: start it with `tuner search`, or pass "
                         "--storage with the URL of the storage it lives in")
-    if storage is not None and _new_sqlite_file(storage) \
-            and cast(Path, _sqlite_file(storage)).parent.is_dir():
+    if storage is not None and (named := _sqlite_file(storage)) is not None \
+            and not named.exists() and named.parent.is_dir():
         # Opening it would make an empty database file, left behind by a mistyped name (in a
         # folder that is not there, opening it fails and says so).
         raise UserError(f"no study {name!r}: --storage {redact(storage)} names a SQLite file "

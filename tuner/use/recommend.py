@@ -306,22 +306,21 @@ def recommend(
         row={k: plain(v) for k, v in chosen.items()},
         within_noise=_within_noise_of(chosen, feasible) if objective in ("latency", "throughput")
         else (),
-        why_eager="" if config.compiled else _why_eager(chosen, df, candidates, constraints,
-                                                        objective))
+        why_eager="" if config.compiled else _why_eager(chosen, df, candidates, feasible,
+                                                        constraints, objective))
 
 
 def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
-               constraints: Constraints, objective: str) -> str:
-    """Why an eager ``chosen`` won at its batch size: compiling did not pay off, the limits
-    ruled out every compiled config, or no compiled config finished and matched eager."""
+               feasible: pd.DataFrame, constraints: Constraints, objective: str) -> str:
+    """Why an eager ``chosen`` won at its batch size: compiling did not pay off (a compiled
+    config met the limits), the limits ruled out every compiled config, or no compiled config
+    finished and matched eager."""
     def compiled_at(rows: pd.DataFrame) -> pd.DataFrame:
         return rows[(rows["batch_size"] == chosen["batch_size"]) & (rows["backend"] != EAGER)]
 
-    ok = compiled_at(candidates)
-    within = ok[[not constraints.violations(r) for _, r in ok.iterrows()]]
-    if not within.empty:
+    if not compiled_at(feasible).empty:
         return "eager was best here: compiling does not pay off"
-    if not ok.empty:
+    if not (ok := compiled_at(candidates)).empty:
         row = rank(ok, objective).iloc[0]
         broken = " and ".join(s for _, _, s in constraints.violations(row))
         return (f"eager is the only config within the limits: the best compiled one, "
