@@ -24,3 +24,17 @@ def test_the_report_names_every_precision_a_study_searched():
     meta = {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cpu"}}
     text = report.render(trials, trials.iloc[0:0], meta)
     assert text.splitlines()[0] == "study s: m float32,bfloat16 on cpu, 2 trials"
+
+
+def test_a_study_with_no_trials_says_so_in_both_views():
+    # A trials.parquet written before the first trial ended (or emptied by hand) holds no row:
+    # the report says there is nothing yet, instead of a header and silence.
+    from tuner.data.importance import importances
+    from tuner.render import importance as view
+
+    trials = pd.DataFrame(columns=schema.COLUMNS)
+    meta = {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cpu"}}
+    text = report.render(trials, trials, meta)
+    assert text.splitlines()[-1] == report.NO_TRIALS
+    assert view.render(importances(trials), meta).splitlines()[-1] == \
+        "no trials recorded yet: there is nothing to rank"

@@ -24,6 +24,8 @@ def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
     """The text of ``tuner show --importance``."""
     lines = [f"study {meta.get('study')}: which parameters decide each objective, per batch size",
              HOW]
+    if not found:
+        lines.append("no trials recorded yet: there is nothing to rank")
     for b in found:
         lines.append("")
         if b.note is not None:

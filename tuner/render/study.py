@@ -271,6 +271,9 @@ def failures(trials: pd.DataFrame) -> list[str]:
             for _, r in bad.iterrows()]
 
 
+NO_TRIALS = "no trials recorded yet: `tuner search` with the study's options adds them"
+
+
 def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
            every_trial: bool = False, folder: Path | None = None) -> str:
     """The whole text report of ``tuner show`` and the end of ``tuner search``; with
@@ -285,6 +288,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                  f"on {workload.get('device')}, {len(trials)} trials")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
+    if trials.empty:
+        lines.append(NO_TRIALS)
     sentences = verdicts(trials, folder, meta.get("storage"))
     for bs, group in pareto.groupby("batch_size"):
         lines.append("")
