@@ -43,11 +43,12 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
                 changes: dict[str, dict[str, Any]] | None = None,
                 protocol: dict[str, Any] | None = None,
                 columns: dict[str, dict[str, Any]] | None = None,
-                storage: str | None = None) -> Path:
+                storage: str | None = None, meta: dict[str, Any] | None = None) -> Path:
     """Write ``root/name/{trials,pareto}.parquet``; ``storage``: where the files say the study
     lives (as tuner.study.export.storage_label writes it); ``changes`` edits a config's result (by key
     or label) after FakeRunner made it, ``columns`` sets a row's columns (by key or label) as
-    the finalists' re-measurements would. Returns the study folder."""
+    the finalists' re-measurements would; ``meta``, more of the files' metadata (a search
+    space, say). Returns the study folder."""
     runner = FakeRunner(fail=fail, gpu_name=gpu, speed=speed, torch_version=torch_version)
     rows = []
     for number, config in enumerate(trial_configs or configs()):
@@ -64,7 +65,7 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
     files.export(directory, df, {
         "study": name, "workload": workload.to_dict(),
         "protocol": protocol or {"warm_cache": False},
-        **({} if storage is None else {"storage": storage})})
+        **({} if storage is None else {"storage": storage}), **(meta or {})})
     return directory
 
 

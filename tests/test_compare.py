@@ -11,8 +11,10 @@ from click.testing import CliRunner
 
 from tuner.cli.app import main
 from tuner.data import files
+from tuner.data.equivalent import ran_keys
 from tuner.errors import UserError
 from tuner.render.comparison import plot, render
+from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status
 from tuner.spec.workload import Workload
 from tuner.trial import fingerprint as fingerprint_module
@@ -261,3 +263,68 @@ def test_plot_labels_in_the_right_part_of_a_panel_are_written_leftwards():
     place = _Labeller(points, log_x=True)
     assert place.side(points[0]) == (4.0, "left")
     assert place.side(points[2]) == (-4.0, "right")
+
+
+# -- configs matched by what they ran, whatever dimensions each study searched ------------------
+
+MODE_OPTIONS = {"default": {}, "reduce-overhead": {"triton.cudagraphs": True},
+                "max-autotune": {"max_autotune": True, "triton.cudagraphs": True,
+                                 "coordinate_descent_tuning": True}}
+
+
+def extended(tmp_path, option: str, values: list[bool], **kwargs):
+    """A study that searched memory formats and one inductor option (listed default first),
+    as a CUDA search of a torchvision model does by itself."""
+    space = {"backends": ["eager", "inductor"], "modes": list(MODE_OPTIONS), "dynamic": [False],
+             "batch_sizes": [1], "channels_last": [False, True], "options": {option: values}}
+    trial_configs = [TrialConfig("eager", 1, channels_last=cl) for cl in (False, True)]
+    trial_configs += [TrialConfig("inductor", 1, mode, False, channels_last=cl,
+                                  options={option: v})
+                      for mode in MODE_OPTIONS for cl in (False, True) for v in values]
+    return write_study(tmp_path, "extended", trial_configs=trial_configs,
+                       meta={"space": space, **kwargs})
+
+
+def test_a_config_is_found_in_a_study_that_searched_more_dimensions(tmp_path):
+    # A plain study's inductor:max-autotune is the extended study's contiguous row with the
+    # option at inductor's default: transfer finds it, both ways, instead of "not measured".
+    plain = write_study(tmp_path, "plain", trial_configs=configs([1]), speed=2.0)
+    wide = extended(tmp_path, "epilogue_fusion", [True, False], mode_options=MODE_OPTIONS)
+    c = compare([plain, wide])
+    t = transfer(c, 1, "A", "B")
+    assert t.label == "inductor:max-autotune" and t.outcome in ("on_front", "off_front")
+    key = TrialConfig("inductor", 1, "max-autotune", False, channels_last=False,
+                      options={"epilogue_fusion": True}).key
+    rows, _, _ = files.load(wide)
+    assert t.target_latency_ms == pytest.approx(
+        float(rows.loc[rows["config_key"] == key, "latency_ms_p50"].iloc[0]))
+    back = transfer(c, 1, "B", "A")
+    assert back.outcome in ("on_front", "off_front")
+    # eager is eager, in the memory format both ran
+    rows_a, meta_a, _ = files.load(plain)
+    rows_b, meta_b, _ = files.load(wide)
+    eager_a = ran_keys(rows_a, meta_a)[rows_a["backend"] == "eager"].iloc[0]
+    keys_b = dict(zip(rows_b["label"], ran_keys(rows_b, meta_b)))
+    assert eager_a == keys_b["eager contiguous"] != keys_b["eager channels_last"]
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["mode_options recorded", "older file"])
+def test_an_option_a_mode_sets_matches_the_mode_not_the_first_value(tmp_path, recorded):
+    # max-autotune turns coordinate_descent_tuning on: the extended study's max-autotune row
+    # with it off (its baseline, the first value) ran something else than plain max-autotune.
+    plain = write_study(tmp_path, "plain", trial_configs=configs([1]))
+    wide = extended(tmp_path, "coordinate_descent_tuning", [False, True],
+                    **({"mode_options": MODE_OPTIONS} if recorded else {}))
+    rows_a, meta_a, _ = files.load(plain)
+    rows_b, meta_b, _ = files.load(wide)
+    keys_a = dict(zip(rows_a["label"], ran_keys(rows_a, meta_a)))
+    keys_b = dict(zip(rows_b["config_key"], ran_keys(rows_b, meta_b)))
+
+    def of(mode, value):
+        return keys_b[TrialConfig("inductor", 1, mode, False, channels_last=False,
+                                  options={"coordinate_descent_tuning": value}).key]
+
+    assert of("max-autotune", True) == keys_a["inductor:max-autotune"]
+    assert of("max-autotune", False) not in keys_a.values()
+    assert of("default", False) == keys_a["inductor:default"]
+    assert of("default", True) not in keys_a.values()

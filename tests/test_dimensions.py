@@ -256,6 +256,8 @@ def test_a_search_over_the_dimensions_writes_their_columns_and_resumes(tmp_path)
     assert set(df["channels_last"]) == {False, True}
     assert set(df.loc[df["backend"] == "inductor", "opt_epilogue_fusion"]) == {True, False}
     assert meta["space"]["options"] == {"epilogue_fusion": [True, False]}
+    # what its mode sets, as this torch says, for tuner compare (tuner.data.equivalent)
+    assert meta["mode_options"] == {"default": {}}
     again = CliRunner().invoke(main, args)  # the same command resumes: nothing new to measure
     assert again.exit_code == 0, again.output
     assert len(files.read(tmp_path / "resnet18-cpu")[0]) == len(df)

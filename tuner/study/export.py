@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data import files
+from tuner.data.equivalent import mode_options
 from tuner.data.noise import repeat_columns
 from tuner.data.rows import frame, trial_row
 from tuner.data.select import pareto, with_ranks
@@ -121,6 +122,15 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
     return with_ranks(frame(out))
 
 
+def _mode_options(spec: StudySpec) -> dict[str, Any]:
+    """For a study that searches inductor options: what each of its modes sets, so ``tuner
+    compare`` knows the value an option has where a config leaves it unset
+    (:mod:`tuner.data.equivalent`) without importing torch."""
+    if not spec.space.options:
+        return {}
+    return {"mode_options": mode_options(spec.space.modes)}
+
+
 def storage_label(spec: StudySpec) -> str:
     """Where the study's storage is, as the files say it: the embedded default relative to the
     study folder (an absolute path would describe only the machine that wrote it), any other
@@ -140,7 +150,7 @@ def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
         return files.export(spec.layout, df, {
             "study": spec.name, "workload": spec.workload.to_dict(),
             "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
-            "storage": storage_label(spec)})
+            "storage": storage_label(spec), **_mode_options(spec)})
 
     if pacer is None:
         return Exported(df, write())

@@ -25,6 +25,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed, ran_eager_only
+from tuner.data.equivalent import RAN, ran_keys
 from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, pareto
 from tuner.errors import UserError
 
@@ -40,6 +41,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     loaded = []
     for tag, path in zip(string.ascii_uppercase, paths):
         df, meta, file = files.load(path)
+        df = df.assign(**{RAN: ran_keys(df, meta)})
         ok = eligible(df)
         kinds = ok["memory_kind"].dropna().unique()
         protocol = meta.get("protocol") or {}
@@ -166,15 +168,16 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
               tried: dict[str, pd.DataFrame], front: dict[str, pd.DataFrame]) -> Transfer:
     mine = best(at[source], "latency")
     key, label = str(mine["config_key"]), str(mine["label"])
+    ran = mine[RAN]  # what it ran, matched whatever dimensions the target study searched
     theirs = at[target]
     top = best(theirs, "latency") if not theirs.empty else None
     best_label = None if top is None else str(top["label"])
     best_ms = None if top is None else _num(top[LATENCY])
     measured = not tried[target].empty
-    same = theirs[theirs["config_key"] == key]
+    same = theirs[theirs[RAN] == ran]
     if same.empty:
         # Not verified on the target: did it fail there, or was it never tried?
-        there = tried[target][tried[target]["config_key"] == key]
+        there = tried[target][tried[target][RAN] == ran]
         if not there.empty:
             status = ", ".join(sorted({str(s) for s in there["status"]}))
             if status == "ok":
@@ -185,7 +188,7 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
         return Transfer(bs, source, target, label, key, "not_measured", "", None,
                         best_label, best_ms, None, measured)
     latency = float(pd.to_numeric(same[LATENCY], errors="coerce").min())
-    on_front = key in set(front[target]["config_key"])
+    on_front = ran in set(front[target][RAN])
     return Transfer(bs, source, target, label, key, "on_front" if on_front else "off_front",
                     "", latency, best_label, best_ms,
                     latency / best_ms if best_ms else None)

@@ -1,0 +1,74 @@
+"""Which rows of two studies measured the same thing, though the studies searched different
+dimensions.
+
+A row's ``config_key`` names only the dimensions its study searched: a CPU study's
+``inductor|reduce-overhead|dynamic=False|bs=16`` and a CUDA study's
+``...|bs=16|channels_last=False|opt.epilogue_fusion=True|...`` ran the same compile when
+the CUDA study's options sit at the values inductor takes where none is given. :func:`ran_keys`
+gives each row a key of what it ran: the precision, memory format and cudnn.benchmark its row
+records, and only the inductor options whose value differs from the one the config would have
+run without them. ``tuner compare`` matches configs across studies by it.
+
+The value an option takes where a config leaves it unset is its mode's
+(``torch._inductor.list_mode_options``, recorded in the study's files as ``mode_options``),
+else the first value the study listed: the value its baselines run, which the README asks to
+be inductor's default (and which the options a CUDA search adds by itself always are).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.rows import config_of, plain
+from tuner.spec.config import DEFAULT_MODE
+
+RAN = "ran_key"  # the column tuner compare adds to each study's rows
+
+_FORMATS = ("dtype", "channels_last", "cudnn_benchmark")
+
+
+def ran_keys(df: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
+    """Per row of one study (its trials.parquet and metadata), the key of what it ran."""
+    space = meta.get("space") or {}
+    first = {name: values[0] for name, values in (space.get("options") or {}).items() if values}
+    recorded = meta.get("mode_options")
+    workload = meta.get("workload") or {}
+
+    def unset(mode: str | None) -> dict[str, Any]:
+        by_mode = recorded.get(str(mode)) if recorded is not None else None
+        return {**first, **(by_mode if by_mode is not None else _mode_options(mode) if first
+                            else {})}
+
+    def key(row: pd.Series) -> str:
+        config = config_of(row)
+        parts = [config.backend, f"bs={config.batch_size}"]
+        if config.compiled:
+            parts += [f"mode={config.mode}", f"dynamic={config.dynamic}"]
+        for name in _FORMATS:
+            value = plain(row.get(name))
+            parts.append(f"{name}={workload.get(name) if value is None else value}")
+        defaults = unset(config.mode) if config.options else {}
+        parts += [f"opt.{name}={value!r}" for name, value in config.options
+                  if name not in defaults or defaults[name] != value]
+        return "|".join(parts)
+
+    return df.apply(key, axis=1) if len(df) else pd.Series([], index=df.index, dtype=object)
+
+
+def mode_options(modes: list[str] | tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """What each inductor mode sets, as the installed torch says (for a study's files)."""
+    return {str(mode): _mode_options(mode) for mode in modes}
+
+
+@functools.cache
+def _mode_options(mode: str | None) -> dict[str, Any]:
+    """The options ``mode`` stands for (imports torch's inductor, seconds: only for files
+    written before they were recorded)."""
+    if mode in (None, DEFAULT_MODE):  # torch.compile's default mode sets nothing
+        return {}
+    from torch._inductor import list_mode_options
+
+    return dict(list_mode_options(mode))
