@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from tuner.trial import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend
 
-from .synthetic import configs, fingerprint, write_study
+from .synthetic import GPU_WORKLOAD, configs, fingerprint, write_study
 
 # FakeRunner at speed s, batch size 1: eager 6.25/s ms, inductor:reduce-overhead 3.75/s,
 # inductor:max-autotune 3.4375/s (and 90 s to compile), inductor:default 5/s, cudagraphs 4.6875/s.
@@ -328,3 +329,57 @@ def test_an_option_a_mode_sets_matches_the_mode_not_the_first_value(tmp_path, re
     assert of("max-autotune", False) not in keys_a.values()
     assert of("default", False) == keys_a["inductor:default"]
     assert of("default", True) not in keys_a.values()
+
+
+def test_the_traffic_row_shows_each_study_its_schedule_time_and_a_different_schedule_is_named(
+        tmp_path):
+    # Two studies of one model replaying schedules of different lengths: the traffic figure,
+    # with its ratio, is in the table, and the schedules' difference is a named confounder.
+    short = write_study(tmp_path, "short", workload=dataclasses.replace(
+        GPU_WORKLOAD, shape_schedule=(1, 8)), trial_configs=configs([1]))
+    long = write_study(tmp_path, "long", workload=dataclasses.replace(
+        GPU_WORKLOAD, shape_schedule=(1, 8, 1, 8, 1, 8)), trial_configs=configs([1]))
+    c = compare([short, long])
+    a, b = (best(c, 1, "traffic", tag) for tag in "AB")
+    assert a.schedule_total_s and b.schedule_total_s == pytest.approx(3 * a.schedule_total_s)
+    assert b.schedule_vs_a == pytest.approx(3.0)
+    header, *rows = [line for line in render(c).splitlines()
+                     if line.startswith(("objective", "traffic "))]
+    assert "traffic s" in header.split("  ")
+    assert f"{b.schedule_total_s:.3f} (3.00x)" in rows[1]
+    assert any("workload differs, shape_schedule" in n for n in c.confounders)
+
+
+def test_eager_in_a_study_of_memory_formats_has_no_compile_time(tmp_path):
+    # Its label is "eager contiguous" there: still eager, still no compile.
+    plain = write_study(tmp_path, "plain", trial_configs=configs([1]))
+    wide = extended(tmp_path, "epilogue_fusion", [True, False], mode_options=MODE_OPTIONS)
+    c = compare([plain, wide])
+    eager = [b for b in c.best if b.label.startswith("eager")]
+    assert {b.study for b in eager} == {"A", "B"}
+    assert all(not b.compiled and b.compile_vs_a is None for b in eager)
+    rows = [line.split() for line in render(c).splitlines() if line.startswith("warmup ")]
+    assert [r[2] for r in rows] == ["eager", "eager"]
+    assert all(r[-2] == "-" for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["no trial", "every trial failed"])
+def test_a_study_without_a_verified_config_is_named_and_not_called_measured_once(
+        tmp_path, two_gpus, kind):
+    # Against a study whose finalists were measured again, an empty study has no finalists:
+    # "measured once each" would be wrong; what is true is that it has nothing to compare.
+    again = write_study(tmp_path, "again", columns={"inductor:max-autotune": {
+        "latency_ms_p50_repeats": [1.7, 1.72, 1.71]}})
+    if kind == "no trial":
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        rows, meta, _ = files.load(two_gpus[0])
+        files.export(empty, rows.iloc[0:0], {k: v for k, v in meta.items()
+                                             if k in ("study", "workload", "protocol")})
+        said = "study B has no verified config: it holds no trial yet"
+    else:
+        empty = write_study(tmp_path, "failed", fail={c.label: Status.OOM for c in configs()})
+        said = f"study B has no verified config: none of its {len(configs())} trials finished"
+    c = compare([again, empty])
+    assert any(n.startswith(said) for n in c.confounders), c.confounders
+    assert not any("measured once each" in n for n in c.confounders)

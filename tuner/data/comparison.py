@@ -18,6 +18,8 @@ class StudyRef:
     memory_kind: str | None
     # whether any of its finalists was measured again in fresh processes (tuner confirm)
     measured_again: bool = False
+    trials: int = 0  # rows in its trials file
+    verified: int = 0  # of them, those that finished and matched eager (eligible)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,10 @@ class Best:
     # the tail per request, tuner.data.select.TAIL_P99 (a finalist's median over processes)
     latency_ms_p99: float | None = None
     p99_vs_a: float | None = None
+    # the whole shape schedule, recompiles included (the traffic objective); None without one
+    schedule_total_s: float | None = None
+    schedule_vs_a: float | None = None
+    compiled: bool = True  # False for eager, whose first call compiles nothing
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,6 @@ from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.select import GIB
 from tuner.errors import UserError
 from tuner.render.text import cell, describe_fingerprint
-from tuner.spec.config import EAGER
 
 
 def render(c: Comparison) -> str:
@@ -36,19 +35,21 @@ def where(study: StudyRef) -> str:
 
 
 def _table(c: Comparison, bs: int) -> str:
-    headers = ["objective", "study", "config", "p50 ms", "p99 ms", "items/s", "memory",
-               "compile s", "vs own eager"]
-    body = []
-    for b in (b for b in c.best if b.batch_size == bs):
-        body.append([b.objective, b.study, b.label,
-                     _with_ratio(b.latency_ms_p50, "{:.3f}", b.latency_vs_a),
-                     _with_ratio(b.latency_ms_p99, "{:.3f}", b.p99_vs_a),
-                     _with_ratio(b.throughput_per_s, "{:,.0f}", b.throughput_vs_a),
-                     _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
-                     _compile_cell(b),
-                     cell(b.speedup_vs_eager, "{:.2f}x")])
-    if not body:
+    rows = [b for b in c.best if b.batch_size == bs]
+    if not rows:
         return "  (no study has a verified config at this batch size)"
+    # The shape schedule's whole time, where a study replayed one (the traffic objective).
+    traffic = any(b.schedule_total_s is not None for b in rows)
+    headers = ["objective", "study", "config", "p50 ms", "p99 ms", "items/s", "memory",
+               "compile s", *(["traffic s"] if traffic else []), "vs own eager"]
+    body = [[b.objective, b.study, b.label,
+             _with_ratio(b.latency_ms_p50, "{:.3f}", b.latency_vs_a),
+             _with_ratio(b.latency_ms_p99, "{:.3f}", b.p99_vs_a),
+             _with_ratio(b.throughput_per_s, "{:,.0f}", b.throughput_vs_a),
+             _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
+             _compile_cell(b),
+             *([_with_ratio(b.schedule_total_s, "{:.3f}", b.schedule_vs_a)] if traffic else []),
+             cell(b.speedup_vs_eager, "{:.2f}x")] for b in rows]
     return _grid(headers, body)
 
 
@@ -178,7 +179,7 @@ def _front_2d(points: list[Point]) -> list[Point]:
 
 def _compile_cell(b: Best) -> str:
     # Eager compiles nothing: its first call is only a slow call, not a compile time.
-    if b.label == EAGER:
+    if not b.compiled:
         return "-"
     return _with_ratio(b.compile_s_cold, "{:.1f}", b.compile_vs_a)
 

@@ -28,8 +28,11 @@ from tuner.data.derive import listed, ran_eager_only
 from tuner.data.equivalent import RAN, ran_keys
 from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, pareto
 from tuner.errors import UserError
+from tuner.spec.config import EAGER
 
-_WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed")
+_WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",
+                  "shape_schedule")
+SCHEDULE = OBJECTIVES["traffic"].column
 
 
 def compare(paths: Sequence[str | Path]) -> Comparison:
@@ -51,7 +54,8 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
                        warm_cache=protocol.get("warm_cache"),
                        memory_kind=str(kinds[0]) if len(kinds) == 1 else None,
                        measured_again=bool(ok["latency_ms_p50_repeats"].map(
-                           lambda v: listed(v) > 1).any()))
+                           lambda v: listed(v) > 1).any()),
+                       trials=len(df), verified=len(ok))
         loaded.append((ref, df, ok))
 
     sizes = sorted({int(b) for _, _, ok in loaded for b in ok["batch_size"].dropna().unique()})
@@ -124,7 +128,13 @@ def confounders(studies: list[StudyRef]) -> list[str]:
     if len(set(kind.values()) - {None}) > 1:
         out.append(f"memory is not the same quantity ({_pairs(kind)}): cuda_reserved is device "
                    "memory, host_max_rss the process's resident memory")
-    again = values(lambda s: s.measured_again)
+    for s in studies:
+        if not s.verified:
+            out.append(f"study {s.tag} has no verified config: " + (
+                "it holds no trial yet" if not s.trials else
+                f"none of its {s.trials} trials finished and matched eager"))
+    # Only a study with verified configs has finalists, measured once or again.
+    again = {s.tag: s.measured_again for s in studies if s.verified}
     if len(set(again.values())) > 1:
         once = ", ".join(tag for tag, v in again.items() if not v)
         twice = ", ".join(tag for tag, v in again.items() if v)
@@ -150,9 +160,10 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
     def ratio(column: str) -> float | None:
         if first is None or tag == "A":
             return None
-        a, b = _num(first[column]), _num(row[column])
+        a, b = _num(first.get(column)), _num(row.get(column))
         return None if a in (None, 0) or b is None else b / a
 
+    compiled = str(row["backend"]) != EAGER  # eager's first call compiles nothing
     return Best(
         batch_size=bs, objective=objective, study=tag, label=str(row["label"]),
         config_key=str(row["config_key"]), trial_number=int(row["trial_number"]),
@@ -160,8 +171,10 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
         peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),
         time_to_steady_s=_num(row["time_to_steady_s"]), speedup_vs_eager=_num(row["speedup_vs_eager"]),
         latency_vs_a=ratio(LATENCY), throughput_vs_a=ratio("throughput_per_s"),
-        memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold"),
-        latency_ms_p99=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99))
+        memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold") if compiled else None,
+        latency_ms_p99=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
+        schedule_total_s=_num(row.get(SCHEDULE)), schedule_vs_a=ratio(SCHEDULE),
+        compiled=compiled)
 
 
 def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
