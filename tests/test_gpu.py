@@ -176,3 +176,37 @@ def test_search_gpus_measures_on_the_gpu_with_its_worker_started_before_the_stud
     df, meta = files.read(tmp_path / "fleet")
     assert len(df) == 2 and (df["status"] == "ok").all(), df[["config_key", "status", "message"]]
     assert df["prestarted"].all() and meta["workload"]["device"] == "cuda"
+
+
+# -- a recommended CUDA-graph config in production code --------------------------------------------
+
+def test_the_snippet_of_a_cuda_graph_config_runs_and_its_note_is_true(tmp_path):
+    """`tuner recommend --format python` for reduce-overhead (studies/h200-resnet18, batch
+    size 1), pasted as it is: it compiles and infers; an output kept past the next call is
+    overwritten, as its note says, and a clone is not."""
+    import warnings
+    from pathlib import Path
+
+    from tests.models import tiny_cnn
+    from tuner.use.recommend import recommend
+
+    study = Path(__file__).resolve().parent.parent / "studies" / "h200-resnet18"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # another torch than the study's, maybe
+        rec = recommend(study, batch_size=1)
+    assert rec.config.mode == "reduce-overhead" and rec.cuda_graphs
+    source = rec.snippet()
+    assert "cudagraph_mark_step_begin" in source
+    namespace: dict = {}
+    exec(compile(source, "snippet.py", "exec"), namespace)  # noqa: S102 - our own output
+    model, x = tiny_cnn(1)
+    model, x = model.cuda().eval(), x.cuda()
+    compiled = namespace["compile_model"](model)
+    with torch.no_grad():
+        expected = model(x)
+        kept = [namespace["infer"](compiled, x) for _ in range(3)]
+        with pytest.raises(RuntimeError, match="overwritten"):
+            kept[0].sum().item()
+        cloned = [namespace["infer"](compiled, x).clone() for _ in range(3)]
+    for out in cloned:
+        torch.testing.assert_close(out, expected, rtol=1e-3, atol=1e-3)

@@ -162,6 +162,11 @@ def test_bad_requests_are_user_errors(study, tmp_path):
         recommend(study)  # latency, but at which batch size?
     with pytest.raises(UserError, match="did not measure batch size 4; it measured 1, 8"):
         recommend(study, batch_size=4)
+    for wrong in ("8", True, 8.0):  # "8" is not batch size 8, and True is not 1
+        with pytest.raises(UserError, match=f"batch_size must be an int such as 32, not {wrong!r}"):
+            recommend(study, batch_size=wrong)
+    import numpy as np
+    assert recommend(study, batch_size=np.int64(8)).config.batch_size == 8  # from a DataFrame
     with pytest.raises(UserError, match="unknown objective 'speed'"):
         recommend(study, batch_size=1, objective="speed")
     with pytest.raises(UserError, match="max_vram_gb=-1"):
@@ -385,3 +390,43 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
     compiled = recommend(write_study(tmp_path, "d", trial_configs=pair))
     assert compiled.config.compiled and compiled.why_eager == ""
     assert compiled.to_dict()["why_eager"] is None
+
+
+def test_a_cuda_graph_config_says_how_to_call_it_and_keep_its_outputs(tmp_path):
+    # reduce-overhead on CUDA: the next call overwrites the outputs (verified on the H200 by
+    # tests/test_gpu.py); describe, the snippet and the JSON say so, a CPU config does not.
+    load = Workload(model="resnet18", device="cuda")
+    rec = recommend(write_study(tmp_path, "graphs", workload=load,
+                                trial_configs=configs([1], ["eager", "inductor:reduce-overhead"])))
+    assert rec.config.mode == "reduce-overhead" and rec.cuda_graphs
+    assert any(line.startswith("cuda graphs") and "cudagraph_mark_step_begin() before each call"
+               in line for line in rec.describe().splitlines())
+    source = rec.snippet()
+    namespace: dict = {}
+    exec(compile(source, "<snippet>", "exec"), namespace)
+    marked = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marked.append(1))
+        assert namespace["infer"](lambda x: x + 1, 1) == 2
+    assert marked == [1] and ".clone() any" in source
+    assert rec.to_dict()["cuda_graphs"] is True
+    on_cpu = recommend(cpu_study(tmp_path, "inductor:reduce-overhead"))
+    assert not on_cpu.cuda_graphs and "infer" not in on_cpu.snippet()
+    assert "cuda graphs" not in on_cpu.describe()
+
+
+def test_apply_and_the_snippet_give_the_memory_format_the_trial_ran(tmp_path, compile_calls):
+    # The study searched memory formats and contiguous won: a channels_last model comes back
+    # contiguous, as the trial ran it.
+    load = Workload(model="resnet18", device="cuda")
+    trial_configs = [TrialConfig("eager", 1, channels_last=True),
+                     TrialConfig("inductor", 1, "default", False, channels_last=False)]
+    rec = recommend(write_study(tmp_path, "formats", workload=load,
+                                trial_configs=trial_configs))
+    assert rec.config.channels_last is False and not rec.workload.channels_last
+    model = nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+    with pytest.warns(MismatchWarning):
+        rec.apply(model)
+    assert model.weight.is_contiguous() and \
+        not model.weight.is_contiguous(memory_format=torch.channels_last)
+    assert "model.to(memory_format=torch.contiguous_format)" in rec.snippet()

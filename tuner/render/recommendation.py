@@ -44,6 +44,9 @@ class Recommended(Protocol):
     def trial_number(self) -> int: ...
 
     @property
+    def cuda_graphs(self) -> bool: ...
+
+    @property
     def candidates(self) -> int: ...
 
     @property
@@ -106,6 +109,9 @@ def snippet(rec: Recommended) -> str:
                       "    torch.backends.cudnn.allow_tf32 = True"]
     if w.channels_last:
         lines.append("    model = model.to(memory_format=torch.channels_last)")
+    elif rec.config.channels_last is False:
+        lines.append("    model = model.to(memory_format=torch.contiguous_format)  "
+                     "# the study ran it contiguous")
     if rec.config.compiled:
         if warm is not None:
             lines += ["    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
@@ -114,7 +120,19 @@ def snippet(rec: Recommended) -> str:
         lines.append(f"    return torch.compile(model, {args})")
     else:
         lines.append(f"    return model  # not compiled: {rec.why_eager}")
+    if rec.cuda_graphs:
+        lines += ["", "", *(f"# {line}" for line in CUDA_GRAPHS),
+                  "def infer(compiled: torch.nn.Module, *inputs):",
+                  '    """One inference step, marked as the study marked each call."""',
+                  "    torch.compiler.cudagraph_mark_step_begin()",
+                  "    return compiled(*inputs)"]
     return "\n".join(lines) + "\n"
+
+
+# What a config that records CUDA graphs asks of the code that calls it.
+CUDA_GRAPHS = ("CUDA graphs: the study called torch.compiler.cudagraph_mark_step_begin() before "
+               "each call.", "Outputs live in the graphs' memory pool and the next call "
+               "overwrites them: .clone() any", "output you keep past the next call.")
 
 
 
@@ -149,6 +167,10 @@ def describe(rec: Recommended) -> str:
          + _fmt(m.memory_needed_bytes, "bytes") + " at most"),
         ("measured on", describe_fingerprint(rec.fingerprint)),
     ]
+    if rec.cuda_graphs:
+        rows.insert(5, ("cuda graphs", "call torch.compiler.cudagraph_mark_step_begin() before "
+                        "each call, as the study did; the next call overwrites the outputs: "
+                        ".clone() any you keep"))
     if w.dtype != "float32":  # what the precision costs in accuracy
         rows.insert(-1, ("precision", _precision(w.dtype) + _fmt(
             rec.row.get("max_abs_error_vs_fp32"), ", max abs error {:.3g} against float32 eager")

@@ -18,6 +18,7 @@ compile cache instead of compiling cold.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +33,7 @@ from tuner.data.noise import within_noise
 from tuner.data.rows import config_of, plain
 from tuner.data.select import OBJECTIVES, Constraints, best, eligible, rank
 from tuner.errors import UserError
-from tuner.spec.config import EAGER, TrialConfig
+from tuner.spec.config import EAGER, TrialConfig, uses_cudagraphs
 from tuner.spec.records import FINGERPRINT_FIELDS, Status
 from tuner.spec.workload import Workload, tensor_dtype
 from tuner.use.environment import MismatchWarning, environment_mismatch
@@ -91,7 +92,9 @@ class Recommendation:
         What it does, in order: sets the study's process-wide knobs
         (:func:`tuner.trial.build.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study; for
         ``tf32``, ``torch.set_float32_matmul_precision("high")`` and the allow_tf32 flags);
-        converts the model to ``channels_last`` if the study used it; then returns
+        converts the model to ``channels_last`` if the study used it (to the contiguous format
+        if the study searched memory formats and chose contiguous; ``Module.to`` converts the
+        model's own parameters, so the model you pass is converted too); then returns
         ``torch.compile(model, **config.compile_kwargs())``, or, when eager was best, the model
         itself, not compiled. Before compiling, with ``warm_start``, it loads the compile
         artifacts the study saved for the config (:meth:`load_artifacts`), so the first call
@@ -102,6 +105,12 @@ class Recommendation:
         ``torch.no_grad()`` as the study did). Casting the model alone would break inputs of the
         old dtype, so it warns (:class:`MismatchWarning`) when the model's dtype or device is not
         the study's, and leaves the choice to you.
+
+        A config that records CUDA graphs (:attr:`cuda_graphs`) returns outputs that live in the
+        graphs' memory pool: the next call overwrites them. The study called
+        ``torch.compiler.cudagraph_mark_step_begin()`` before each call; do the same, and
+        ``.clone()`` any output you keep past the next call (reading an overwritten one raises
+        a RuntimeError).
         """
         import torch
 
@@ -111,6 +120,8 @@ class Recommendation:
         apply_global_knobs(self.workload)
         if self.workload.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        elif self.config.channels_last is False:  # searched, and contiguous won
+            model = model.to(memory_format=torch.contiguous_format)
         if not self.config.compiled:
             return model
         if warm_start:
@@ -118,6 +129,12 @@ class Recommendation:
         # torch.compile wraps a Module in an OptimizedModule, itself a Module; torch types the
         # result as a plain callable
         return cast("torch.nn.Module", torch.compile(model, **self.config.compile_kwargs()))
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether the config records CUDA graphs on the GPU: then mark each call as a step and
+        clone outputs you keep (see :meth:`apply`)."""
+        return uses_cudagraphs(self.config) and self.workload.device.startswith("cuda")
 
     @property
     def artifacts_path(self) -> Path | None:
@@ -199,6 +216,7 @@ class Recommendation:
             "within_noise": list(self.within_noise),
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
             "artifacts_found": self.artifacts_found, "why_eager": self.why_eager or None,
+            "cuda_graphs": self.cuda_graphs,
         }
 
     def describe(self) -> str:
@@ -260,6 +278,10 @@ def recommend(
     """
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if batch_size is not None and (isinstance(batch_size, bool)
+                                   or not isinstance(batch_size, numbers.Integral)):
+        # "32" would be "not measured" beside a list that holds 32; True would be batch size 1
+        raise UserError(f"batch_size must be an int such as 32, not {batch_size!r}")
     constraints = Constraints(max_vram_gb, max_compile_s, max_latency_ms, max_p99_ms)
     df, meta, path = files.load(study)
     name = str(meta.get("study") or path.parent.name)
