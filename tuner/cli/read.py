@@ -167,7 +167,10 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
     STUDIES are two or more study folders, trials.parquet files or study names; the first is
     the reference (A) for ratios. Per batch size: each study's best config per objective,
     the speedup over its own eager, and whether one study's fastest config transfers to the
-    others. Differences that confound the comparison (torch version, workload) are named.
+    others: the same compile, precision and memory format, found in each study whatever
+    dimensions it searched (an inductor option at the value its mode runs without it counts
+    as unset). Differences that confound the comparison (torch version, workload, shape
+    schedule) are named.
 
     \b
     Examples:
