@@ -11,6 +11,7 @@ found at once by its pid.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -24,19 +25,20 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.launch.prestart import alive
 from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status
 from tuner.spec.space import SearchSpace
-from tuner.study.fronts import Fronts
+from tuner.study.broken import HELD, Breakage, breakage_of, retried
+from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.params import params_of
-from tuner.study.record import is_measured
+from tuner.study.record import is_measured, stored_result
 from tuner.study.storage import (
     CONFIG_ATTR,
     INTERRUPTED_ATTR,
     KEY_ATTR,
     OWNER_ATTR,
     RETRY_ATTR,
-    STATUS_ATTR,
 )
+
+HELD_STATUSES = {status.value for status in HELD}  # as records store them
 
 
 @dataclasses.dataclass
@@ -52,6 +54,10 @@ class StudyState:
     queued: dict[str, int] = dataclasses.field(default_factory=dict)
     # key -> the tuner's numbers of the trials that hold it pending (running or enqueued)
     holders: dict[str, set[int]] = dataclasses.field(default_factory=dict)
+    # keys with a stored record of any kind (measured, a workload_error, a not-run row)
+    recorded: set[str] = dataclasses.field(default_factory=set)
+    # batch size -> the stored eager failure that skips it (tuner.study.broken), the oldest
+    broken: dict[int, Breakage] = dataclasses.field(default_factory=dict)
 
     def taken(self, key: str) -> bool:
         return key in self.measured or key in self.pending
@@ -67,10 +73,14 @@ class StudyState:
 class Claims:
     """This worker's side of sharing one study with others (see the module's docstring)."""
 
-    def __init__(self, fronts: Fronts, space: SearchSpace,
-                 on_message: Callable[[str], None]) -> None:
+    def __init__(self, fronts: Fronts, space: SearchSpace, on_message: Callable[[str], None],
+                 finish: Callable[[StoredTrial], None] | None = None) -> None:
+        """``finish``: tells Optuna of a trial whose search process stored its result and died
+        before telling it (:meth:`tuner.study.search.Search._finish`); without it such a trial
+        is failed, as one without a result."""
         self.fronts, self.storage, self.space = fronts, fronts.storage, space
         self.on_message = on_message
+        self._finish = finish
         self._heartbeat: Heartbeat | None = None
 
     @property
@@ -87,16 +97,25 @@ class Claims:
         measured, pending, waiting, running, beating = set(), set(), 0, set(), 0
         queued: dict[str, int] = {}
         holders: dict[str, set[int]] = {}
-        for stored in self.fronts.trials():
+        recorded: set[str] = set()
+        broken: dict[int, Breakage] = {}
+        for stored in sorted(self.fronts.trials(), key=lambda s: s.number):
             t = stored.frozen
             if stored.number == exclude:
                 continue
             key = t.user_attrs.get(KEY_ATTR)
-            if is_measured(t):
-                # A broken model says nothing about the config: once fixed, a rerun measures it.
-                if t.user_attrs.get(STATUS_ATTR) != Status.WORKLOAD_ERROR.value:
-                    # every measured trial carries its key (claim, record_not_run)
+            record = stored_result(t)
+            if record is not None:
+                recorded.add(cast(str, key))  # every measured trial carries its key
+                # A model that raised says nothing about the config, and eager past --timeout
+                # may finish under a larger one: a rerun measures them (tuner.study.broken).
+                # The status of the record, not the attribute set after it: a search killed
+                # between the two left only the record.
+                config = TrialConfig.from_dict(t.user_attrs[CONFIG_ATTR])
+                if not retried(config, record.get("status")):
                     measured.add(cast(str, key))
+                if record.get("status") in HELD_STATUSES:
+                    self._note_breakage(stored, record, broken)
             elif key and (t.state == TrialState.WAITING or (
                     t.state == TrialState.RUNNING and OWNER_ATTR in t.user_attrs)):
                 # An enqueued trial carries its key before anyone owns it; one left RUNNING with
@@ -110,7 +129,19 @@ class Claims:
                 if t.state == TrialState.RUNNING:
                     running.add(key)
                     beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
-        return StudyState(measured, pending, waiting, running, beating, queued, holders)
+        return StudyState(measured, pending, waiting, running, beating, queued, holders,
+                          recorded, broken)
+
+    @staticmethod
+    def _note_breakage(stored: StoredTrial, record: dict[str, object],
+                       broken: dict[int, Breakage]) -> None:
+        """Add the failed trial ``stored`` to ``broken`` if its record skips its batch size and
+        none before it does (the trials come in the order they were made)."""
+        config = TrialConfig.from_dict(stored.frozen.user_attrs[CONFIG_ATTR])
+        if config.batch_size not in broken:
+            found = breakage_of(stored.number, config, record)
+            if found is not None:
+                broken[config.batch_size] = found
 
     def enqueue(self, config: TrialConfig, **attrs: object) -> None:
         """Queue ``config`` in its batch size's study: the next trial asked there measures it."""
@@ -149,12 +180,18 @@ class Claims:
 
     def reap_dead(self) -> None:
         """A trial left RUNNING by a search process on this host that no longer exists (killed,
-        power cut) is marked failed, so its config is measured again."""
+        power cut) is marked failed, so its config is measured again; one that holds its result
+        (the process died after storing it) is told it instead (:meth:`finish`)."""
         host = socket.gethostname()
         for stored in self.fronts.trials(states=(TrialState.RUNNING,)):
             t = stored.frozen
             owner = t.user_attrs.get(OWNER_ATTR) or {}
             if owner.get("host") == host and not alive(int(owner.get("pid", -1))):
+                if self.finish(stored):
+                    self.on_message(f"trial {stored.number} ({t.user_attrs.get(KEY_ATTR)}) was "
+                                    "measured by a search that died before it finished the "
+                                    "trial; its result is kept, not measured again")
+                    continue
                 self.storage.set_trial_user_attr(self.fronts.trial_id(stored.study, t.number),
                                                  INTERRUPTED_ATTR, True)
                 stored.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
@@ -162,21 +199,51 @@ class Claims:
                 self.on_message(f"trial {stored.number} ({t.user_attrs.get(KEY_ATTR)}) was "
                                 "left running by a search that died; it will be measured again")
 
+    def finish(self, stored: StoredTrial) -> bool:
+        """Tell Optuna of ``stored``, a RUNNING trial whose process died, if it holds its result
+        (the process stored it and died before telling: :meth:`tuner.study.search.Search.record`);
+        whether it was told (by this process or, meanwhile, another)."""
+        if self._finish is None or not is_measured(stored.frozen):
+            return False
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            self._finish(stored)  # another process that found it dead may have told it first
+        return True
+
     def fail_stale(self) -> None:
         """Fail trials whose search process stopped beating (killed, host lost); the storage
-        calls :meth:`on_stale` for each trial this process failed."""
+        calls :meth:`on_stale` for each trial this process failed. A stale trial that holds its
+        result is told it first (:meth:`finish`): failed, the sampler would lose its point."""
+        # Which trials are stale is the heartbeat storage's to say (BaseHeartbeat declares it).
+        stale = getattr(self.storage, "_get_stale_trial_ids", None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             for study in self.fronts.studies():
+                if stale is not None and self._finish is not None and self.heartbeat_s:
+                    for trial_id in stale(self.fronts.study_id(study)):
+                        self._finish_stale(study, trial_id)
                 optuna.storages.fail_stale_trials(study)
+
+    def _finish_stale(self, study: optuna.Study, trial_id: int) -> None:
+        trial = self.storage.get_trial(trial_id)
+        stored = StoredTrial(study, trial, self.fronts.number(study, trial.number))
+        if trial.state == TrialState.RUNNING and self.finish(stored):
+            owner = trial.user_attrs.get(OWNER_ATTR) or {}
+            self.on_message(f"trial {stored.number} ({trial.user_attrs.get(KEY_ATTR)}) of "
+                            f"{owner.get('host', '?')} pid {owner.get('pid', '?')} sent no "
+                            "heartbeat for the grace period after it stored its result; the "
+                            "result is kept, not measured again")
 
     def on_stale(self, study: optuna.Study, trial: FrozenTrial) -> None:
         owner = trial.user_attrs.get(OWNER_ATTR) or {}
+        number = self.fronts.number(study, trial.number)
+        where = (f"trial {number} ({trial.user_attrs.get(KEY_ATTR)}) of {owner.get('host', '?')} "
+                 f"pid {owner.get('pid', '?')} sent no heartbeat for the grace period")
+        if is_measured(trial):  # another process failed it before this one could tell it
+            self.on_message(f"{where} after it stored its result; the result is kept, not "
+                            "measured again (Optuna has the trial failed)")
+            return
         self.requeue(study, trial)
-        self.on_message(f"trial {self.fronts.number(study, trial.number)} "
-                        f"({trial.user_attrs.get(KEY_ATTR)}) of "
-                        f"{owner.get('host', '?')} pid {owner.get('pid', '?')} sent no heartbeat "
-                        "for the grace period; it is failed and will be measured again")
+        self.on_message(f"{where}; it is failed and will be measured again")
 
     def requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Queue again the config of ``study``'s ``trial``, which died without a result, unless

@@ -18,8 +18,9 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
+from tuner.study.broken import retried
 from tuner.study.finalists import repeats_of
-from tuner.study.fronts import Fronts
+from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import stored_result, was_run
 from tuner.study.redact import redact
 from tuner.study.spec import StudySpec
@@ -104,22 +105,36 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
     rows = rows or TrialRows()
     repeats = repeats_of(fronts.main, fronts.storage)
     out = []
-    not_run: set[str] = set()
-    for t in sorted(fronts.trials(), key=lambda t: t.number):
-        stored = stored_result(t.frozen)
-        if stored is None:
-            continue
-        config = TrialConfig.from_dict(t.frozen.user_attrs[CONFIG_ATTR])
-        if not was_run(stored):
-            # Two workers that found the same reason at once may both have recorded it.
-            if config.key in not_run:
-                continue
-            not_run.add(config.key)
+    records = [(t, stored, TrialConfig.from_dict(t.frozen.user_attrs[CONFIG_ATTR]))
+               for t in sorted(fronts.trials(), key=lambda t: t.number)
+               if (stored := stored_result(t.frozen)) is not None]
+    for t, stored, config in _latest(records):
         result, row = rows.row(name, t.number, config, workload, stored)
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
                                   None if layout is None else layout.directory))
         out.append(row)
     return with_ranks(frame(out))
+
+
+def _latest(records: list[tuple[StoredTrial, dict[str, Any], TrialConfig]]
+            ) -> list[tuple[StoredTrial, dict[str, Any], TrialConfig]]:
+    """The ``records`` (in trial order) that are still the study's word on their config: one
+    row a config. A config that ran supersedes its not-run rows, and a later run of it a
+    failure a resume tries again (a model that raised, eager past --timeout:
+    :func:`tuner.study.broken.retried`):
+    a stale row beside the new one would say the config was never measured. Of two not-run
+    rows (two workers that found the same reason at once) the first stays."""
+    last_run = {config.key: t.number for t, stored, config in records if was_run(stored)}
+    kept, not_run = [], set()
+    for t, stored, config in records:
+        if not was_run(stored):
+            if config.key in last_run or config.key in not_run:
+                continue
+            not_run.add(config.key)
+        elif retried(config, stored.get("status")) and last_run[config.key] != t.number:
+            continue
+        kept.append((t, stored, config))
+    return kept
 
 
 def _mode_options(spec: StudySpec) -> dict[str, Any]:
@@ -139,12 +154,15 @@ def storage_label(spec: StudySpec) -> str:
 
 
 def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
-                 pacer: ExportPacer | None = None, after_trial: bool = False) -> Exported:
+                 pacer: ExportPacer | None = None, after_trial: bool = False,
+                 trials: pd.DataFrame | None = None) -> Exported:
     """Write the study's Parquet files under this host's study folder, from the storage;
     ``rows``: those an earlier export of this study made (:class:`TrialRows`); ``pacer``: the
     search's, which times each write and, ``after_trial``, skips one that is not due
-    (:class:`ExportPacer`; the frames are made either way)."""
-    df = study_frame(fronts, spec.name, spec.workload, spec.layout, rows)
+    (:class:`ExportPacer`; the frames are made either way); ``trials``: the frame of
+    :func:`study_frame`, where the caller made it already."""
+    df = study_frame(fronts, spec.name, spec.workload, spec.layout, rows) if trials is None \
+        else trials
 
     def write() -> pd.DataFrame:
         return files.export(spec.layout, df, {

@@ -119,12 +119,16 @@ class Fronts:
         """The storage's id of the trial ``optuna_number`` of ``study``."""
         key = (study.study_name, optuna_number)
         if key not in self._ids:
-            if study.study_name not in self._study_ids:
-                self._study_ids[study.study_name] = self.storage.get_study_id_from_name(
-                    study.study_name)
             self._ids[key] = self.storage.get_trial_id_from_study_id_trial_number(
-                self._study_ids[study.study_name], optuna_number)
+                self.study_id(study), optuna_number)
         return self._ids[key]
+
+    def study_id(self, study: optuna.Study) -> int:
+        """The storage's id of ``study``."""
+        if study.study_name not in self._study_ids:
+            self._study_ids[study.study_name] = self.storage.get_study_id_from_name(
+                study.study_name)
+        return self._study_ids[study.study_name]
 
     def id_of(self, number: int) -> int:
         """The storage's id of the tuner's trial ``number``."""

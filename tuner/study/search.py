@@ -29,8 +29,10 @@ from tuner.launch.runner import Runner
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
-from tuner.study.claims import Claims
+from tuner.study.broken import Breakage, breakage, breaks_batch, not_run_result
+from tuner.study.claims import Claims, StudyState
 from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
+from tuner.study.fronts import StoredTrial
 from tuner.study.params import nearest, suggest
 from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
@@ -82,7 +84,7 @@ class Search:
         # The study that defines it all (and holds the finalists' re-measurements); its trials
         # live in each batch size's study (self.fronts), unless it was made before.
         self.study = self.fronts.main
-        self.claims = Claims(self.fronts, spec.space, self.on_message)
+        self.claims = Claims(self.fronts, spec.space, self.on_message, finish=self._finish)
         self._rows = TrialRows()  # each trial's row, kept between the exports after each trial
         self._pacer = ExportPacer()  # how often those exports write the files
 
@@ -105,7 +107,8 @@ class Search:
         self.claims.reap_dead()
         state = self.claims.state()
         for config in self.spec.space.baselines():
-            if not state.taken(config.key):
+            # Not at a batch size the study holds broken: the run would only prune them.
+            if not state.taken(config.key) and config.batch_size not in state.broken:
                 self.claims.enqueue(config)
 
     def _run(self) -> SearchSummary:
@@ -119,16 +122,17 @@ class Search:
         configs = spec.space.configs()  # made once: asked for after every trial
         ended: float | None = None  # when this run's last trial ended (time.monotonic)
         # Batch sizes where the model itself fails in eager (raise, crash, hang, out of memory):
-        # their other configs would fail the same way, each up to --timeout, so they are skipped.
-        broken: dict[int, str] = {}
-        timed_out: set[int] = set()  # those of them where eager ran past --timeout
-        not_run: set[str] = set()  # keys of those batch sizes that have their failed row
+        # their other configs would fail the same way, each up to --timeout, so they are skipped
+        # (tuner.study.broken): those this run found, and those the study holds.
+        broken: dict[int, Breakage] = {}
+        not_run: set[str] = set()  # keys this run recorded as not run
         rng = random.Random(spec.seed)
         said_waiting = False
         while True:
             claims.stop_heartbeat()  # the trial of the last round is told
             claims.fail_stale()
             state = claims.state()
+            self._held_broken(state, broken)
             if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
                 stop_reason = f"reached {spec.n_trials} trials"
                 break
@@ -163,9 +167,12 @@ class Search:
             trial, number = claims.ask(front[0])
             config = suggest(trial, spec.space, front[1])
             # The state read above serves these checks (claim reads afresh before it holds).
-            if config.batch_size in broken and config.key not in not_run and not \
+            # A config that has a row already (an earlier run's not-run row, a failure) keeps it.
+            if config.batch_size in broken and config.key not in not_run and \
+                    config.key not in state.recorded and not \
                     state.taken_by_another(config.key, number) and claims.claim(trial, number, config):
-                self.record(trial, number, _not_run(config.batch_size, broken))  # says why
+                self.record(trial, number, not_run_result(config.batch_size,
+                                                          broken[config.batch_size]))  # says why
                 not_run.add(config.key)
                 continue
             if state.taken_by_another(config.key, number) or config.batch_size in broken:
@@ -217,34 +224,33 @@ class Search:
                 best=_best_by_batch(exported.trials),
                 eta_s=_eta(history, [c for c in configs if c.key != config.key
                                      and c.key not in state.measured
-                                     and c.key not in state.running],
+                                     and c.key not in state.running
+                                     and c.batch_size not in broken],
                            measured, spec.n_trials, deadline)))
-            if _breaks_batch(config, result) and config.batch_size not in broken:
-                broken[config.batch_size] = f"trial {number}, {config.label}: " \
-                    f"{result.status.value}: " \
-                    f"{result.message.splitlines()[0][:200] if result.message else ''}"
-                if result.status is Status.TIMEOUT:
-                    timed_out.add(config.batch_size)
+            if breaks_batch(config, result.status) and config.batch_size not in broken:
+                why = broken[config.batch_size] = breakage(number, config, result)
                 self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
-                                f"model fails there without compiling ({broken[config.batch_size]})"
-                                "; the other batch sizes go on")
+                                f"model fails there without compiling ({why}); the other batch "
+                                "sizes go on")
                 not_run.add(config.key)  # its own row says why
                 taken = claims.state()
                 for other in configs:
+                    # A config with a row (an earlier run's not-run row) keeps it: one row each.
                     if other.batch_size == config.batch_size and other.key != config.key \
-                            and not taken.taken(other.key):
+                            and not taken.taken(other.key) and other.key not in taken.recorded:
                         record_not_run(self.fronts, spec.space, other,
-                                       _not_run(config.batch_size, broken))
+                                       not_run_result(config.batch_size, why))
                         not_run.add(other.key)
             elif result.status is Status.COMPILE_TIMEOUT:
                 self._skip_mode(config, number, not_run)
         if broken and not _any_ok(self.export().trials):
-            why = "; ".join(f"batch size {bs}: {reason}" for bs, reason in sorted(broken.items()))
-            if set(broken) <= timed_out:
+            failures = "; ".join(f"batch size {bs}: {reason}"
+                                 for bs, reason in sorted(broken.items()))
+            if all(reason.status is Status.TIMEOUT for reason in broken.values()):
                 # A --timeout too short for any trial looks like a model that hangs: say which.
-                raise UserError(f"no trial finished within --timeout at any batch size ({why}): "
-                                "raise --timeout, unless the model hangs in eager")
-            raise UserError(f"the model cannot run at any batch size: {why}")
+                raise UserError(f"no trial finished within --timeout at any batch size "
+                                f"({failures}): raise --timeout, unless the model hangs in eager")
+            raise UserError(f"the model cannot run at any batch size: {failures}")
         if broken:
             stop_reason += " (skipped batch sizes where the model fails: " + ", ".join(
                 str(bs) for bs in sorted(broken)) + ")"
@@ -257,6 +263,18 @@ class Search:
         df = exported.trials
         return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
                              new, stop_reason, df, exported.pareto)
+
+    def _held_broken(self, state: StudyState, broken: dict[int, Breakage]) -> None:
+        """Add to ``broken`` the batch sizes the study holds broken (an earlier run's, or
+        another worker's, eager failure there: :mod:`tuner.study.broken`), saying so once each:
+        a resume skips them again instead of running their not-run configs as trials."""
+        for batch_size, why in sorted(state.broken.items()):
+            if batch_size not in broken:
+                broken[batch_size] = why
+                self.on_message(
+                    f"batch size {batch_size} is skipped: the study holds that the model fails "
+                    f"there without compiling ({why}); search it under a new --name to measure "
+                    "it again")
 
     def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> None:
         """After a compile past --compile-timeout, the other configs of that backend and mode at
@@ -317,29 +335,57 @@ class Search:
             rounds[-1].stopped, tuple(n for r in rounds for n in r.noisy))
 
     def record(self, trial: optuna.Trial, number: int, result: TrialResult) -> Exported:
-        """Store the record on the tuner's trial ``number`` (:mod:`tuner.study.record`), write
-        the Parquet files, set the trial's row's summary as its user attributes, and tell Optuna
-        its objectives and constraints (:mod:`tuner.study.sampler`): a failed config is an
-        infeasible point, not a gap. A model that fails in eager says nothing of the config:
-        that trial is told failed. Returns what was written."""
+        """Store the record on the tuner's trial ``number`` (:mod:`tuner.study.record`), tell
+        Optuna (:meth:`_tell`), then write the Parquet files; returns what was written.
+
+        Told before the files are written: a search killed while it writes them (a large
+        study's write takes a while) leaves the trial complete in the storage, and the next
+        run writes the files. Told after, such a trial was left running with its result, and
+        the resume failed it (:meth:`_finish` tells one that a search still left so)."""
         trial_id = self.claims.trial_id(number)
         store_result(self.claims.storage, trial_id, result)
         # One frame for all: the summary, objectives and constraints are the trial's Parquet
         # row, so the dashboard, the sampler and the files have the same numbers.
-        exported = self.export(after_trial=True)
-        df = exported.trials
-        row = df[df["trial_number"] == number].iloc[0]
+        df = self._frame()
+        self._tell(trial.study, trial.number, trial_id, number, df)
+        return self.export(after_trial=True, trials=df)
+
+    def _tell(self, study: optuna.Study, optuna_number: int, trial_id: int, number: int,
+              df: pd.DataFrame) -> None:
+        """Set the summary of the tuner's trial ``number`` (``optuna_number`` in ``study``),
+        stored, from its row in ``df`` as its user attributes, and tell Optuna its objectives
+        and constraints (:mod:`tuner.study.sampler`): a failed config is an infeasible point,
+        not a gap. A model that fails in eager says nothing of the config: that trial is told
+        failed, as is one whose row gave way to an older one of its config
+        (:func:`tuner.study.export.study_frame`)."""
+        storage = self.claims.storage
+        rows = df[df["trial_number"] == number]
+        if rows.empty:
+            study.tell(optuna_number, state=TrialState.FAIL)
+            return
+        row = rows.iloc[0]
         for name, value in summary(row).items():
-            trial.set_user_attr(name, value)
-        trial.set_user_attr(STATUS_ATTR, result.status.value)
-        if result.status is Status.WORKLOAD_ERROR:
-            trial.study.tell(trial, state=TrialState.FAIL)
-            return exported
+            storage.set_trial_user_attr(trial_id, name, value)
+        storage.set_trial_user_attr(trial_id, STATUS_ATTR, str(row["status"]))
+        if row["status"] == Status.WORKLOAD_ERROR.value:
+            study.tell(optuna_number, state=TrialState.FAIL)
+            return
         verified = number in set(comparable(df)["trial_number"])
-        self.claims.storage.set_trial_system_attr(
+        storage.set_trial_system_attr(
             trial_id, CONSTRAINTS_ATTR, constraint_values(row, verified, self.fronts.limits))
-        trial.study.tell(trial, objective_values(row, verified))
-        return exported
+        study.tell(optuna_number, objective_values(row, verified))
+
+    def _finish(self, stored: StoredTrial) -> None:
+        """Tell Optuna of a trial that a search process stored the result of and died before
+        telling (:meth:`tuner.study.claims.Claims.reap_dead`, ``fail_stale``): it is measured,
+        and failing it would leave the sampler without its objectives."""
+        self._tell(stored.study, stored.frozen.number,
+                   self.fronts.trial_id(stored.study, stored.frozen.number), stored.number,
+                   self._frame())
+
+    def _frame(self) -> pd.DataFrame:
+        return study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout,
+                           self._rows)
 
     def _warn_of_neighbours(self) -> None:
         """Say so when something else shares this host's CPU as the search starts: timings of
@@ -359,19 +405,20 @@ class Search:
                             "cores): latency of launch-bound configs will be noisy; rows say "
                             "how much CPU other processes took while they measured")
 
-    def export(self, after_trial: bool = False) -> Exported:
+    def export(self, after_trial: bool = False, trials: pd.DataFrame | None = None) -> Exported:
         """Write the Parquet files, and delete the compile caches of trials off the front;
         ``after_trial``: the export after each trial, which writes only when the pacer says so
-        (:class:`tuner.study.export.ExportPacer`)."""
-        exported = export_study(self.fronts, self.spec, self._rows, self._pacer, after_trial)
+        (:class:`tuner.study.export.ExportPacer`); ``trials``: the study's frame, made already
+        (:meth:`_frame`)."""
+        exported = export_study(self.fronts, self.spec, self._rows, self._pacer, after_trial,
+                                trials)
         finalists.prune_caches(self.fronts, self.spec, exported.pareto)
         return exported
 
     def current(self) -> Exported:
         """The trials and the Pareto set as the storage holds them now, written nowhere and
         deleting nothing: what a caller checks before it measures (``tuner confirm``)."""
-        df = study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout,
-                         self._rows)
+        df = self._frame()
         return Exported(df, pareto(df))
 
 
@@ -390,22 +437,6 @@ def _slow_contenders(slow: pd.DataFrame) -> str:
     return (f"also measured again: trial{'s' if len(slow) > 1 else ''} {numbers}, off the front "
             "but measured on a slow host core, where a launch-bound config reads slow: had its "
             "p50 been as much faster as its core was slow, it would be on the front")
-
-
-def _not_run(batch_size: int, broken: dict[int, str]) -> TrialResult:
-    return TrialResult.failure(Status.WORKLOAD_ERROR, f"{NOT_RUN}at batch size {batch_size} the "
-                               f"model fails without compiling ({broken[batch_size]})")
-
-
-def _breaks_batch(config: TrialConfig, result: TrialResult) -> bool:
-    """Whether a trial shows that the model itself cannot run at its batch size: its factory or
-    eager reference raised (workload_error), or eager itself crashed, hung, ran out of memory or
-    hit a CUDA error (a device-side assert, say).
-    Every config at that batch size runs the eager reference first, so each would fail too."""
-    if result.status is Status.WORKLOAD_ERROR:
-        return True
-    return not config.compiled and result.status in (Status.CRASH, Status.TIMEOUT, Status.OOM,
-                                                      Status.CUDA_ERROR)
 
 
 def _any_ok(df: pd.DataFrame) -> bool:

@@ -12,7 +12,9 @@ import contextlib
 import dataclasses
 import itertools
 import os
+import random
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -312,7 +314,42 @@ class _Heartbeat(TypedDict):
     heartbeat_stale_trial_callback: Callable[[optuna.Study, FrozenTrial], None] | None
 
 
+# Opening a new storage creates its schema; where another process creates it at the same moment
+# (two searches started together on a new study), opening is tried again this many times in all,
+# after SCHEMA_RACE_WAIT_S, then twice that, and so on.
+SCHEMA_RACE_TRIES = 6
+SCHEMA_RACE_WAIT_S = 0.05
+
+
 def _make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None
+                  ) -> optuna.storages.BaseStorage:
+    """:func:`make_storage`, tried again where another process was creating the same new
+    storage's schema: Optuna creates each missing table, then inserts the schema's version,
+    with no lock around the whole, so of two processes that open a new SQLite file at once one
+    found a table the other had just made ("table ... already exists") or a version row it had
+    just inserted ("UNIQUE constraint failed: alembic_version.version_num"). Once the other is
+    done the schema is there, and opening it again finds it whole."""
+    for attempt in range(SCHEMA_RACE_TRIES):
+        try:
+            return _open_storage(url, on_stale)
+        except Exception as exc:
+            if attempt == SCHEMA_RACE_TRIES - 1 or not _schema_race(exc):
+                raise
+            time.sleep(SCHEMA_RACE_WAIT_S * 2 ** attempt * random.uniform(1.0, 1.5))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _schema_race(exc: Exception) -> bool:
+    """Whether ``exc``, raised while opening a storage, is another process creating its schema
+    at the same moment: a table it made, or a row of the schema's version it inserted."""
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    if isinstance(exc, IntegrityError):  # opening inserts only the schema's version rows
+        return True
+    return isinstance(exc, OperationalError | ProgrammingError) and "already exists" in str(exc)
+
+
+def _open_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None
                   ) -> optuna.storages.BaseStorage:
     heartbeat: _Heartbeat = {
         "heartbeat_interval": _env_seconds("TUNER_HEARTBEAT_INTERVAL_S", HEARTBEAT_INTERVAL_S),

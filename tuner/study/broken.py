@@ -1,0 +1,84 @@
+"""Batch sizes where the model itself fails, without compiling, and what a resume makes of them.
+
+Every config at a batch size runs the eager reference first, so where the model fails there
+(it raises, or eager crashes, hangs, runs out of memory or hits a CUDA error) each config would
+fail the same way, each up to ``--timeout``: the search skips the batch size, and its other
+configs become "not run" rows (:func:`not_run_result`).
+
+Which failures a resume believes: eager's crash, out of memory or CUDA error is the study's
+measurement of that batch size, so it stays the study's answer there: a resume reads it from
+the storage (:func:`breakage_of`) and skips the batch size again, rather than running each
+not-run config as a trial that fails the same way. Two failures are tried again instead
+(:func:`retried`): a model that raised (``workload_error``), a bug the user fixes, and eager past
+``--timeout``, which a resume with a larger ``--timeout`` may finish (the error of a study where
+every batch size timed out says to raise it). The same command then runs eager there once more,
+first, and measures the rest only if it now runs; a second failure costs one trial, not one per
+config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status, TrialResult
+from tuner.study.record import NOT_RUN, was_run
+
+# Eager's failures that are the study's answer for their batch size (see the module docstring).
+HELD = (Status.CRASH, Status.OOM, Status.CUDA_ERROR)
+
+
+@dataclasses.dataclass(frozen=True)
+class Breakage:
+    """The trial that showed the model cannot run at its batch size."""
+
+    number: int  # the tuner's trial number
+    label: str  # its config's label
+    status: Status
+    message: str  # its first line
+
+    def __str__(self) -> str:
+        return f"trial {self.number}, {self.label}: {self.status.value}: {self.message}"
+
+
+def breaks_batch(config: TrialConfig, status: Status) -> bool:
+    """Whether a trial shows that the model itself cannot run at its batch size: its factory or
+    eager reference raised (workload_error), or eager itself crashed, hung, ran out of memory or
+    hit a CUDA error (a device-side assert, say)."""
+    return status is Status.WORKLOAD_ERROR or (
+        not config.compiled and status in (*HELD, Status.TIMEOUT))
+
+
+def retried(config: TrialConfig, status: str | Status | None) -> bool:
+    """Whether a stored record of ``config`` with ``status`` is tried again by a resume, so is
+    not the study's measurement of it: a model that raised, or eager past ``--timeout``."""
+    return status in (Status.WORKLOAD_ERROR, Status.WORKLOAD_ERROR.value) or (
+        not config.compiled and status in (Status.TIMEOUT, Status.TIMEOUT.value))
+
+
+def breakage(number: int, config: TrialConfig, result: TrialResult) -> Breakage:
+    first = result.message.splitlines()[0][:200] if result.message else ""
+    return Breakage(number, config.label, result.status, first)
+
+
+def breakage_of(number: int, config: TrialConfig, record: Mapping[str, Any]) -> Breakage | None:
+    """The breakage a stored ``record`` holds for a resume to believe: eager's held failure
+    (:data:`HELD`), not a not-run row and not one that is tried again (:func:`retried`)."""
+    if config.compiled or not was_run(record):
+        return None
+    try:
+        status = Status(record.get("status"))
+    except ValueError:
+        return None
+    if status not in HELD:
+        return None
+    message = str(record.get("message") or "")
+    return Breakage(number, config.label, status, message.splitlines()[0][:200] if message else "")
+
+
+def not_run_result(batch_size: int, why: Breakage) -> TrialResult:
+    """The record of a config at ``batch_size`` skipped for ``why``."""
+    return TrialResult.failure(Status.WORKLOAD_ERROR, f"{NOT_RUN}at batch size {batch_size} the "
+                               f"model fails without compiling ({why})")
