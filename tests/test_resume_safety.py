@@ -3,6 +3,7 @@ measured but not told to Optuna, a new study opened by two searches at once."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import socket
 import subprocess
@@ -230,3 +231,62 @@ def test_searches_that_open_a_new_study_at_once_share_it(tmp_path):
     while not errors.empty():
         found.append(errors.get())
     assert found == []
+
+
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "still failing"])
+def test_retry_failed_measures_eager_again_where_the_study_holds_its_failure(tmp_path, fixed):
+    # The GPU was shared and eager ran out of memory at batch size 8; with the GPU freed,
+    # --retry-failed measures it, then the rest there, and the new rows replace the old.
+    fail = {"eager|bs=8": Status.OOM}
+    search(tmp_path, FakeRunner(fail=fail)).run()
+    messages: list[str] = []
+    again = Search(dataclasses.replace(make_spec(tmp_path), retry_failed=True),
+                   FakeRunner(fail=None if fixed else fail), on_message=messages.append)
+    summary = again.run()
+    assert any("eager failed there before" in m and "--retry-failed measures it again" in m
+               for m in messages), messages
+    one_row_each(summary.trials)
+    at8 = summary.trials[summary.trials["batch_size"] == 8].set_index("config_key")
+    if fixed:
+        assert sorted(again.runner.calls) == AT_8 and again.runner.calls[0] == "eager|bs=8"
+        assert (at8["status"] == "ok").all()
+    else:  # one trial, not one per config
+        assert again.runner.calls == ["eager|bs=8"]
+        assert at8.loc["eager|bs=8", "status"] == "oom"
+        assert at8.loc["eager|bs=8", "trial_number"] > 2  # the new failure, not the old row
+        assert at8.drop(index="eager|bs=8")["message"].str.startswith("not run: ").all()
+
+
+@pytest.mark.usefixtures("fake_cli")
+def test_a_worker_with_retry_failed_measures_the_held_batch_size(tmp_path):
+    from click.testing import CliRunner
+
+    from tuner.cli.app import main
+
+    search(tmp_path, FakeRunner(fail={"eager|bs=8": Status.OOM})).run()
+    args = ["worker", "--study", "s", "--studies-dir", str(tmp_path), "-q"]
+    before = len(files.read(tmp_path / "s")[0])
+    held = CliRunner().invoke(main, args)  # without it, the batch size stays skipped
+    assert held.exit_code == 0, held.output
+    df = files.read(tmp_path / "s")[0]
+    assert len(df) == before and (df["status"] != "ok").sum() == len(AT_8)
+    retried = CliRunner().invoke(main, [*args, "--retry-failed"])
+    assert retried.exit_code == 0, retried.output
+    df = files.read(tmp_path / "s")[0]
+    one_row_each(df)
+    assert (df["status"] == "ok").all()
+
+
+def test_retry_failed_is_an_option_of_search_and_worker_and_reaches_a_fleets_workers():
+    from click.testing import CliRunner
+
+    from tuner.cli.app import main
+    from tuner.launch.runner import LaunchSettings
+    from tuner.study.fleet import plan_of
+    from tuner.study.plan import WorkerPlan
+
+    for command in ("search", "worker"):
+        assert "--retry-failed" in CliRunner().invoke(main, [command, "--help"]).output
+    plan = plan_of("s", "studies", LaunchSettings(), 0, None, None, False, "resnet18",
+                   retry_failed=True)
+    assert WorkerPlan.from_json(plan.to_json()).retry_failed is True

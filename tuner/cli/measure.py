@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -43,6 +44,13 @@ if TYPE_CHECKING:
     from tuner.launch.runner import Runner
 
 SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accepts
+
+# Where the study holds that eager failed (tuner.study.broken), a resume skips the batch size.
+retry_failed_option = click.option(
+    "--retry-failed", is_flag=True,
+    help="Measure eager again at the batch sizes where the study holds that it crashed, ran "
+         "out of memory or hit a CUDA error (a resume skips them otherwise): after fixing the "
+         "model, or freeing the GPU.")
 
 
 @click.command(context_settings=CONTEXT, short_help="Search torch.compile settings for a model.")
@@ -121,6 +129,7 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
                 "password out of `ps`; default: SQLite in the study folder.")
 @click.option("--gpus", help="One worker per GPU on this study: GPU indices (0,1) or all. Each "
                              "worker's trials see only its GPU.")
+@retry_failed_option
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Sampler seed.")
 @click.option("--sampler", type=click.Choice(SAMPLERS),
               help="How each batch size's study proposes configs after the baselines: tpe "
@@ -138,8 +147,8 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accep
 def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmark,
            inductor_options, space_file, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials,
            budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
-           min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, seed, sampler,
-           max_vram_gb, max_compile_s, as_json, quiet) -> None:
+           min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, retry_failed,
+           seed, sampler, max_vram_gb, max_compile_s, as_json, quiet) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
     Each trial runs in its own process (timeouts and failures kept as data). Eager and
@@ -225,8 +234,8 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     runner = None if chosen is not None else runners.make_runner(
         launch, StudyLayout.of(studies_dir, study_name).cache_root)
     fleet = None if chosen is None else Fleet(
-        plan_of(study_name, studies_dir, launch, seed, n_trials, budget_s, quiet, model), chosen,
-        storage=storage)
+        plan_of(study_name, studies_dir, launch, seed, n_trials, budget_s, quiet, model,
+                retry_failed=retry_failed), chosen, storage=storage)
     try:
         if runner is not None and sizes:
             runner.start_spare(PrebuildRequest(workload, sizes[0]))
@@ -249,7 +258,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                          protocol=protocol,
                          root=studies_dir, storage=storage, n_trials=n_trials, budget_s=budget_s,
                          seed=seed, confirm_repeats=confirm_repeats.strip().lower(),
-                         sampler=sampler,
+                         sampler=sampler, retry_failed=retry_failed,
                          limits=None if max_vram_gb is None and max_compile_s is None
                          else Constraints(max_vram_gb=max_vram_gb, max_compile_s=max_compile_s))
     except BaseException:
@@ -299,11 +308,12 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
               help="Sampler seed; default: a random one, so that workers propose different configs.")
 @click.option("--export-only", is_flag=True,
               help="Write the study's Parquet files under --studies-dir and exit, measuring nothing.")
+@retry_failed_option
 @json_option
 @quiet_option
 @user_errors
 def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prestart, seed,
-           export_only, as_json, quiet) -> None:
+           export_only, retry_failed, as_json, quiet) -> None:
     """Join an existing study and measure trials for it, from this host or another.
 
     Workers claim trials through the study's storage, so any number of them (tuner search,
@@ -329,7 +339,8 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     plan = WorkerPlan(study=name, root=str(studies_dir),
                       launch=LaunchSettings(timeout_s=timeout_s, prestart=prestart, gpu=gpu),
                       seed=secrets.randbelow(2**31) if seed is None else seed,
-                      n_trials=n_trials, budget_s=budget_s, quiet=quiet)
+                      n_trials=n_trials, budget_s=budget_s, quiet=quiet,
+                      retry_failed=retry_failed)
     run_worker(plan, storage, as_json, export_only=export_only)
 
 
@@ -346,6 +357,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
     try:
         spec = join_spec(plan.study, storage, Path(plan.root), "--study", n_trials=plan.n_trials,
                          budget_s=plan.budget_s, seed=plan.seed)
+        spec = dataclasses.replace(spec, retry_failed=plan.retry_failed)
         if export_only:
             joined = Search(spec)
             export_study(joined.fronts, spec)

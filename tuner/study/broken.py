@@ -8,10 +8,11 @@ configs become "not run" rows (:func:`not_run_result`).
 Which failures a resume believes: eager's crash, out of memory or CUDA error is the study's
 measurement of that batch size, so it stays the study's answer there: a resume reads it from
 the storage (:func:`breakage_of`) and skips the batch size again, rather than running each
-not-run config as a trial that fails the same way. Two failures are tried again instead
-(:func:`retried`): a model that raised (``workload_error``), a bug the user fixes, and eager past
-``--timeout``, which a resume with a larger ``--timeout`` may finish (the error of a study where
-every batch size timed out says to raise it). The same command then runs eager there once more,
+not-run config as a trial that fails the same way, unless asked to try it again
+(``tuner search --retry-failed``: the model or the machine was fixed). Two failures are tried
+again in any case (:func:`retried`): a model that raised (``workload_error``), a bug the user
+fixes, and eager past ``--timeout``, which a resume with a larger ``--timeout`` may finish (the
+error of a study where every batch size timed out says to raise it). The same command then runs eager there once more,
 first, and measures the rest only if it now runs; a second failure costs one trial, not one per
 config.
 """
@@ -43,19 +44,28 @@ class Breakage:
         return f"trial {self.number}, {self.label}: {self.status.value}: {self.message}"
 
 
-def breaks_batch(config: TrialConfig, status: Status) -> bool:
+def breaks_batch(config: TrialConfig, status: Status | str | None) -> bool:
     """Whether a trial shows that the model itself cannot run at its batch size: its factory or
     eager reference raised (workload_error), or eager itself crashed, hung, ran out of memory or
     hit a CUDA error (a device-side assert, say)."""
+    status = _status(status)
     return status is Status.WORKLOAD_ERROR or (
         not config.compiled and status in (*HELD, Status.TIMEOUT))
+
+
+def _status(status: Status | str | None) -> Status | None:
+    """A record's status (stored as text) as a :class:`Status`; None for another text."""
+    try:
+        return None if status is None else Status(status)
+    except ValueError:
+        return None
 
 
 def retried(config: TrialConfig, status: str | Status | None) -> bool:
     """Whether a stored record of ``config`` with ``status`` is tried again by a resume, so is
     not the study's measurement of it: a model that raised, or eager past ``--timeout``."""
-    return status in (Status.WORKLOAD_ERROR, Status.WORKLOAD_ERROR.value) or (
-        not config.compiled and status in (Status.TIMEOUT, Status.TIMEOUT.value))
+    status = _status(status)
+    return status is Status.WORKLOAD_ERROR or (not config.compiled and status is Status.TIMEOUT)
 
 
 def breakage(number: int, config: TrialConfig, result: TrialResult) -> Breakage:
@@ -68,10 +78,7 @@ def breakage_of(number: int, config: TrialConfig, record: Mapping[str, Any]) -> 
     (:data:`HELD`), not a not-run row and not one that is tried again (:func:`retried`)."""
     if config.compiled or not was_run(record):
         return None
-    try:
-        status = Status(record.get("status"))
-    except ValueError:
-        return None
+    status = _status(record.get("status"))
     if status not in HELD:
         return None
     message = str(record.get("message") or "")

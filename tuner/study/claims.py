@@ -74,13 +74,17 @@ class Claims:
     """This worker's side of sharing one study with others (see the module's docstring)."""
 
     def __init__(self, fronts: Fronts, space: SearchSpace, on_message: Callable[[str], None],
-                 finish: Callable[[StoredTrial], None] | None = None) -> None:
+                 finish: Callable[[StoredTrial], None] | None = None,
+                 retry_held: bool = False) -> None:
         """``finish``: tells Optuna of a trial whose search process stored its result and died
         before telling it (:meth:`tuner.study.search.Search._finish`); without it such a trial
-        is failed, as one without a result."""
+        is failed, as one without a result. ``retry_held``: eager's held failures
+        (:data:`tuner.study.broken.HELD`) count as not measured, so they are measured again
+        (``tuner search --retry-failed``)."""
         self.fronts, self.storage, self.space = fronts, fronts.storage, space
         self.on_message = on_message
         self._finish = finish
+        self._retry_held = retry_held
         self._heartbeat: Heartbeat | None = None
 
     @property
@@ -112,10 +116,12 @@ class Claims:
                 # The status of the record, not the attribute set after it: a search killed
                 # between the two left only the record.
                 config = TrialConfig.from_dict(t.user_attrs[CONFIG_ATTR])
-                if not retried(config, record.get("status")):
-                    measured.add(cast(str, key))
-                if record.get("status") in HELD_STATUSES:
+                held = record.get("status") in HELD_STATUSES
+                if held:
                     self._note_breakage(stored, record, broken)
+                if not retried(config, record.get("status")) and not (
+                        held and self._retry_held and not config.compiled):
+                    measured.add(cast(str, key))
             elif key and (t.state == TrialState.WAITING or (
                     t.state == TrialState.RUNNING and OWNER_ATTR in t.user_attrs)):
                 # An enqueued trial carries its key before anyone owns it; one left RUNNING with

@@ -18,7 +18,7 @@ from tuner.spec.config import TrialConfig
 from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
-from tuner.study.broken import retried
+from tuner.study.broken import breaks_batch
 from tuner.study.finalists import repeats_of
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import stored_result, was_run
@@ -120,8 +120,8 @@ def _latest(records: list[tuple[StoredTrial, dict[str, Any], TrialConfig]]
             ) -> list[tuple[StoredTrial, dict[str, Any], TrialConfig]]:
     """The ``records`` (in trial order) that are still the study's word on their config: one
     row a config. A config that ran supersedes its not-run rows, and a later run of it a
-    failure a resume tries again (a model that raised, eager past --timeout:
-    :func:`tuner.study.broken.retried`):
+    failure that skipped its batch size, which a resume tries again (a model that raised,
+    eager past --timeout, or with --retry-failed any eager failure: :mod:`tuner.study.broken`):
     a stale row beside the new one would say the config was never measured. Of two not-run
     rows (two workers that found the same reason at once) the first stays."""
     last_run = {config.key: t.number for t, stored, config in records if was_run(stored)}
@@ -131,7 +131,7 @@ def _latest(records: list[tuple[StoredTrial, dict[str, Any], TrialConfig]]
             if config.key in last_run or config.key in not_run:
                 continue
             not_run.add(config.key)
-        elif retried(config, stored.get("status")) and last_run[config.key] != t.number:
+        elif breaks_batch(config, stored.get("status")) and last_run[config.key] != t.number:
             continue
         kept.append((t, stored, config))
     return kept

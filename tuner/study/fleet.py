@@ -72,7 +72,8 @@ class Fleet:
            quiet: bool = False, python: str = sys.executable) -> Fleet:
         """The fleet of an existing spec (the command makes its plan before its spec)."""
         return cls(plan_of(spec.name, spec.root, launch, spec.seed, spec.n_trials, spec.budget_s,
-                           quiet, spec.workload.model), gpus, storage=spec.storage, python=python)
+                           quiet, spec.workload.model, retry_failed=spec.retry_failed), gpus,
+                   storage=spec.storage, python=python)
 
     def plan(self, index: int, gpu: int) -> WorkerPlan:
         launch = self.base.launch
@@ -169,12 +170,13 @@ class Fleet:
 
 
 def plan_of(study: str, root: str | Path, launch: LaunchSettings, seed: int,
-            n_trials: int | None, budget_s: float | None, quiet: bool, model: str) -> WorkerPlan:
+            n_trials: int | None, budget_s: float | None, quiet: bool, model: str,
+            retry_failed: bool = False) -> WorkerPlan:
     """What each worker of a fleet is told, before the study is made: ``model`` (``--model``)
     names the factory module its template process imports ahead."""
     return WorkerPlan(study=study, root=str(Path(root).resolve()), launch=launch, seed=seed,
                       n_trials=n_trials, budget_s=budget_s, quiet=quiet,
-                      factory_module=factory_module(model))
+                      factory_module=factory_module(model), retry_failed=retry_failed)
 
 
 def compile_threads(workers: int) -> int:

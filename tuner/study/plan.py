@@ -39,6 +39,8 @@ class WorkerPlan:
     # and it exits measuring nothing (Fleet.spawn).
     wait_for_go: bool = False
     factory_module: str | None = None
+    # Measure eager again where the study holds its failure (tuner search --retry-failed).
+    retry_failed: bool = False
 
     def runner(self) -> Runner:
         """The runner of this worker's trials, made from the plan alone: a fleet's worker makes

@@ -84,9 +84,11 @@ class Search:
         # The study that defines it all (and holds the finalists' re-measurements); its trials
         # live in each batch size's study (self.fronts), unless it was made before.
         self.study = self.fronts.main
-        self.claims = Claims(self.fronts, spec.space, self.on_message, finish=self._finish)
+        self.claims = Claims(self.fronts, spec.space, self.on_message, finish=self._finish,
+                             retry_held=spec.retry_failed)
         self._rows = TrialRows()  # each trial's row, kept between the exports after each trial
         self._pacer = ExportPacer()  # how often those exports write the files
+        self._retrying: set[int] = set()  # held broken batch sizes this run tries again
 
     def run(self) -> SearchSummary:
         if self.runner is None:
@@ -106,9 +108,10 @@ class Search:
         workers calls it once before them, so they do not all queue the baselines at once."""
         self.claims.reap_dead()
         state = self.claims.state()
+        held = {} if self.spec.retry_failed else state.broken
         for config in self.spec.space.baselines():
             # Not at a batch size the study holds broken: the run would only prune them.
-            if not state.taken(config.key) and config.batch_size not in state.broken:
+            if not state.taken(config.key) and config.batch_size not in held:
                 self.claims.enqueue(config)
 
     def _run(self) -> SearchSummary:
@@ -269,12 +272,17 @@ class Search:
         another worker's, eager failure there: :mod:`tuner.study.broken`), saying so once each:
         a resume skips them again instead of running their not-run configs as trials."""
         for batch_size, why in sorted(state.broken.items()):
-            if batch_size not in broken:
-                broken[batch_size] = why
-                self.on_message(
-                    f"batch size {batch_size} is skipped: the study holds that the model fails "
-                    f"there without compiling ({why}); search it under a new --name to measure "
-                    "it again")
+            if batch_size in broken or batch_size in self._retrying:
+                continue
+            if self.spec.retry_failed:
+                self._retrying.add(batch_size)
+                self.on_message(f"batch size {batch_size}: eager failed there before ({why}); "
+                                "--retry-failed measures it again")
+                continue
+            broken[batch_size] = why
+            self.on_message(
+                f"batch size {batch_size} is skipped: the study holds that the model fails "
+                f"there without compiling ({why}); rerun with --retry-failed to try it again")
 
     def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> None:
         """After a compile past --compile-timeout, the other configs of that backend and mode at

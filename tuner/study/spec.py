@@ -39,6 +39,9 @@ class StudySpec:
     # Limits the sampler learns as Optuna constraints (max_vram_gb, max_compile_s); None: those
     # the study was made with (none for a new study).
     limits: Constraints | None = None
+    # This run tries eager again where the study holds that it crashed, ran out of memory or hit
+    # a CUDA error (tuner.study.broken): the model or the machine was fixed.
+    retry_failed: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.name)
