@@ -252,3 +252,57 @@ def slow_to_compile(batch_size: int):
         f.write(f"{child.pid}\n")
     inductor_config.post_grad_custom_post_pass = _compiles_for_ever
     return tiny_cnn(batch_size)
+
+
+class _DiffersAtOtherShapes(nn.Module):
+    """Right at the batch size it is built at (2), wrong by +100 when compiled at any other:
+    only the shape schedule's recompiles are wrong."""
+
+    def forward(self, x):
+        if torch.compiler.is_compiling() and x.shape[0] != 2:
+            return x + 100.0
+        return x * 1.0
+
+
+def differs_at_other_shapes(batch_size: int):
+    return _DiffersAtOtherShapes(), torch.randn(batch_size, 4)
+
+
+class _InfWhenCompiled(nn.Module):
+    """Its first column is +inf when compiled, finite in eager."""
+
+    def forward(self, x):
+        out = x * 1.0
+        if torch.compiler.is_compiling():
+            out = torch.cat([torch.full_like(out[:, :1], float("inf")), out[:, 1:]], dim=1)
+        return out
+
+
+def inf_when_compiled(batch_size: int):
+    return _InfWhenCompiled(), torch.randn(batch_size, 4)
+
+
+class _Output(dict):
+    """A dict subclass torch's pytree does not know (as an unregistered ModelOutput is)."""
+
+
+class _ReturnsUnknownType(nn.Module):
+    def forward(self, x):
+        return _Output(logits=x * 2.0)
+
+
+def returns_unknown_type(batch_size: int):
+    return _ReturnsUnknownType(), torch.randn(batch_size, 4)
+
+
+class _Random(nn.Module):
+    def forward(self, x):
+        return nn.functional.dropout(x, p=0.5, training=True)
+
+
+def random_in_eager(batch_size: int):
+    return _Random(), torch.randn(batch_size, 64)
+
+
+def needs_two_arguments(batch_size: int, seq_len: int):
+    return tiny_cnn(batch_size)

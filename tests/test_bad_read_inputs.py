@@ -134,3 +134,11 @@ def test_recommend_without_a_batch_size_names_the_option_on_the_command_line(roo
 
     with pytest.raises(UserError, match=r"\(batch_size=N\), or use objective=\"throughput\""):
         recommend(root / STUDY)
+
+
+def test_a_factory_that_needs_more_than_the_batch_size_is_refused_before_any_trial(tmp_path):
+    # Called with the batch size alone, it would fail in every trial.
+    result = invoke(*search_args(tmp_path, model="tests.models:needs_two_arguments",
+                                 shape_schedule="1x4"))
+    assert_one_line_error(result, "tests.models:needs_two_arguments needs 2 arguments",
+                          "seq_len=128")

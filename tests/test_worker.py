@@ -96,6 +96,36 @@ def test_output_that_differs_from_eager_is_wrong_result(tmp_path):
     assert r.correct is False
 
 
+def test_an_infinity_only_the_compiled_output_has_is_a_wrong_result(tmp_path):
+    # The finite values agree; an inf where eager is finite is still wrong.
+    r = run(tmp_path, "tests.models:inf_when_compiled", TrialConfig("aot_eager", 2, None, False))
+    assert r.status is Status.WRONG_RESULT, (r.message, r.stderr_tail)
+    assert "infinities in different places" in r.message
+
+
+def test_a_wrong_output_at_a_schedule_shape_is_a_wrong_result(tmp_path):
+    # Right at the batch size it was built at; its recompile for batch size 4 is wrong.
+    r = run(tmp_path, "tests.models:differs_at_other_shapes",
+            TrialConfig("aot_eager", 2, None, False), shape_schedule=(2, 4, 2))
+    assert r.status is Status.WRONG_RESULT, (r.message, r.stderr_tail)
+    assert "at shape 4 of the schedule" in r.message and r.schedule_total_s > 0
+    right = run(tmp_path / "eager", "tests.models:differs_at_other_shapes",
+                TrialConfig("eager", 2), shape_schedule=(2, 4, 2))
+    assert right.status is Status.OK, (right.message, right.stderr_tail)
+
+
+@pytest.mark.parametrize("model, said", [
+    ("tests.models:returns_unknown_type", "its output (_Output) holds no tensor that "
+                                          "torch.utils._pytree sees"),
+    ("tests.models:random_in_eager", "two eager calls on the same inputs give different outputs"),
+], ids=["unknown output type", "randomness"])
+def test_a_model_whose_output_cannot_be_checked_is_a_workload_error(tmp_path, model, said):
+    # Every config, eager too, would otherwise be unchecked (correct None) or a wrong result.
+    r = run(tmp_path, model, TrialConfig("eager", 2))
+    assert r.status is Status.WORKLOAD_ERROR, (r.message, r.stderr_tail)
+    assert r.message.startswith("the model cannot be checked: ") and said in r.message
+
+
 def test_backend_that_fails_to_compile_is_a_compile_error(tmp_path):
     # A backend torch registers for its own tests: it raises while compiling a relu.
     r = run(tmp_path, "tests.models:tiny_cnn",

@@ -156,6 +156,11 @@ def validate(workload: Workload) -> None:
         raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
     if workload.is_factory:
         factory = load_factory(workload.model, error=UserError)
+        if (needed := _required_positional(factory)) > 1:
+            raise UserError(f"{workload.model} needs {needed} arguments, but a factory is called "
+                            "with the batch size alone (and a schedule's sequence length as a "
+                            "second): give the others defaults, def factory(batch_size, "
+                            "seq_len=128)")
         if with_seq_len and not _takes_seq_len(factory):
             raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, but "
                             f"{workload.model} takes only a batch size: give the factory a "
@@ -236,6 +241,17 @@ def check_loads_here(workload: Workload, study: str, command: str) -> None:
     except UserError as exc:
         raise UserError(f"{exc}; run `tuner {command}` from the folder the study was made in, "
                         "or put the module's folder on PYTHONPATH") from None
+
+
+def _required_positional(factory: Any) -> int:
+    """How many positional arguments ``factory`` cannot be called without (0 if it cannot
+    tell)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(1 for p in params if p.default is p.empty
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 def _takes_seq_len(factory: Any) -> bool:

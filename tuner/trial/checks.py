@@ -67,6 +67,27 @@ def peak_matmul_tflops(device: str, warmups: int = 3, repeats: int = 10) -> floa
 
 
 # correctness ----------------------------------------------------------------------------
+def output_tensors(output: Any) -> list[Any]:
+    """The tensors of a model's output, as ``torch.utils._pytree`` finds them: a tensor, or
+    tuples, lists, dicts (and types registered with pytree) of them."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+
+
+def unseen_output(output: Any) -> str | None:
+    """Why a model's eager output cannot be checked, or None: it holds no tensor that pytree
+    sees (a dict subclass or a dataclass that is not registered), so no config's output could
+    be compared with it."""
+    if output_tensors(output):
+        return None
+    return (f"its output ({type(output).__name__}) holds no tensor that torch.utils._pytree "
+            "sees, so no config could be checked against eager: return a tensor, or a tuple, "
+            "list or dict of them (or register the type with "
+            "torch.utils._pytree.register_pytree_node)")
+
+
 # tf32 keeps float16's 10-bit mantissa in matmuls, and the compiled kernels and eager's need
 # not round alike: float16's tolerance.
 TOLERANCE = {"float32": 1e-3, "tf32": 1e-2, "bfloat16": 3e-2, "float16": 1e-2}
@@ -80,17 +101,20 @@ class OutputCheck:
     note: str = ""
 
 
-def compare_outputs(actual: Any, expected: Any, dtype: str) -> OutputCheck:
+def compare_outputs(actual: Any, expected: Any, dtype: str,
+                    tolerance: float | None = None) -> OutputCheck:
     """Compiled vs eager output, NaN-aware, with a tolerance relative to the output's scale.
 
-    NaN must sit in the same places in both; finite values must agree within
-    ``tol * max|expected|`` (absolute) plus ``tol`` (relative). An eager output with no finite
-    value at all (a random bf16 ViT can do that) leaves correctness unknown (``None``).
+    NaN must sit in the same places in both, and so must each infinity, with its sign; finite
+    values must agree within ``tol * max|expected|`` (absolute) plus ``tol`` (relative). An
+    eager output with no finite value at all (a random bf16 ViT can do that) leaves
+    correctness unknown (``None``). ``tolerance``: another than the precision's
+    (:data:`TOLERANCE`).
     """
     import torch
     from torch.utils._pytree import tree_leaves
 
-    tol = TOLERANCE.get(dtype, 1e-3)
+    tol = TOLERANCE.get(dtype, 1e-3) if tolerance is None else tolerance
     got = [t for t in tree_leaves(actual) if isinstance(t, torch.Tensor)]
     want = [t for t in tree_leaves(expected) if isinstance(t, torch.Tensor)]
     if len(got) != len(want):
@@ -107,6 +131,10 @@ def compare_outputs(actual: Any, expected: Any, dtype: str) -> OutputCheck:
         nan_count += int(nan_w.sum())
         if not torch.equal(nan_w, torch.isnan(g)):
             return OutputCheck(False, None, tol, "NaN in different places than eager")
+        inf_w = torch.isinf(w)
+        if not torch.equal(inf_w, torch.isinf(g)) or not torch.equal(g[inf_w], w[inf_w]):
+            return OutputCheck(False, None, tol, "infinities in different places (or of "
+                                                 "another sign) than eager")
         finite = torch.isfinite(w) & torch.isfinite(g)
         if not finite.any():
             continue

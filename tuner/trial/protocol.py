@@ -103,6 +103,8 @@ def run_trial(request: TrialRequest, started: float,
             if _is_cuda_error(exc):
                 return _cuda_failure(result, "eager call: ", exc)
             return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {describe_error(exc)}")
+        if (unchecked := _uncheckable(model, inputs, reference, work.dtype, kept is None)):
+            return _fail(result, Status.WORKLOAD_ERROR, f"the model cannot be checked: {unchecked}")
         # The work one call does, counted on eager (the compiled model does the same math).
         if kept is None:
             result.flops_per_call = checks.flops_per_call(lambda: model(*inputs))
@@ -203,7 +205,7 @@ def run_trial(request: TrialRequest, started: float,
         try:
             with torch.no_grad():
                 replay.replay_schedule(result, dataclasses.replace(request, workload=work), fn,
-                                      dev, mark_step)
+                                      dev, mark_step, model)
         except build.WorkloadError as exc:
             return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
         except Exception as exc:  # noqa: BLE001
@@ -344,6 +346,30 @@ def one_line(message: str) -> str:
     print(message, file=sys.stderr, flush=True)
     text = f"{lines[0]} ... {lines[-1]}"
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+# Two eager calls on the same inputs differ by less than this many times the precision's
+# tolerance (another cuDNN algorithm, atomics); dropout left on differs by the output's scale.
+NONDETERMINISM_FACTOR = 10
+
+
+def _uncheckable(model, inputs, reference, dtype: str, first: bool) -> str | None:
+    """Why no config's output could be checked against this eager ``reference``, or None: it
+    holds no tensor pytree sees, or (``first``: the first trial of this workload, batch size
+    and precision, which keeps the reference) a second eager call on the same inputs gives
+    another output, so every config, eager too, would read as a wrong result."""
+    from tuner.trial import checks
+
+    why = checks.unseen_output(reference)
+    if why is not None or not first:
+        return why
+    again = checks.compare_outputs(_clone(model(*inputs)), reference, dtype, tolerance=min(
+        0.3, NONDETERMINISM_FACTOR * checks.TOLERANCE.get(dtype, 1e-3)))
+    if again.correct is False:
+        return (f"two eager calls on the same inputs give different outputs ({again.note}): "
+                "randomness such as dropout in training mode; build the model in eval mode, "
+                "deterministic, since each config is checked against eager")
+    return None
 
 
 def _clone(out, to_cpu: bool = False):

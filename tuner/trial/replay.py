@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
 from tuner.spec.records import SCHEDULE_REPEATS, TrialRequest, TrialResult
+from tuner.trial.checks import compare_outputs
 from tuner.trial.stats import is_steady
 
 SLOW_STEP_FACTOR = 5.0  # without compile records, a step > 5x its shape's warm latency compiled
@@ -90,9 +91,12 @@ def measure_schedule(schedule: Sequence[Hashable], step: Callable[[Any], float],
 
 
 def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[..., Any], dev: Any,
-                    mark_step: bool) -> None:
+                    mark_step: bool, model: Callable[..., Any] | None = None) -> None:
     """Replay the workload's shape schedule on the same compiled callable, after the steady
-    state, and fill the record's ``schedule_*`` fields (see :func:`measure_schedule`)."""
+    state, and fill the record's ``schedule_*`` fields (see :func:`measure_schedule`). Then,
+    given the eager ``model``, check the compiled output at each shape against eager's: a
+    recompile for a new shape is new code, and a wrong one is a wrong result
+    (``result.correct`` False, the shape named in its note)."""
     import torch
 
     from tuner.spec import workload
@@ -101,12 +105,13 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
     inputs = {s: build_inputs(request.workload, s)
               for s in dict.fromkeys(request.workload.shape_schedule)}
 
+    def step_output(shape: Any) -> Any:
+        if mark_step:
+            torch.compiler.cudagraph_mark_step_begin()
+        return fn(*inputs[shape])
+
     def step(shape: Any) -> float:
-        def call() -> Any:
-            if mark_step:
-                torch.compiler.cudagraph_mark_step_begin()
-            return fn(*inputs[shape])
-        return dev.time_call_s(call)
+        return dev.time_call_s(lambda: step_output(shape))
 
     figures = measure_schedule(request.workload.shape_schedule, step,
                                _compilation_metrics if request.config.compiled else None)
@@ -122,6 +127,24 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
     # counted per shape (int) wherever counted in all (measure_schedule's compile records)
     result.schedule_shape_recompiles = [cast(int, figures.shapes[s].recompiles)
                                         for s in shapes] if figures.recompiles is not None else []
+    if model is not None and request.config.compiled:
+        for shape in shapes:
+            got = _clone(step_output(shape))
+            check = compare_outputs(got, model(*inputs[shape]), request.workload.dtype)
+            if check.correct is False:
+                result.correct = False
+                result.correctness_note = (f"at shape {workload.shape_label(shape)} of the "
+                                           f"schedule: {check.note}")
+                return
+
+
+def _clone(output: Any) -> Any:
+    """``output`` with each tensor copied: a CUDA graph's outputs are overwritten by its next
+    call."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, output)
 
 
 def _compilation_metrics() -> list:
