@@ -126,6 +126,24 @@ def test_the_search_keeps_the_compile_caches_of_the_front_only(tmp_path):
     assert warm and all(c is not None and int(c.name) in kept for c in warm)
 
 
+def test_a_trial_the_front_was_not_chosen_from_keeps_its_cache(tmp_path):
+    # With --gpus, another worker finishes a trial between this worker's frame and its pruning:
+    # the frame's front does not hold it, yet it may be on the front now. Its cache stays.
+    s, summary = search(tmp_path, repeats=0)
+    root = s.spec.layout.cache_root
+    cached = sorted(int(p.name) for p in root.iterdir())
+    assert cached
+    newest = cached[-1]
+    older = summary.trials[summary.trials["trial_number"] != newest]
+    front = select.pareto(older)
+    front = front[front["trial_number"] != newest]
+    finalists.prune_caches(s.fronts, s.spec, front, older)
+    assert (root / str(newest)).is_dir()
+    # Judged from a frame that holds it and a front that does not: off the front, deleted.
+    finalists.prune_caches(s.fronts, s.spec, front, summary.trials)
+    assert not (root / str(newest)).exists()
+
+
 class Slower(FakeRunner):
     """reduce-overhead dynamic=False at batch size 1 takes ``factor`` times as long in the
     processes ``slow(n)`` picks (n = 1: its search trial), whose core times the host loop in
@@ -269,7 +287,10 @@ def make_spec_workload():
     return WORKLOAD
 
 
-def test_failed_repeats_are_counted_and_leave_the_interval_to_the_others(tmp_path):
+def test_a_finalist_that_fails_a_re_measurement_is_left_out_and_not_measured_more(tmp_path):
+    # It crashed in a fresh process: not one to serve, however fast its search trial was. It
+    # leaves the front (so show and recommend never call it fastest), its next repeats are
+    # not run, and the next config on the front is measured in its place.
     class FailsSecond(FakeRunner):
         def run(self, request, workdir, abort=None, cache_dir=None):
             result = super().run(request, workdir, abort, cache_dir)
@@ -277,16 +298,35 @@ def test_failed_repeats_are_counted_and_leave_the_interval_to_the_others(tmp_pat
                 return type(result).failure(Status.CRASH, "fake crash")
             return result
 
-    s, summary = search(tmp_path, FailsSecond(jitter=0.02))
+    messages: list[str] = []
+    s, summary = search(tmp_path, FailsSecond(jitter=0.02), repeats=3,
+                        on_message=messages.append)
     df = s.export().trials
-    compiled = df[df["trial_number"].isin(front_numbers(df)) & (df["backend"] != "eager")]
-    assert (compiled["repeats_failed"] == 1).all()
-    assert compiled["latency_ms_p50_repeats"].map(len).eq(2).all()
-    assert compiled["compile_s_artifacts"].isna().all()
-    assert "1 re-measurement(s) failed" in report.notes(compiled.iloc[0])
+    failed = df[df["repeats_failed"].fillna(0) > 0]
+    assert len(failed) and (failed["backend"] != "eager").all()
+    assert (failed["repeats_failed"] == 1).all()
+    stored = finalists.repeats_of(s.study, s.claims.storage)
+    for number in failed["trial_number"]:  # no repeat after the one that crashed
+        assert stored[int(number)][-1]["status"] == Status.CRASH.value
+    assert not set(failed["trial_number"]) & front_numbers(df)
+    assert not set(failed["trial_number"]) & set(select.eligible(df)["trial_number"])
+    assert "1 re-measurement(s) failed" in report.notes(failed.iloc[0])
+    for number in failed["trial_number"]:
+        assert any(f"(trial {number}) failed in a fresh process (crash): it is left out" in m
+                   for m in messages), messages
+    text = report.render(df, select.pareto(df), {"study": "s", "workload": {}})
+    assert "left out of the fronts and recommendations" in text
+    assert not any("stayed noisy" in m for m in messages)
     # Resuming does not retry a failed repeat: it was measured, and failed.
-    again, _ = search(tmp_path, FailsSecond())
+    again, _ = search(tmp_path, FailsSecond(), repeats=3)
     assert again.runner.calls == []
+    # --redo forgets them all before the front is chosen: fixed, the config is back.
+    said: list[str] = []
+    redo = Search(s.spec, FakeRunner(jitter=0.02), on_message=said.append)
+    redo.confirm(3, redo=True)
+    df = redo.export().trials
+    assert set(failed["trial_number"]) <= set(select.eligible(df)["trial_number"])
+    assert any(m.startswith("--redo: the re-measurements of ") for m in said)
 
 
 def test_stopping_during_confirmation_keeps_what_was_measured_and_resume_finishes(tmp_path):
@@ -454,7 +494,7 @@ def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
     assert redo.exit_code == 0 and redo.stderr == ""
     storage = make_storage(f"sqlite:///{tmp_path / 'st' / 'study.db'}")
     stored = optuna.load_study(study_name="st", storage=storage)
-    assert all(len(v) == 2 for v in finalists.repeats_of(stored, storage).values())
+    assert all(len(v) == 2 for v in finalists.repeats_of(stored, storage).values() if v)
 
 
 def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path, fake_cli):

@@ -66,7 +66,8 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
         summary = search.confirm(repeats, redo=redo)
     failed = f", {summary.failed} failed" if summary.failed else ""
     say(f"{summary.finalists} finalists; {summary.measured} re-measurements now{failed}"
-        + ("; stopped by the user (the same command resumes)" if summary.stopped else ""))
+        + (f"; stopped by the user ({'the same command without --redo' if redo else 'the same command'} resumes)"
+           if summary.stopped else ""))
     return summary.stopped
 
 

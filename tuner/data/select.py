@@ -2,7 +2,9 @@
 
 * :func:`eligible`: a row may be compared, ranked and recommended when its trial finished, its
   output was checked against eager and matched (``correct`` is True: what could not be checked
-  is not vouched for), it has a latency, and a compiled config really ran compiled code.
+  is not vouched for), it has a latency, a compiled config really ran compiled code, and, for a
+  finalist, none of its re-measurements in fresh processes failed (crashed, computed a wrong
+  result, ...): a config that fails one process in several is not one to serve.
 * :func:`pareto`: the eligible rows no other eligible row of the same batch size beats on all
   of latency, memory and warm-up.
 * :data:`OBJECTIVES`, :func:`rank`, :func:`best`: the best row for one objective; a compiled
@@ -52,6 +54,8 @@ def eligible(df: pd.DataFrame) -> pd.DataFrame:
     keep = (df["status"] == Status.OK.value) & verified.astype(bool)
     keep &= pd.to_numeric(df["latency_ms_p50"], errors="coerce").notna()
     keep &= ~ran_eager_only(df)
+    if "repeats_failed" in df:
+        keep &= pd.to_numeric(df["repeats_failed"], errors="coerce").fillna(0).eq(0)
     return df[keep]
 
 

@@ -320,7 +320,23 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         lines.append("")
         lines.append(f"{len(failed)} trials failed (kept in trials.parquet):")
         lines += [f"  {f}" for f in failed]
+    if dropped := left_out(trials):
+        lines.append("")
+        lines.append(f"{len(dropped)} finalist{'s' if len(dropped) > 1 else ''} left out of the "
+                     "fronts and recommendations: a re-measurement in a fresh process failed")
+        lines += [f"  {d}" for d in dropped]
     return "\n".join(lines)
+
+
+def left_out(trials: pd.DataFrame) -> list[str]:
+    """Finalists whose trial was fine but a re-measurement failed (tuner.data.select.eligible
+    leaves them out), each in a line."""
+    if "repeats_failed" not in trials:
+        return []
+    failed = pd.to_numeric(trials["repeats_failed"], errors="coerce").fillna(0)
+    rows = trials[(trials["status"] == Status.OK.value) & (failed > 0)]
+    return [f"{r['label']} bs={r['batch_size']} (trial {r['trial_number']}): "
+            f"{int(r['repeats_failed'])} re-measurement(s) failed" for _, r in rows.iterrows()]
 
 
 def schedule_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:

@@ -143,9 +143,11 @@ def fresh_trial_cache(spec: StudySpec, config: TrialConfig, number: int) -> Path
     return path
 
 
-def prune_caches(fronts: Fronts, spec: StudySpec, front: pd.DataFrame) -> int:
-    """Delete the caches of finished trials that are not on the Pareto ``front``; returns how
-    many.
+def prune_caches(fronts: Fronts, spec: StudySpec, front: pd.DataFrame,
+                 trials: pd.DataFrame) -> int:
+    """Delete the caches of finished trials that are not on the Pareto ``front``, chosen from
+    ``trials``; returns how many. Only trials of that frame: one another worker finished since
+    it was made may be on the front now, and is left for the next export to judge.
 
     During the search a trial off the front never returns to it (what dominates it stays), so at
     most the front's caches are on disk at any time. Once finalists are measured again, one
@@ -157,7 +159,9 @@ def prune_caches(fronts: Fronts, spec: StudySpec, front: pd.DataFrame) -> int:
     if not root.is_dir():
         return 0
     keep = set(front["trial_number"].astype(int))
-    finished = {t.number for t in fronts.trials() if t.frozen.state.is_finished()}
+    judged = set(trials["trial_number"].astype(int))
+    finished = {t.number for t in fronts.trials()
+                if t.frozen.state.is_finished() and t.number in judged}
     removed = 0
     for path in root.iterdir():
         if path.name.isdigit() and int(path.name) in finished and int(path.name) not in keep:
@@ -192,16 +196,27 @@ def _keep(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int
                                   REPEATS_ATTR + str(number), records)
 
 
+def forget(study: optuna.Study, storage: optuna.storages.BaseStorage) -> int:
+    """Forget every trial's re-measurements (``tuner confirm --redo``), before the front is
+    chosen: one that failed had left its finalist off the front, and one on it may not be
+    there without them. Returns how many trials had some."""
+    stored = {number: records for number, records in repeats_of(study, storage).items()
+              if records}
+    for number in stored:
+        _keep(study, storage, number, [])
+    return len(stored)
+
+
 def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: StudySpec,
-            runner: Runner, front: pd.DataFrame, repeats: int | Repeats, *, redo: bool = False,
+            runner: Runner, front: pd.DataFrame, repeats: int | Repeats, *,
             also: pd.DataFrame | None = None,
             on_message: Callable[[str], None] | None = None,
             stop: threading.Event | None = None,
             abort: threading.Event | None = None) -> ConfirmSummary:
     """Re-measure each finalist (each row of ``front``, the study's Pareto set), and each row of
     ``also`` (trials off it measured again like finalists: :func:`slow_core_contenders`), as
-    ``repeats`` says (a number, or :class:`Repeats`); re-measurements made before count, unless
-    ``redo`` forgets them.
+    ``repeats`` says (a number, or :class:`Repeats`); re-measurements made before count
+    (:func:`forget` forgets them).
 
     ``stop`` ends it before the next process, ``abort`` kills the one in flight (not recorded).
     """
@@ -212,7 +227,7 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
     others = set() if also is None else set(also["trial_number"].astype(int))
     for _, row in (front if not others else pd.concat([front, also])).iterrows():
         number = int(row["trial_number"])
-        records = [] if redo else stored.get(number, [])
+        records = stored.get(number, [])
         own = [float(row["latency_ms_p50"])] if row["status"] == Status.OK.value else []
         if plan_of.more(own + _p50s(records), len(records)):
             finalists.append((number, config_of(row), records, own))
@@ -227,8 +242,6 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         f" and {off} trial{'s' if off > 1 else ''} off the front" if off else "")
     say(f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
         "`tuner confirm` or the same command resumes)")
-    for number, *_ in finalists if redo else []:  # all at once: a stop half-way redoes the rest
-        _keep(study, storage, number, [])
     measured = failed = 0
     noisy: list[str] = []
     for number, config, records, own in finalists:
@@ -252,9 +265,17 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
             done = f"{measured}/{total}" if total is not None else f"{measured}"
             say(f"[confirm {done}] {config.label} bs={config.batch_size} "
                 f"(trial {number}, {kind}): {_outcome(kind, result)}")
-        p50s = own + _p50s(records)
-        if plan_of.fixed is None and not narrow(p50s, plan_of.width):
-            noisy.append(_still_noisy(config, p50s, records, plan_of))
+            if not result.ok:
+                # One fresh process that crashes or computes wrong is enough: such a config is
+                # no longer eligible (tuner.data.select), so more repeats would decide nothing.
+                say(f"{config.label} bs={config.batch_size} (trial {number}) failed in a fresh "
+                    f"process ({result.status.value}): it is left out of the front and of "
+                    "recommendations")
+                break
+        else:
+            p50s = own + _p50s(records)
+            if plan_of.fixed is None and not narrow(p50s, plan_of.width):
+                noisy.append(_still_noisy(config, p50s, records, plan_of))
     for sentence in noisy:
         say(sentence)
     return ConfirmSummary(len(front), measured, failed, False, tuple(noisy))

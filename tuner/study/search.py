@@ -317,6 +317,10 @@ class Search:
             finalists.Repeats.parse(repeats)
         rounds: list[finalists.ConfirmSummary] = []
         before: set[int] = set()
+        if redo and (forgotten := finalists.forget(self.study, self.claims.storage)):
+            self.on_message(f"--redo: the re-measurements of {forgotten} trial"
+                            f"{'s' if forgotten > 1 else ''} are forgotten; a stop from here "
+                            "on resumes without --redo")
         try:
             # The front is on the finalists' medians: one measured slower may leave it, and a
             # trial that joins it in its place is measured again in turn, until none is left.
@@ -332,7 +336,7 @@ class Search:
                     self.on_message(_slow_contenders(slow))
                 rounds.append(finalists.confirm(
                     self.study, self.claims.storage, self.spec, self.runner, front, plan,
-                    redo=redo and not rounds, also=slow, on_message=self.on_message,
+                    also=slow, on_message=self.on_message,
                     stop=self.stop_after_trial, abort=self.abort))
         finally:
             self.runner.close()
@@ -420,7 +424,7 @@ class Search:
         (:meth:`_frame`)."""
         exported = export_study(self.fronts, self.spec, self._rows, self._pacer, after_trial,
                                 trials)
-        finalists.prune_caches(self.fronts, self.spec, exported.pareto)
+        finalists.prune_caches(self.fronts, self.spec, exported.pareto, exported.trials)
         return exported
 
     def current(self) -> Exported:
