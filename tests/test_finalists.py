@@ -497,6 +497,41 @@ def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
     assert all(len(v) == 2 for v in finalists.repeats_of(stored, storage).values() if v)
 
 
+def test_tuner_confirm_dot_in_the_study_folder_as_show_suggests(tmp_path, fake_cli,
+                                                                monkeypatch):
+    args = ["search", "--model", "resnet18", "--device", "cpu", "--backend", "eager,inductor",
+            "--mode", "default", "--batch-sizes", "1", "--studies-dir", str(tmp_path),
+            "--name", "st", "--confirm", "0", "-q"]
+    assert invoke(*args).exit_code == 0
+    monkeypatch.chdir(tmp_path / "st")
+    result = invoke("confirm", ".", "--repeats", "1")
+    assert result.exit_code == 0, result.output
+    assert "2 re-measurements now" in result.stderr
+    too_many = invoke("confirm", ".", "--repeats", "101")
+    assert_one_line("--repeats 101: at most 100 re-measurements a finalist", too_many)
+
+
+def test_nothing_to_confirm_names_the_folder_show_needs(tmp_path, monkeypatch):
+    from tests import fakes
+
+    fakes.install(setattr=monkeypatch.setattr)
+    monkeypatch.setattr("tuner.launch.runner.make_runner",
+                        lambda settings, shared_cache=None: FakeRunner(fail={
+                            "eager": Status.WRONG_RESULT, "inductor:default": Status.CRASH}))
+    args = ["search", "--model", "resnet18", "--device", "cpu", "--backend", "inductor",
+            "--mode", "default", "--batch-sizes", "1", "--studies-dir", str(tmp_path),
+            "--name", "bad", "--confirm", "0", "-q"]
+    invoke(*args)
+    result = invoke("confirm", "bad", "--studies-dir", str(tmp_path))
+    assert_one_line(f"`tuner show {tmp_path / 'bad'} --all` lists how each ended", result)
+
+
+def assert_one_line(said: str, result) -> None:
+    assert result.exit_code != 0 and result.stdout == ""
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert said in result.stderr, result.stderr
+
+
 def test_tuner_confirm_of_a_study_that_is_not_there_is_a_one_line_error(tmp_path, fake_cli):
     result = invoke("confirm", "nope", "--studies-dir", str(tmp_path))
     assert result.exit_code != 0 and result.stdout == ""

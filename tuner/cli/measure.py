@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -436,6 +437,8 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     if path.is_file():
         raise UserError(f"STUDY {study} is a file: give the study folder it is in "
                         f"({path.parent}), or a study name under --studies-dir")
+    if path.is_dir() and path.name in ("", ".", ".."):  # `tuner confirm .` in the study folder
+        path = path.resolve()
     name, root = (path.name, path.parent) if path.is_dir() else (study, studies_dir)
     try:
         check_name(name)
@@ -457,7 +460,8 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
         search_ = Search(spec, runner, on_message=say)
         if search_.current().pareto.empty:
             raise UserError(f"nothing to confirm: no trial of study {spec.name!r} finished ok "
-                            f"and matched eager (`tuner show {study} --all` lists how each ended)")
+                            f"and matched eager (`tuner show {shlex.quote(str(spec.directory))} "
+                            "--all` lists how each ended)")
     except BaseException:
         runner.close()
         raise

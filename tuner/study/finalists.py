@@ -64,6 +64,11 @@ if TYPE_CHECKING:
 REPEATS_ATTR = "tuner.repeats."
 
 
+# More re-measurements than this are a typo: each is a whole trial, and every one rewrites the
+# finalist's stored list.
+MAX_REPEATS = 100
+
+
 @dataclasses.dataclass(frozen=True)
 class Repeats:
     """How often each finalist is measured again: ``fixed`` times, or (``fixed`` None, the
@@ -80,6 +85,10 @@ class Repeats:
         """``auto`` or a whole number of repeats; ``option``, the option that gave it, is what
         an error names (``tuner search --confirm``, ``tuner confirm --repeats``)."""
         if isinstance(text, int) or str(text).strip().isdigit():
+            if int(text) > MAX_REPEATS:
+                raise UserError(f"{option} {int(text)}: at most {MAX_REPEATS} re-measurements a "
+                                "finalist (each is a whole trial in a fresh process; auto stops "
+                                "once the interval is narrow)")
             return cls(fixed=int(text))
         if str(text).strip().lower() == "auto":
             return cls()
