@@ -399,3 +399,18 @@ def test_tf32_sets_the_matmul_precision_and_other_precisions_leave_it():
         assert torch.get_float32_matmul_precision() == "high"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.usefixtures("fake_cli")
+def test_a_value_given_twice_is_given_once(tmp_path):
+    # --dtype float32,float32 is float32 (the workload's precision), not a searched dimension of
+    # one value listed twice; the same for every listed option.
+    result = CliRunner().invoke(main, [
+        "search", "--model", "resnet18", "--device", "cpu", "--backend", "eager,inductor,eager",
+        "--mode", "default,default", "--batch-sizes", "1", "--dtype", "float32,float32",
+        "--studies-dir", str(tmp_path), "--confirm", "0", "-q"])
+    assert result.exit_code == 0, result.output
+    df, meta = files.read(tmp_path / "resnet18-cpu")
+    assert meta["space"]["backends"] == ["eager", "inductor"]
+    assert meta["space"]["modes"] == ["default"] and "dtypes" not in meta["space"]
+    assert sorted(df["config_key"]) == ["eager|bs=1", "inductor|default|dynamic=False|bs=1"]

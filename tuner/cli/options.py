@@ -156,11 +156,12 @@ def parse_duration(text: str) -> float:
 
 
 def split(values: tuple[str, ...], option: str) -> list[str] | None:
-    """Repeated and comma-separated option values as one list; None if none were given. An
-    empty item (``a,,b``, ``,``, ``""``) is a one-line error naming ``option``, not a value
-    dropped: ``--mode ,`` must not quietly mean every mode."""
+    """Repeated and comma-separated option values as one list, each once (in the order first
+    given: ``--dtype float32,float32`` is float32, not a dimension of one value searched twice);
+    None if none were given. An empty item (``a,,b``, ``,``, ``""``) is a one-line error naming
+    ``option``, not a value dropped: ``--mode ,`` must not quietly mean every mode."""
     items = [item for value in values for item in items_of(value, option)]
-    return items or None
+    return list(dict.fromkeys(items)) or None
 
 
 def items_of(text: str, option: str) -> list[str]:
