@@ -383,3 +383,11 @@ def test_a_study_without_a_verified_config_is_named_and_not_called_measured_once
     c = compare([again, empty])
     assert any(n.startswith(said) for n in c.confounders), c.confounders
     assert not any("measured once each" in n for n in c.confounders)
+
+
+def test_a_mode_this_torch_does_not_list_sets_nothing_rather_than_failing_an_export():
+    # The export after each trial writes what each mode sets: a mode torch cannot describe must
+    # not stop the search.
+    from tuner.data.equivalent import mode_options
+
+    assert mode_options(["default", "no-such-mode"]) == {"default": {}, "no-such-mode": {}}
