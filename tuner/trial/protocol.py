@@ -97,13 +97,14 @@ def run_trial(request: TrialRequest, started: float,
             reference = _clone(model(*inputs))
             result.eager_reference_ms = kept.eager_reference_ms if kept else \
                 dev.time_call_s(lambda: model(*inputs)) * 1e3
+            unchecked = _uncheckable(model, inputs, reference, work.dtype, kept is None)
         except Exception as exc:  # noqa: BLE001
             if _is_oom(exc):
                 return _fail(result, Status.OOM, f"eager call: {describe_error(exc)}")
             if _is_cuda_error(exc):
                 return _cuda_failure(result, "eager call: ", exc)
             return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {describe_error(exc)}")
-        if (unchecked := _uncheckable(model, inputs, reference, work.dtype, kept is None)):
+        if unchecked:
             return _fail(result, Status.WORKLOAD_ERROR, f"the model cannot be checked: {unchecked}")
         # The work one call does, counted on eager (the compiled model does the same math).
         if kept is None:
