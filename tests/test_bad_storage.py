@@ -3,6 +3,7 @@ the storage and why, before it changes anything, and leaves no folder behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
 from pathlib import Path
@@ -173,3 +174,29 @@ def test_a_storage_from_tuner_storage_is_named_so_not_as_an_option_never_given(t
         assert_one_line_error(result, "cannot open TUNER_STORAGE=bogus://u:***@host/x: unknown "
                               "kind of database 'bogus'")
         assert PASSWORD not in result.stderr and "--storage" not in result.stderr
+
+
+def test_a_worker_refuses_a_folder_that_holds_another_study_of_the_same_name(tmp_path):
+    # A study 's' in its folder's study.db; another study 's' in another storage, joined with
+    # the same --studies-dir: its files would overwrite the first's and mix their caches.
+    from tests.fakes import FakeRunner
+    from tests.test_study import make_spec
+    from tuner.study.search import Search
+
+    here = make_spec(tmp_path / "here")
+    Search(here, FakeRunner()).run()
+    other = tmp_path / "other.db"
+    Search(dataclasses.replace(make_spec(tmp_path / "there"), storage=f"sqlite:///{other}"),
+           FakeRunner()).run()
+    before = (here.layout.trials_file).read_bytes()
+    result = invoke("worker", "--study", "s", "--storage", f"sqlite:///{other}",
+                    "--studies-dir", str(tmp_path / "here"), "--export-only")
+    assert result.exit_code == 1 and result.stdout == "", result.output
+    assert result.stderr.count("\n") == 1 and "holds the files of a study 's' that lives in " \
+        "study.db, not in sqlite:///" in result.stderr, result.stderr
+    assert here.layout.trials_file.read_bytes() == before
+    # Its own storage, or a folder of its own, is fine.
+    assert invoke("worker", "--study", "s", "--studies-dir", str(tmp_path / "here"),
+                  "--export-only").exit_code == 0
+    assert invoke("worker", "--study", "s", "--storage", f"sqlite:///{other}",
+                  "--studies-dir", str(tmp_path / "elsewhere"), "--export-only").exit_code == 0

@@ -351,7 +351,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
     passes the ``runner`` it made while it waited for the study (closed here in all cases)."""
     from tuner.launch.gpus import check_worker_gpu
     from tuner.spec.workload import check_loads_here
-    from tuner.study.export import export_study
+    from tuner.study.export import export_study, refuse_another_studys_folder
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
 
@@ -359,6 +359,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
         spec = join_spec(plan.study, storage, Path(plan.root), "--study", n_trials=plan.n_trials,
                          budget_s=plan.budget_s, seed=plan.seed)
         spec = dataclasses.replace(spec, retry_failed=plan.retry_failed)
+        refuse_another_studys_folder(spec)
         if export_only:
             joined = Search(spec)
             export_study(joined.fronts, spec)
@@ -426,6 +427,7 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     from tuner.launch.gpus import NO_GPU_FIX_JOINED, check_device, visible_gpus
     from tuner.spec.layout import check_name
     from tuner.spec.workload import check_loads_here
+    from tuner.study.export import refuse_another_studys_folder
     from tuner.study.finalists import Repeats
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
@@ -447,6 +449,7 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
                         "either: give a study folder, or a study name under --studies-dir "
                         "(letters, digits, '_', '.' and '-')") from None
     spec = join_spec(name, storage, root, "STUDY")
+    refuse_another_studys_folder(spec)
     device = spec.workload.device
     check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}",
                  NO_GPU_FIX_JOINED)

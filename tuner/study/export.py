@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from tuner.data.equivalent import mode_options
 from tuner.data.noise import repeat_columns
 from tuner.data.rows import frame, trial_row
 from tuner.data.select import pareto, with_ranks
+from tuner.errors import UserError
 from tuner.spec.config import TrialConfig
 from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
@@ -144,6 +146,30 @@ def _mode_options(spec: StudySpec) -> dict[str, Any]:
     if not spec.space.options:
         return {}
     return {"mode_options": mode_options(spec.space.modes)}
+
+
+def refuse_another_studys_folder(spec: StudySpec) -> None:
+    """Joining a study (``tuner worker``, ``tuner confirm``) writes its Parquet files, caches
+    and artifacts into this host's study folder: refuse a folder whose files are of another
+    study of the same name, one in another storage (a study.db of its own, or another
+    --storage), rather than overwrite them and mix the two studies' caches."""
+    label = storage_label(spec)
+    if spec.layout.trials_file.exists():
+        import pyarrow.parquet as pq
+
+        try:
+            raw = (pq.read_schema(spec.layout.trials_file).metadata or {}).get(b"tuner.storage")
+        except (OSError, ValueError):
+            return  # a damaged file is rewritten, as a search does
+        stored = None if raw is None else json.loads(raw)
+        if stored is not None and stored != label:
+            raise UserError(f"{spec.directory} holds the files of a study {spec.name!r} that "
+                            f"lives in {stored}, not in {label}: give this host its own "
+                            "--studies-dir, or the --storage those files came from")
+    elif spec.storage is not None and spec.layout.db.exists():
+        raise UserError(f"{spec.directory} holds a study.db of its own, and study "
+                        f"{spec.name!r} lives in {label}: give this host its own "
+                        "--studies-dir")
 
 
 def storage_label(spec: StudySpec) -> str:
