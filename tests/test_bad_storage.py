@@ -200,3 +200,24 @@ def test_a_worker_refuses_a_folder_that_holds_another_study_of_the_same_name(tmp
                   "--export-only").exit_code == 0
     assert invoke("worker", "--study", "s", "--storage", f"sqlite:///{other}",
                   "--studies-dir", str(tmp_path / "elsewhere"), "--export-only").exit_code == 0
+
+
+@pytest.mark.parametrize("url", ["postgresql://postgres:p@ss:w/d@127.0.0.1/nodb",
+                                 "postgresql://postgres:ab@cd@127.0.0.1/t1"])
+def test_a_password_with_an_unescaped_at_or_slash_is_refused_and_never_shown(tmp_path, url):
+    # SQLAlchemy ends the password at its first @: the rest was printed as the host.
+    result = invoke("worker", "--study", "s", "--storage", url, "--studies-dir", str(tmp_path))
+    assert_one_line_error(result, "the password holds an unescaped '@' or '/'", "%40")
+    secret = url.split("postgres:", 1)[1].rsplit("@", 1)[0]
+    after_first_at = secret.split("@", 1)[1]  # what was printed as the host
+    for piece in (secret, after_first_at):
+        assert piece not in result.stderr, (piece, result.stderr)
+
+
+def test_redact_hides_a_password_up_to_the_last_at():
+    from tuner.study.redact import redact, scrub
+
+    url = "postgresql://u:ab@cd@127.0.0.1/t1"
+    assert redact(url) == "postgresql://u:***@127.0.0.1/t1"
+    assert scrub(f"cannot open {url}: no", url) == "cannot open postgresql://u:***@127.0.0.1/t1: no"
+    assert redact("postgresql://u:s:e@h/db") == "postgresql://u:***@h/db"  # ':' may stay in one

@@ -322,6 +322,13 @@ def _lasting_storage(ctx: click.Context, param: click.Parameter, url: str | None
         raise click.BadParameter(f"{url!r} is an in-memory SQLite database, gone when the "
                                  "command ends: give a file, e.g. sqlite:///path/study.db, or "
                                  "leave --storage out", ctx, param)
+    from tuner.study.redact import password_of, redact
+
+    secret = password_of(url)
+    if secret is not None and ("@" in secret or "/" in secret):
+        # SQLAlchemy would end the password at its first @ and print the rest as the host.
+        raise click.BadParameter(f"{redact(url)}: the password holds an unescaped '@' or '/': "
+                                 "percent-encode them (@ is %40, / is %2F)", ctx, param)
     return url
 
 

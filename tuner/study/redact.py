@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import re
+from typing import cast
 
 
 def redact(url: str) -> str:
     """Hide the password of a storage URL: ``postgresql://u:***@host/db`` (and ``password=``
-    in its query)."""
+    in its query). A password with an unescaped ``@`` (SQLAlchemy ends it at the first one)
+    is hidden up to the last ``@``."""
     from sqlalchemy.engine import make_url
 
-    try:
-        text = make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: mask what looks secret
+    if password_of(url) is not None and "@" in cast(str, password_of(url)):
         text = _mask_userinfo(url)
+    else:
+        try:
+            text = make_url(url).render_as_string(hide_password=True)
+        except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: mask what looks secret
+            text = _mask_userinfo(url)
     return _QUERY_PASSWORD.sub(r"\1***", text)
+
+
+def password_of(url: str) -> str | None:
+    """The password of ``scheme://user:password@host...``, read up to the last ``@`` before
+    the query: a password may hold ``@``, ``:`` or ``/`` unescaped."""
+    match = re.match(r"[^:/?#\s]+://([^:/@?#\s]*):(.+)@", url.split("?", 1)[0])
+    return match.group(2) if match else None
 
 
 def scrub(text: str, url: str) -> str:
@@ -22,7 +34,8 @@ def scrub(text: str, url: str) -> str:
     from urllib.parse import unquote
 
     text = text.replace(url, redact(url))
-    for raw in re.findall(r"://[^:/@?#\s]*:([^@/?#\s]+)@", url) + [
+    password = password_of(url)
+    for raw in ([] if password is None else [password]) + [
             v for _, v in re.findall(r"(?i)([a-z_]*password)=([^&;\s]+)", url)]:
         for secret in {raw, unquote(raw)}:
             text = text.replace(secret, "***")
@@ -32,9 +45,9 @@ def scrub(text: str, url: str) -> str:
 
 def _mask_userinfo(text: str) -> str:
     """``scheme://user:secret@host`` (or ``user:secret@host``) → ``...user:***@host``."""
-    if "://" in text:
-        return re.sub(r"(://[^:/@\s]*:)[^@\s]+@", r"\1***@", text)
-    return re.sub(r"^([^:/@\s]*:)[^@\s]+@", r"\1***@", text)
+    if "://" in text:  # up to the last @ of the URL: a password may hold one
+        return re.sub(r"(://[^:/@\s]*:)\S+@", r"\1***@", text)
+    return re.sub(r"^([^:/@\s]*:)\S+@", r"\1***@", text)
 
 
 _QUERY_PASSWORD = re.compile(r"(?i)((?:^|[?&;\s])[a-z_]*password=)[^&;\s]*")

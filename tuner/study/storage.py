@@ -253,20 +253,66 @@ def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.logging.set_verbosity(optuna.logging.WARNING)
+            if not _has_schema(url):
+                raise _no_schema(name, storage, layout)
             opened = make_storage(url, given=storage is not None)
             study = optuna.load_study(study_name=name, storage=opened)
+            attrs = _defining_attrs(study)
     except KeyError:
         raise _no_such_study(name, storage, layout, opened, argument) from None
     except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
         raise _cannot_open(url, exc, storage is not None) from None
-    attrs = study.user_attrs
-    if WORKLOAD_ATTR not in attrs or SPACE_ATTR not in attrs:
-        raise UserError(f"study {name!r} in {redact(url)} was not made by tuner "
-                        "(no workload or search space stored with it)")
-    protocol = TrialProtocol.from_dict(attrs[PROTOCOL_ATTR]) if PROTOCOL_ATTR in attrs else TrialProtocol()
+    if attrs is None:
+        raise UserError(f"study {name!r} in {redact(url)} was not made by tuner (no workload, "
+                        "search space or trial protocol stored with it)")
     return StudySpec(name=name, workload=Workload.from_dict(attrs[WORKLOAD_ATTR]),
-                     space=SearchSpace.from_dict(attrs[SPACE_ATTR]), protocol=protocol,
+                     space=SearchSpace.from_dict(attrs[SPACE_ATTR]),
+                     protocol=TrialProtocol.from_dict(attrs[PROTOCOL_ATTR]),
                      root=root, storage=storage, **run)
+
+
+def _has_schema(url: str) -> bool:
+    """Whether the database ``url`` names holds Optuna's tables. Opening a storage creates
+    them, so a worker joining a mistyped database would leave 13 tables in it; this looks on a
+    short-lived engine of its own and writes nothing."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(_with_driver(url))
+    try:
+        inspector = sqlalchemy.inspect(engine)
+        return inspector.has_table("studies") or inspector.has_table("alembic_version")
+    finally:
+        engine.dispose()
+
+
+def _no_schema(name: str, storage: str | None, layout: StudyLayout) -> UserError:
+    """A database with no Optuna tables: a mistyped --storage, most likely."""
+    if storage is None:
+        return UserError(f"no study {name!r}: {layout.db} holds no tuner study at all; start "
+                         f"it with `tuner search --name {name}`")
+    return UserError(f"no study {name!r}: --storage {redact(storage)} holds no tuner study at "
+                     "all (no Optuna tables); check the database name in the URL")
+
+
+# A search creates its study, then stores the attributes that define it one write at a time; a
+# worker that finds some missing waits up to JOIN_WAIT_S for the rest, reading again every
+# JOIN_POLL_S, before it says the study was not made by tuner.
+JOIN_WAIT_S = 5.0
+JOIN_POLL_S = 0.1
+
+
+def _defining_attrs(study: optuna.Study) -> dict[str, Any] | None:
+    """The study's user attributes once its workload, space and protocol are all stored; None
+    where they are not after JOIN_WAIT_S. A spec built from some of them would be wrong (a
+    default protocol for the one not stored yet) and refused later as another study's."""
+    deadline = time.monotonic() + JOIN_WAIT_S
+    while True:
+        attrs = study.user_attrs
+        if all(a in attrs for a in (WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR)):
+            return attrs
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(JOIN_POLL_S)
 
 
 def _no_such_study(name: str, storage: str | None, layout: StudyLayout,
