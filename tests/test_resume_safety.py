@@ -61,38 +61,27 @@ def test_a_resume_skips_a_batch_size_where_eager_failed_and_adds_no_rows(tmp_pat
     assert len(again.fronts.of(8).trials) == len(AT_8)
 
 
-def test_a_resume_of_a_model_that_still_raises_tries_eager_once_and_adds_no_rows(tmp_path):
-    # A model that raised is tried again by the same command (it may be fixed): one trial.
-    fail = {"eager|bs=8": Status.WORKLOAD_ERROR}
+@pytest.mark.parametrize("status", [Status.WORKLOAD_ERROR, Status.TIMEOUT])
+def test_a_resume_tries_eager_once_more_where_it_raised_or_timed_out(tmp_path, status):
+    # A model that raised may be fixed, and eager past --timeout may finish under a larger one:
+    # the same command tries eager there once more (one trial, not one per config); once it
+    # runs, the rest of batch size 8 is measured and the old rows give way.
+    fail = {"eager|bs=8": status}
     search(tmp_path, FakeRunner(fail=fail)).run()
     again = search(tmp_path, FakeRunner(fail=fail))
     summary = again.run()
     assert again.runner.calls == ["eager|bs=8"]
     one_row_each(summary.trials)
     at8 = summary.trials[summary.trials["batch_size"] == 8].set_index("config_key")
-    assert at8.loc["eager|bs=8", "message"] == "fake workload_error"
-    assert at8.drop(index="eager|bs=8")["message"].str.startswith("not run: ").all()
-
-
-def test_a_resume_tries_eager_past_timeout_once_and_a_larger_timeout_measures_the_rest(
-        tmp_path):
-    # Eager ran past --timeout at batch size 8. The same command tries eager there once more
-    # (a hang costs one trial, not one per config); once it finishes (a larger --timeout), the
-    # rest of batch size 8 is measured and the old rows give way.
-    fail = {"eager|bs=8": Status.TIMEOUT}
-    search(tmp_path, FakeRunner(fail=fail)).run()
-    again = search(tmp_path, FakeRunner(fail=fail))
-    summary = again.run()
-    assert again.runner.calls == ["eager|bs=8"]
-    one_row_each(summary.trials)
-    at8 = summary.trials[summary.trials["batch_size"] == 8].set_index("config_key")
-    assert at8.loc["eager|bs=8", "status"] == "timeout"
+    assert at8.loc["eager|bs=8", "status"] == status.value
     assert at8.drop(index="eager|bs=8")["message"].str.startswith("not run: ").all()
     finished = search(tmp_path, FakeRunner())
     summary = finished.run()
     assert sorted(finished.runner.calls) == AT_8 and finished.runner.calls[0] == "eager|bs=8"
     one_row_each(summary.trials)
-    assert (summary.trials["status"] == "ok").all()
+    assert (summary.trials["status"] == "ok").all()  # no "not run", no old failure
+    assert summary.trials["speedup_vs_eager"].notna().all()
+    one_row_each(files.read(tmp_path / "s")[0])
 
 
 def test_a_study_where_every_batch_size_timed_out_finishes_with_a_larger_timeout(tmp_path):
@@ -102,18 +91,6 @@ def test_a_study_where_every_batch_size_timed_out_finishes_with_a_larger_timeout
     summary = search(tmp_path, FakeRunner()).run()
     one_row_each(summary.trials)
     assert (summary.trials["status"] == "ok").all()
-
-
-def test_once_the_model_runs_a_resume_measures_the_batch_size_with_no_stale_rows(tmp_path):
-    search(tmp_path, FakeRunner(fail={"eager|bs=8": Status.WORKLOAD_ERROR})).run()
-    again = search(tmp_path, FakeRunner())  # the model is fixed
-    summary = again.run()
-    assert sorted(again.runner.calls) == AT_8
-    assert again.runner.calls[0] == "eager|bs=8"  # the baseline first
-    one_row_each(summary.trials)
-    assert (summary.trials["status"] == "ok").all()  # no "not run", no old failure
-    assert summary.trials["speedup_vs_eager"].notna().all()
-    one_row_each(files.read(tmp_path / "s")[0])
 
 
 def test_a_model_that_still_fails_at_every_batch_size_is_refused_again(tmp_path):

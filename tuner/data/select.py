@@ -54,9 +54,16 @@ def eligible(df: pd.DataFrame) -> pd.DataFrame:
     keep = (df["status"] == Status.OK.value) & verified.astype(bool)
     keep &= pd.to_numeric(df["latency_ms_p50"], errors="coerce").notna()
     keep &= ~ran_eager_only(df)
-    if "repeats_failed" in df:
-        keep &= pd.to_numeric(df["repeats_failed"], errors="coerce").fillna(0).eq(0)
+    keep &= ~failed_again(df)
     return df[keep]
+
+
+def failed_again(df: pd.DataFrame) -> pd.Series:
+    """Rows of finalists that a re-measurement in a fresh process failed (``repeats_failed``);
+    :func:`eligible` leaves them out."""
+    if "repeats_failed" not in df:
+        return pd.Series(False, index=df.index)
+    return pd.to_numeric(df["repeats_failed"], errors="coerce").fillna(0).gt(0)
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:

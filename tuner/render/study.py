@@ -11,7 +11,7 @@ import pandas as pd
 
 from tuner.data.derive import listed, ran_eager, ran_eager_only
 from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO, p99_of_few_calls
-from tuner.data.select import LATENCY, best, eligible
+from tuner.data.select import LATENCY, best, eligible, failed_again
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.layout import DB_FILE
 from tuner.spec.records import SCHEDULE_REPEATS, Status
@@ -331,10 +331,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
 def left_out(trials: pd.DataFrame) -> list[str]:
     """Finalists whose trial was fine but a re-measurement failed (tuner.data.select.eligible
     leaves them out), each in a line."""
-    if "repeats_failed" not in trials:
-        return []
-    failed = pd.to_numeric(trials["repeats_failed"], errors="coerce").fillna(0)
-    rows = trials[(trials["status"] == Status.OK.value) & (failed > 0)]
+    rows = trials[(trials["status"] == Status.OK.value) & failed_again(trials)]
     return [f"{r['label']} bs={r['batch_size']} (trial {r['trial_number']}): "
             f"{int(r['repeats_failed'])} re-measurement(s) failed" for _, r in rows.iterrows()]
 

@@ -76,6 +76,18 @@ def output_tensors(output: Any) -> list[Any]:
     return [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
 
 
+def clone_output(output: Any, to_cpu: bool = False) -> Any:
+    """``output`` with each tensor copied (to the CPU with ``to_cpu``): a CUDA graph's outputs
+    are overwritten by its next call, and a reference must outlive the calls after it."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def copy(t: Any) -> Any:
+        return t.detach().to("cpu", copy=True) if to_cpu else t.detach().clone()
+
+    return tree_map(lambda t: copy(t) if isinstance(t, torch.Tensor) else t, output)
+
+
 def unseen_output(output: Any) -> str | None:
     """Why a model's eager output cannot be checked, or None: it holds no tensor that pytree
     sees (a dict subclass or a dataclass that is not registered), so no config's output could
@@ -112,11 +124,9 @@ def compare_outputs(actual: Any, expected: Any, dtype: str,
     (:data:`TOLERANCE`).
     """
     import torch
-    from torch.utils._pytree import tree_leaves
 
     tol = TOLERANCE.get(dtype, 1e-3) if tolerance is None else tolerance
-    got = [t for t in tree_leaves(actual) if isinstance(t, torch.Tensor)]
-    want = [t for t in tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    got, want = output_tensors(actual), output_tensors(expected)
     if len(got) != len(want):
         return OutputCheck(False, None, tol, f"{len(got)} output tensors, eager gave {len(want)}")
     worst = 0.0
@@ -156,12 +166,10 @@ def max_abs_difference(actual: Any, expected: Any) -> float | None:
     float32 eager output), over the values finite in both; None if there is nothing to compare
     (no expected output, other shapes, no finite value)."""
     import torch
-    from torch.utils._pytree import tree_leaves
 
     if expected is None:
         return None
-    got = [t for t in tree_leaves(actual) if isinstance(t, torch.Tensor)]
-    want = [t for t in tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    got, want = output_tensors(actual), output_tensors(expected)
     if len(got) != len(want) or any(g.shape != w.shape for g, w in zip(got, want)):
         return None
     worst = None

@@ -94,7 +94,7 @@ def run_trial(request: TrialRequest, started: float,
         # kept or not (it also readies the device's libraries before the first compiled call).
         t = time.perf_counter()
         try:
-            reference = _clone(model(*inputs))
+            reference = checks.clone_output(model(*inputs))
             result.eager_reference_ms = kept.eager_reference_ms if kept else \
                 dev.time_call_s(lambda: model(*inputs)) * 1e3
             unchecked = _uncheckable(model, inputs, reference, work.dtype, kept is None)
@@ -163,7 +163,7 @@ def run_trial(request: TrialRequest, started: float,
                     result.artifacts_bytes, note = artifacts.save(Path(request.save_artifacts))
                     result.artifacts_note = result.artifacts_note or note
 
-            output = _clone(call())
+            output = checks.clone_output(call())
             comparison = checks.compare_outputs(output, reference, work.dtype)
             result.correct = comparison.correct
             result.max_abs_error = comparison.max_abs_error
@@ -299,9 +299,11 @@ def _float32_reference(model, inputs):
     is raised: it is sticky, so nothing after it could run on the device."""
     import torch
 
+    from tuner.trial import checks
+
     try:
         with torch.no_grad():
-            return _clone(model(*inputs), to_cpu=True)
+            return checks.clone_output(model(*inputs), to_cpu=True)
     except Exception as exc:  # noqa: BLE001 - the trial itself reports what fails in its precision
         if _is_cuda_error(exc) and not _is_oom(exc):
             raise
@@ -364,23 +366,14 @@ def _uncheckable(model, inputs, reference, dtype: str, first: bool) -> str | Non
     why = checks.unseen_output(reference)
     if why is not None or not first:
         return why
-    again = checks.compare_outputs(_clone(model(*inputs)), reference, dtype, tolerance=min(
-        0.3, NONDETERMINISM_FACTOR * checks.TOLERANCE.get(dtype, 1e-3)))
+    tolerance = min(0.3, NONDETERMINISM_FACTOR * checks.TOLERANCE.get(dtype, 1e-3))
+    again = checks.compare_outputs(checks.clone_output(model(*inputs)), reference, dtype,
+                                   tolerance=tolerance)
     if again.correct is False:
         return (f"two eager calls on the same inputs give different outputs ({again.note}): "
                 "randomness such as dropout in training mode; build the model in eval mode, "
                 "deterministic, since each config is checked against eager")
     return None
-
-
-def _clone(out, to_cpu: bool = False):
-    import torch
-    from torch.utils._pytree import tree_map
-
-    def copy(t):
-        return t.detach().to("cpu", copy=True) if to_cpu else t.detach().clone()
-
-    return tree_map(lambda t: copy(t) if isinstance(t, torch.Tensor) else t, out)
 
 
 # How an exhausted host says so through torch: the CPU allocator's RuntimeError, a C++

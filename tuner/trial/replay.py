@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
 from tuner.spec.records import SCHEDULE_REPEATS, TrialRequest, TrialResult
-from tuner.trial.checks import compare_outputs
+from tuner.trial.checks import clone_output, compare_outputs
 from tuner.trial.stats import is_steady
 
 SLOW_STEP_FACTOR = 5.0  # without compile records, a step > 5x its shape's warm latency compiled
@@ -129,22 +129,13 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
                                         for s in shapes] if figures.recompiles is not None else []
     if model is not None and request.config.compiled:
         for shape in shapes:
-            got = _clone(step_output(shape))
+            got = clone_output(step_output(shape))
             check = compare_outputs(got, model(*inputs[shape]), request.workload.dtype)
             if check.correct is False:
                 result.correct = False
                 result.correctness_note = (f"at shape {workload.shape_label(shape)} of the "
                                            f"schedule: {check.note}")
                 return
-
-
-def _clone(output: Any) -> Any:
-    """``output`` with each tensor copied: a CUDA graph's outputs are overwritten by its next
-    call."""
-    import torch
-    from torch.utils._pytree import tree_map
-
-    return tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, output)
 
 
 def _compilation_metrics() -> list:
