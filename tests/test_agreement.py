@@ -262,6 +262,8 @@ def test_a_config_faster_in_every_process_is_called_faster_though_the_intervals_
         "batch size 1: inductor:reduce-overhead is 1.91x faster than eager (1.203 vs 2.292 ms)")
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "inductor:reduce-overhead" and rec.within_noise == ()
+    assert rec.confirmed and rec.to_dict()["within_noise"] == []  # known: none
+    assert "measured in one process" not in rec.describe()
     shown = json.loads(invoke("show", str(study), "--json").stdout)["pareto"]
     assert {r["label"]: r["rank_within_noise"] for r in shown} == {
         "inductor:reduce-overhead": 1, "eager": 2}

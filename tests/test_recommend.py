@@ -20,6 +20,7 @@ from tuner.spec.records import Status
 from tuner.spec.space import TrialConfig
 from tuner.spec.workload import Workload
 from tuner.trial import fingerprint as fingerprint_module
+from tuner.use.compare import compare
 from tuner.use.environment import MismatchWarning
 from tuner.use.recommend import Recommendation, recommend
 
@@ -187,6 +188,23 @@ def test_corrupt_or_foreign_files_are_one_line_errors(tmp_path):
         recommend(tmp_path / "nowhere")
 
 
+def test_the_pareto_file_alone_is_refused(study):
+    # It lacks the eager rows: recommend would say the study measured no compiled config.
+    with pytest.raises(UserError, match="holds only a study's Pareto-optimal trials; give the "
+                                        "study folder"):
+        recommend(study / "pareto.parquet", batch_size=1)
+    with pytest.raises(UserError, match="holds only"):
+        compare([study / "pareto.parquet", study])
+
+
+def test_a_config_measured_once_says_so_and_its_noise_is_not_known(study):
+    rec = recommend(study, batch_size=1)
+    assert rec.config.compiled and not rec.confirmed
+    assert rec.to_dict()["within_noise"] is None and rec.to_dict()["confirmed"] is False
+    assert f"measured in one process: `tuner confirm {study}` measures the finalists again" \
+        in rec.describe()
+
+
 # -- another machine ---------------------------------------------------------------------------
 def test_another_gpu_or_torch_warns_naming_both(study, monkeypatch):
     monkeypatch.setattr(fingerprint_module, "collect",
@@ -246,8 +264,10 @@ def cpu_study(tmp_path, label, **workload):
 
 def test_apply_compiles_with_exactly_the_recorded_arguments(tmp_path, compile_calls):
     rec = recommend(cpu_study(tmp_path, "inductor:default"))
-    model = nn.Linear(4, 2)
-    compiled = rec.apply(model)
+    model = nn.Linear(4, 2).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a model as the study measured it: no warning
+        compiled = rec.apply(model)
     assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
     assert compiled._orig_mod is model
     assert compile_calls == [{"backend": "inductor", "dynamic": False, "mode": "default"}]
@@ -256,8 +276,27 @@ def test_apply_compiles_with_exactly_the_recorded_arguments(tmp_path, compile_ca
 
 def test_apply_leaves_eager_uncompiled(tmp_path, compile_calls):
     rec = recommend(cpu_study(tmp_path, "eager"))
-    model = nn.Linear(4, 2)
+    model = nn.Linear(4, 2).eval()
     assert rec.apply(model) is model and compile_calls == []
+
+
+def test_apply_and_the_snippet_warn_about_a_model_in_training_mode(tmp_path, compile_calls):
+    # The study measured model.eval(): dropout and batch norm in training mode compute
+    # something else, so its numbers do not hold.
+    rec = recommend(cpu_study(tmp_path, "inductor:default"))
+    with pytest.warns(MismatchWarning, match="it is in training mode, the study measured "
+                                             r"model.eval\(\)"):
+        rec.apply(nn.Linear(4, 2))
+    namespace: dict = {}
+    exec(compile(rec.snippet(), "<snippet>", "exec"), namespace)
+    with pytest.warns(UserWarning, match=r"the study measured model.eval\(\).to\('cpu', "
+                                         r"torch.float32\); this one differs"):
+        namespace["compile_model"](nn.Linear(4, 2))
+    with pytest.warns(UserWarning, match="this one differs"):  # another dtype
+        namespace["compile_model"](nn.Linear(4, 2).eval().to(torch.bfloat16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        namespace["compile_model"](nn.Linear(4, 2).eval())
 
 
 def test_apply_sets_the_studys_knobs(tmp_path, compile_calls, monkeypatch):
@@ -286,7 +325,7 @@ def test_snippet_is_python_that_does_what_apply_does(tmp_path, compile_calls):
     code = compile(source, "<snippet>", "exec")
     namespace: dict = {}
     exec(code, namespace)
-    compiled = namespace["compile_model"](nn.Linear(4, 2))
+    compiled = namespace["compile_model"](nn.Linear(4, 2).eval())
     assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
     assert compile_calls == [rec.config.compile_kwargs()]
     assert "trial 0" in source and "torch.float32" in source

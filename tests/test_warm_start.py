@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -165,6 +166,18 @@ def test_the_recommendation_names_its_artifacts_and_the_snippet_loads_them(fake_
     assert "warm start" in rec.describe() and "s warm" in rec.describe()
 
 
+def test_the_snippet_says_when_it_cannot_warm_start(fake_study):
+    # Pasted elsewhere without its artifacts file, the snippet compiles cold and says so.
+    rec = recommend(fake_study)
+    namespace: dict = {}
+    exec(compile(rec.snippet(), "snippet", "exec"), namespace)
+    rec.artifacts_path.unlink()
+    with pytest.warns(UserWarning, match=r"no warm start: .* is missing or was saved by torch "
+                                         f"{re.escape(torch.__version__)}; the first call "
+                                         "compiles cold"):
+        namespace["compile_model"](torch.nn.Linear(4, 2).eval())
+
+
 def test_apply_skips_artifacts_of_another_torch_with_a_warning(fake_study):
     df, meta = files.read(fake_study)
     df["artifacts_torch"] = df["artifacts_torch"].where(df["artifacts_torch"].isna(), "2.0.0")
@@ -173,11 +186,11 @@ def test_apply_skips_artifacts_of_another_torch_with_a_warning(fake_study):
     with pytest.warns(MismatchWarning, match=r"saved by torch 2\.0\.0, this process runs torch"):
         assert rec.load_artifacts() is False
     with pytest.warns(MismatchWarning, match="first call compiles cold"):
-        compiled = rec.apply(TinyCNN())
+        compiled = rec.apply(TinyCNN().eval())
     assert compiled is not None
     with warnings.catch_warnings():
         warnings.simplefilter("error", MismatchWarning)
-        rec.apply(TinyCNN(), warm_start=False)  # asked not to: no warning
+        rec.apply(TinyCNN().eval(), warm_start=False)  # asked not to: no warning
 
 
 def test_apply_warns_when_the_file_is_gone_or_unreadable(fake_study):

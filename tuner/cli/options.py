@@ -237,16 +237,13 @@ def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
 
 def study_path(study: str, studies_dir: Path) -> Path:
     """A study folder, a Parquet file, or a study name under --studies-dir. Not a study's
-    pareto.parquet: it holds the front alone, without the eager rows every "vs eager" and the
-    fronts themselves are chosen against."""
-    from tuner.spec.layout import PARETO_FILE, TRIALS_FILE
+    pareto.parquet (:func:`tuner.data.files.refuse_front_only`)."""
+    from tuner.data.files import refuse_front_only
 
     path = Path(study)
     if not path.exists() and (studies_dir / study).exists():
         return studies_dir / study
-    if path.name == PARETO_FILE and path.is_file():
-        raise UserError(f"{path} holds only a study's Pareto-optimal trials; give the study "
-                        f"folder ({path.parent}) or its {TRIALS_FILE}")
+    refuse_front_only(path)
     return path
 
 

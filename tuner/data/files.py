@@ -162,11 +162,22 @@ def _check_columns(schema: pa.Schema, path: Path) -> None:
     raise UserError(f"{path} {problem}: it was not written by tuner, or is damaged{advice}")
 
 
+def refuse_front_only(path: Path) -> None:
+    """Refuse a study's pareto.parquet where a whole study is read: it holds the front alone,
+    without the eager rows every "vs eager", every "why eager" and the fronts themselves are
+    chosen against."""
+    if path.name == PARETO_FILE and path.is_file():
+        raise UserError(f"{path} holds only a study's Pareto-optimal trials; give the study "
+                        f"folder ({path.parent}) or its {TRIALS_FILE}")
+
+
 def load(study: Path | str) -> tuple[pd.DataFrame, dict[str, Any], Path]:
-    """A study (folder or Parquet file): its rows, metadata and the file they came from."""
+    """A whole study (its folder or trials file; not :data:`PARETO_FILE`, see
+    :func:`refuse_front_only`): its rows, metadata and the file they came from."""
     path = Path(study)
     if path.is_dir():
         path = path / TRIALS_FILE
+    refuse_front_only(path)
     df, meta = read(path)
     return df, meta, path
 

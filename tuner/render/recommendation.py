@@ -12,7 +12,7 @@ from tuner.data.select import OBJECTIVES, Constraints
 from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import SCHEDULE_REPEATS
-from tuner.spec.workload import Workload, shape_label
+from tuner.spec.workload import Workload, shape_label, tensor_dtype
 
 
 class Recommended(Protocol):
@@ -50,6 +50,9 @@ class Recommended(Protocol):
     def candidates(self) -> int: ...
 
     @property
+    def confirmed(self) -> bool: ...
+
+    @property
     def fingerprint(self) -> dict[str, Any]: ...
 
     @property
@@ -83,6 +86,7 @@ def snippet(rec: Recommended) -> str:
         + ": place and cast model and inputs the same way.",
         "import torch",
     ]
+    lines.insert(-1, "import warnings")
     warm = rec.artifacts_path if rec.config.compiled and rec.artifacts_found else None
     if warm is not None:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
@@ -90,15 +94,24 @@ def snippet(rec: Recommended) -> str:
             "from pathlib import Path",
             "",
             "# Compile artifacts the study saved for this config: loaded before torch.compile,",
-            "# the first call finds its compiled code in the cache (copy the file along).",
+            "# the first call finds its compiled code in the cache (copy the file along and",
+            "# point ARTIFACTS at it).",
             f"ARTIFACTS = Path({str(warm)!r})",
             f"ARTIFACTS_TORCH = {saved_by!r}  # only this torch can use them",
         ]
+    dtype = tensor_dtype(w.dtype)
+    device = w.device.split(":")[0]
     lines += [
         "",
         "",
         "def compile_model(model: torch.nn.Module) -> torch.nn.Module:",
         '    """Usage: model = compile_model(model)"""',
+        "    param = next((p for p in model.parameters() if p.is_floating_point()), None)",
+        f"    measured_as = (torch.{dtype}, {device!r})  # dtype and device",
+        "    if model.training or (param is not None and (param.dtype, param.device.type) != "
+        "measured_as):",
+        f'        warnings.warn("the study measured model.eval().to({device!r}, torch.{dtype}); '
+        'this one differs, so its numbers do not hold")',
     ]
     if w.device.startswith("cuda"):
         lines.append(f"    torch.backends.cudnn.benchmark = {w.cudnn_benchmark}")
@@ -115,7 +128,10 @@ def snippet(rec: Recommended) -> str:
     if rec.config.compiled:
         if warm is not None:
             lines += ["    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
-                      "        torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())"]
+                      "        torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())",
+                      "    else:",
+                      '        warnings.warn(f"no warm start: {ARTIFACTS} is missing or was saved '
+                      'by torch {ARTIFACTS_TORCH}; the first call compiles cold")']
         args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
         lines.append(f"    return torch.compile(model, {args})")
     else:
@@ -200,6 +216,10 @@ def describe(rec: Recommended) -> str:
                                    "artifacts/ along); apply() compiles cold"))
     if m.noisy:
         rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
+    if not rec.confirmed and rec.config.compiled:
+        rows.append(("note", f"measured in one process: `tuner confirm {rec.path.parent}` "
+                             "measures the finalists again in fresh processes; until then, a "
+                             "config within noise of eager cannot be told from it"))
     if p99_of_few_calls(calls := rec.row.get("measure_calls") or 0):
         rows.append(("note", f"its p99 is of {int(calls)} calls a process: about the slowest "
                              "one, not a tail (--min-calls 100 or a longer --min-seconds "

@@ -29,7 +29,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.derive import ran_eager_only
 from tuner.data.measured import Measured
-from tuner.data.noise import within_noise
+from tuner.data.noise import p50s_of, within_noise
 from tuner.data.rows import config_of, plain
 from tuner.data.select import OBJECTIVES, Constraints, best, eligible, rank
 from tuner.errors import UserError
@@ -64,7 +64,8 @@ class Recommendation:
         within_noise: configs that met the constraints and whose latency is within noise of
             this one's (a t-test over their fresh processes' p50s does not separate them at
             95 %, :func:`tuner.data.noise.within_noise`); for the latency and
-            throughput objectives, when the study re-measured its finalists.
+            throughput objectives, when the study re-measured its finalists. Empty, and not
+            known, unless :attr:`confirmed`.
         row: the whole Parquet row.
         why_eager: when the config is eager, why: it was best among configs that compile, the
             limits ruled out every compiled one, or none finished and matched eager. Empty
@@ -137,6 +138,13 @@ class Recommendation:
         return uses_cudagraphs(self.config) and self.workload.device.startswith("cuda")
 
     @property
+    def confirmed(self) -> bool:
+        """Whether the config was measured in two fresh processes or more (``tuner confirm``):
+        only then is :attr:`within_noise` known, and only then can a compiled config within
+        noise of eager lose to it."""
+        return len(p50s_of(self.row)) >= 2
+
+    @property
     def artifacts_path(self) -> Path | None:
         """The file of compile artifacts the study saved for this config, if it names one."""
         name = self.row.get("artifacts_file")
@@ -182,20 +190,23 @@ class Recommendation:
     def _check_model(self, model: torch.nn.Module) -> None:
         import torch
 
-        param = next((p for p in model.parameters() if p.is_floating_point()), None)
-        if param is None:
-            return
         w = self.workload
         problems = []
         dtype = tensor_dtype(w.dtype)  # tf32 holds float32 tensors
-        if param.dtype != getattr(torch, dtype):
+        if model.training:  # dropout and batch norm in training mode run another computation
+            problems.append("it is in training mode, the study measured model.eval()")
+        param = next((p for p in model.parameters() if p.is_floating_point()), None)
+        if param is None:
+            pass
+        elif param.dtype != getattr(torch, dtype):
             problems.append(f"its parameters are {param.dtype}, the study used torch.{dtype}")
-        if param.device.type != torch.device(w.device).type:
+        if param is not None and param.device.type != torch.device(w.device).type:
             problems.append(f"it is on {param.device}, the study ran on {w.device}")
         if problems:
             warnings.warn(f"apply: the model is not as study {self.study!r} measured it: "
-                          f"{'; '.join(problems)}. Its numbers assume model.to({w.device!r}, "
-                          f"torch.{dtype}) and inputs cast alike; apply does not cast or move",
+                          f"{'; '.join(problems)}. Its numbers assume model.eval().to("
+                          f"{w.device!r}, torch.{dtype}) and inputs cast alike; apply does not "
+                          "change the mode, cast or move",
                           MismatchWarning, stacklevel=3)
 
     def snippet(self) -> str:
@@ -213,7 +224,9 @@ class Recommendation:
             "workload": self.workload.to_dict(), "measured": dataclasses.asdict(self.measured),
             "trial_number": self.trial_number, "candidates": self.candidates,
             "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
-            "within_noise": list(self.within_noise),
+            "confirmed": self.confirmed,
+            # not known (null) for a config measured in one process
+            "within_noise": list(self.within_noise) if self.confirmed else None,
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
             "artifacts_found": self.artifacts_found, "why_eager": self.why_eager or None,
             "cuda_graphs": self.cuda_graphs,
@@ -253,7 +266,8 @@ def recommend(
     """The best config of a study for one objective, within the limits given.
 
     Args:
-        study: a study folder or one of its Parquet files.
+        study: a study folder or its trials.parquet (not pareto.parquet: it lacks the eager
+            rows the choice is made against).
         batch_size: the batch size to serve. ``None``: the study's only batch size; when it
             measured several, only ``objective="throughput"`` may choose among them.
         objective: ``latency`` (median per call), ``throughput`` (items per second),
