@@ -75,12 +75,42 @@ def test_only_the_parameters_that_varied_at_that_batch_size_are_assessed(found):
 
 
 def test_an_objective_without_spread_has_no_importances_and_says_why(found):
-    # The fake runner gives every config of a batch size the same memory, and eager's short
-    # warm-up ties it with none of the compiled rows, yet the best 5 rows include them all.
+    # The fake runner gives every config of a batch size the same memory.
     assert found[1].skipped["memory"] == "every row has the same value"
-    assert found[1].skipped["warmup"] == ("the best 5 rows, ties included, are all 10: "
-                                          "no parameter sets them apart")
-    assert set(found[1].importances) == {"latency"}
+    assert set(found[1].importances) == {"latency", "warmup"}
+
+
+def test_a_tie_that_takes_in_every_row_leaves_the_rows_better_than_it_as_the_best(found):
+    # Eager's short warm-up ties with none of the compiled rows, whose warm-ups all tie: the
+    # best 5 rows, ties included, would be all 10. The two eager rows are the best instead.
+    assert found[1].importances["warmup"]["backend"] == pytest.approx(1.0)
+
+
+def test_an_option_that_changes_nothing_scores_nothing_though_eager_loses(tmp_path):
+    # Every inductor config measures the same, eager is slower: only backend decides. Judged
+    # across every row, each option's '-' on eager would stand in for "compiled" and score as
+    # much as backend.
+    trial_configs = [TrialConfig("eager", 1, channels_last=cl) for cl in (False, True)] + [
+        TrialConfig("inductor", 1, "default", False, channels_last=cl,
+                    options=(("epilogue_fusion", e), ("freezing", f)))
+        for cl in (False, True) for e in (True, False) for f in (False, True)]
+    study = write_study(tmp_path, "inert", trial_configs=trial_configs, changes={
+        c.key: {"latency_ms_p50": 6.25 if c.backend == "eager" else 5.0} for c in trial_configs})
+    (b,) = importances(files.read(study)[0])
+    latency = b.importances["latency"]
+    assert latency["backend"] == pytest.approx(1.0)
+    assert latency["opt_epilogue_fusion"] == latency["opt_freezing"] == 0.0
+
+
+def test_a_parameter_that_applies_to_too_few_rows_is_not_judged(tmp_path):
+    # As studies/cpu-text-encoder: eager and three compiled rows, dynamic varying among them.
+    trial_configs = [TrialConfig("eager", 1)] + [TrialConfig("inductor", 1, "default", d)
+                                                 for d in (False, True, None)]
+    (b,) = importances(files.read(write_study(tmp_path, "few", trial_configs=trial_configs))[0])
+    assert b.unjudged == {"dynamic": "applies to 3 rows, too few to judge (at least 4)"}
+    assert "dynamic" not in b.importances["latency"]
+    out = CliRunner().invoke(main, ["show", str(tmp_path / "few"), "--importance"])
+    assert "  dynamic: applies to 3 rows, too few to judge (at least 4)" in out.output.splitlines()
 
 
 def test_a_batch_size_with_too_few_rows_or_parameters_says_so(tmp_path):
@@ -103,7 +133,7 @@ def test_show_importance_prints_a_table_per_batch_size(knobs, tmp_path):
     lines = out.output.splitlines()
     at = lines.index("batch size 8: 6 verified rows, importance for being among the best 3")
     assert lines[at + 1].split() == ["parameter", "latency", "memory", "warmup"]
-    assert lines[at + 2].split()[:3] == ["opt_epilogue_fusion", "0.59", "-"]
+    assert lines[at + 2].split()[:3] == ["opt_epilogue_fusion", "0.63", "-"]
     assert "  memory: every row has the same value" in lines
     few = write_study(tmp_path, "few", trial_configs=configs((1,), THREE))
     out = CliRunner().invoke(main, ["show", str(few), "--importance"])

@@ -17,10 +17,14 @@ The trials come from the Parquet rows, not from the Optuna storage:
   other view uses;
 * it works on a ``trials.parquet`` alone: a committed study, files copied from another host.
 
-A parameter that does not apply to a row (``mode`` and the options outside inductor, ``dynamic``
-for eager) takes the value :data:`NOT_APPLICABLE` there, so every trial has every parameter:
-Optuna's evaluators before 5.0 assess only the parameters all trials have. A parameter is left
-out where it took one value at that batch size, among the rows it applies to.
+A parameter that applies to some rows only (``mode`` and the options: inductor's; ``dynamic``:
+the compiled rows') is judged among those rows alone, in an Optuna study of its own with the
+other parameters of the same rows: judged across every row, its value ``-`` on the eager rows
+would stand in for "compiled or not", and an option that changes nothing would score as much as
+``backend`` whenever eager wins or loses. The shares of the groups are then normalised
+together. A parameter is left out where it took one value at that batch size, among the rows it
+applies to; where it applies to fewer than :data:`MIN_ROWS` rows it is not judged, and
+:attr:`BatchImportance.unjudged` says so.
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ class BatchImportance:
     importances: Mapping[str, Mapping[str, float]]
     skipped: Mapping[str, str]
     note: str | None = None
+    # parameters that vary but apply to too few rows to be judged, and why
+    unjudged: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def best_rows(self) -> int:
@@ -90,7 +96,8 @@ class BatchImportance:
         return {"batch_size": self.batch_size, "rows": self.rows, "best_rows": self.best_rows,
                 "parameters": list(self.parameters),
                 "importances": {o: dict(v) for o, v in self.importances.items()},
-                "skipped": dict(self.skipped), "note": self.note}
+                "skipped": dict(self.skipped), "note": self.note,
+                "unjudged": dict(self.unjudged)}
 
 
 def parameters_of(trials: pd.DataFrame) -> list[str]:
@@ -150,6 +157,9 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
     if note is not None:
         return BatchImportance(batch_size, len(rows), tuple(params), {}, {}, note)
     encoded = encode(rows)[params]
+    groups = _groups(encoded)
+    unjudged = {p: f"applies to {len(index)} rows, too few to judge (at least {MIN_ROWS})"
+                for index, group in groups for p in group if len(index) < MIN_ROWS}
     found: dict[str, dict[str, float]] = {}
     skipped: dict[str, str] = {}
     for objective in IMPORTANCE_OBJECTIVES:
@@ -160,20 +170,54 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
         elif known.nunique() < 2:
             skipped[objective] = "every row has the same value"
         else:
-            shares = _evaluate(encoded.loc[known.index], known, top_fraction(len(known)))
-            if shares is None:
-                skipped[objective] = (f"the best {top_rows(len(known))} rows, ties included, "
-                                      f"are all {len(known)}: no parameter sets them apart")
+            raw: dict[str, float] = {}
+            for index, group in groups:
+                if len(index) < MIN_ROWS:
+                    continue
+                among = known[known.index.isin(index)]
+                judged = [p for p in group if encoded.loc[among.index, p].nunique() >= 2]
+                if len(among) < MIN_ROWS or among.nunique() < 2 or not judged:
+                    raw.update(dict.fromkeys(judged, 0.0))  # nothing to tell apart there
+                else:
+                    raw.update(_evaluate(encoded.loc[among.index, judged], among))
+            total = sum(raw.values())
+            if not total > 0:
+                skipped[objective] = "no parameter sets the best rows apart from the others"
             else:
-                found[objective] = shares
-    return BatchImportance(batch_size, len(rows), tuple(params), found, skipped)
+                found[objective] = dict(sorted(((p, v / total) for p, v in raw.items()),
+                                               key=lambda item: -item[1]))
+    return BatchImportance(batch_size, len(rows), tuple(params), found, skipped,
+                           unjudged=unjudged)
 
 
-def _evaluate(params: pd.DataFrame, values: pd.Series, top: float) -> dict[str, float] | None:
-    """Optuna's importances of ``params`` (categories) for ``values`` (lower is better): how
-    differently each is spread among the best ``top`` share of the rows than among all, as
-    shares that sum to 1. None where every importance is 0 (the best rows, ties included, are
-    all the rows): Optuna would normalise that to equal shares, which would mean nothing."""
+def _groups(encoded: pd.DataFrame) -> list[tuple[pd.Index, list[str]]]:
+    """The parameters by the rows they apply to (not :data:`NOT_APPLICABLE`): all rows for
+    ``backend`` and the precision, the compiled rows for ``dynamic``, inductor's for ``mode``
+    and the options."""
+    by_rows: dict[tuple[Any, ...], list[str]] = {}
+    for p in encoded:
+        by_rows.setdefault(tuple(encoded.index[encoded[p] != NOT_APPLICABLE]), []).append(p)
+    return [(pd.Index(index), group) for index, group in by_rows.items()]
+
+
+def quantile_of(values: pd.Series) -> float:
+    """The share of ``values`` taken as the best: :func:`top_fraction`, unless the rows tied
+    with the last of those take in every row (a warm-up shared by every compiled config, say);
+    then the rows strictly better than that tie, where there are any."""
+    top = top_fraction(len(values))
+    ordered = sorted(values)
+    cutoff = ordered[math.ceil(top * len(ordered)) - 1]  # as Optuna's quantile filter
+    below = sum(v < cutoff for v in ordered)
+    if all(v <= cutoff for v in ordered) and below:
+        return below / len(ordered)
+    return top
+
+
+def _evaluate(params: pd.DataFrame, values: pd.Series) -> dict[str, float]:
+    """Optuna's importances of ``params`` (categories) for ``values`` (lower is better), not
+    normalised: how differently each is spread among the best rows (:func:`quantile_of`) than
+    among all. Every one is 0 where the best rows, ties included, are all the rows (normalised,
+    Optuna would make that equal shares, which would mean nothing)."""
     import optuna
     from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
@@ -192,11 +236,8 @@ def _evaluate(params: pd.DataFrame, values: pd.Series, top: float) -> dict[str, 
                                           value=float(value))
                 for (_, row), value in zip(params.iterrows(), values)])
             found = get_param_importances(
-                study, evaluator=PedAnovaImportanceEvaluator(target_quantile=top),
+                study, evaluator=PedAnovaImportanceEvaluator(target_quantile=quantile_of(values)),
                 params=list(params.columns), normalize=False)
     finally:
         optuna.logging.set_verbosity(verbosity)
-    total = sum(found.values())
-    if not total > 0:
-        return None
-    return {p: float(v) / total for p, v in found.items()}
+    return {p: float(v) for p, v in found.items()}

@@ -8,7 +8,6 @@ from typing import Any
 from tuner.data.importance import (
     EVALUATOR,
     IMPORTANCE_OBJECTIVES,
-    NOT_APPLICABLE,
     TOP_FRACTION,
     TOP_ROWS,
     BatchImportance,
@@ -16,8 +15,8 @@ from tuner.data.importance import (
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
        f" the best rows (the best {TOP_FRACTION * 100:.0f} %, at least {TOP_ROWS}, at most half) than "
-       "among all of them;\n each column sums to 1; where a parameter does not apply to a row, "
-       f"'{NOT_APPLICABLE}' is its value there)")
+       "among all of them;\n each column sums to 1; a parameter that applies to some rows only "
+       "(mode, the options, dynamic)\n is judged among those rows)")
 
 
 def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
@@ -35,6 +34,7 @@ def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
                      f"being among the best {b.best_rows}")
         lines.append(table(b))
         lines += [f"  {objective}: {why}" for objective, why in b.skipped.items()]
+        lines += [f"  {p}: {why}" for p, why in b.unjudged.items()]
     return "\n".join(lines)
 
 
@@ -44,7 +44,7 @@ def table(b: BatchImportance) -> str:
     first = next(iter(b.importances.values()), {})
     params = sorted(b.parameters, key=lambda p: -first.get(p, 0.0))
     headers = ["parameter", *IMPORTANCE_OBJECTIVES]
-    body = [[p, *(f"{b.importances[o][p]:.2f}" if o in b.importances else "-"
+    body = [[p, *(f"{b.importances[o][p]:.2f}" if p in b.importances.get(o, {}) else "-"
                   for o in IMPORTANCE_OBJECTIVES)] for p in params]
     widths = [max(len(r[i]) for r in [headers, *body]) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
