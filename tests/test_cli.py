@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -67,7 +68,11 @@ def test_search_prints_the_table_on_stdout_and_progress_on_stderr(study):
     assert "inductor:default" in result.stdout and "faster than eager" in result.stdout
     assert "[1]" not in result.stdout and "running" not in result.stdout
     assert "running eager bs=1 ..." in result.stderr
-    assert "[4] " in result.stderr and "stopped: every config" in result.stderr
+    # of the configs in the space, and the trial's own number, as its row and trials/<N>/ have it
+    trial = {r["label"] + f" bs={r['batch_size']}": r["trial_number"]
+             for _, r in pd.read_parquet(root / STUDY / layout.TRIALS_FILE).iterrows()}
+    assert f"[4/4] trial {trial['inductor:default bs=8']} inductor:default bs=8: " \
+        in result.stderr and "stopped: every config" in result.stderr
     assert "p50" not in result.stderr.split("stopped:")[1]  # the table is not on stderr
     for name in (layout.TRIALS_FILE, layout.PARETO_FILE):
         assert (root / STUDY / name).exists()

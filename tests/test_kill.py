@@ -117,7 +117,9 @@ def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
             proc.wait()
     assert proc.returncode == 130, rest
     assert "stopping after the current trial" in rest
-    assert "stopped: stopped by the user; 2 new trials" in rest
+    # how to go on, and that the finalists (--confirm auto) were not measured again
+    assert ("stopped: stopped by the user; the finalists are not measured again yet; the same "
+            "command resumes; 2 new trials") in rest
 
     trials, _ = files.read(tmp_path / STUDY)
     assert len(trials) == 2 and (trials["status"] == "ok").all()

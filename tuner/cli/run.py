@@ -73,7 +73,10 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
 
 def finish(summary: Any, say: Callable[[str], None], as_json: bool) -> None:
     """How the run ended on stderr, then the study's table (or JSON) on stdout."""
-    say(f"stopped: {summary.stop_reason}; {summary.new} new trials, {summary.measured} in the "
+    reason = summary.stop_reason
+    if "stopped by the user" in reason and "resumes" not in reason:
+        reason += "; the same command resumes"
+    say(f"stopped: {reason}; {summary.new} new trials, {summary.measured} in the "
         f"study; files in {summary.directory}")
     print_study(StudyLayout(Path(summary.directory)), as_json)
 

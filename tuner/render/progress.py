@@ -9,6 +9,8 @@ from tuner.spec.records import TrialEvent
 def progress_line(event: TrialEvent) -> str:
     r, c = event.result, event.config
     where = f"[{event.number}/{event.target}]" if event.target else f"[{event.number}]"
+    if event.trial_number is not None:
+        where += f" trial {event.trial_number}"
     if r.ok:
         what = (f"p50 {r.latency_ms_p50:.3f} ms, warm-up {r.time_to_steady_s:.1f} s"
                 + (" (noisy)" if r.noisy else ""))

@@ -282,9 +282,10 @@ class TrialResult:
 class TrialEvent:
     """Progress after each trial, for whoever shows it (the CLI prints it to stderr)."""
 
-    number: int  # measured trials in the study so far
-    target: int | None
+    number: int  # measured configs in the study so far
+    target: int | None  # --trials, else the configs in the space
     config: TrialConfig
     result: TrialResult
     best: dict[int, tuple[str, float]]  # batch size -> (label, p50 ms) of the fastest so far
     eta_s: float | None
+    trial_number: int | None = None  # the trial's own number: its row, trials/<N>/

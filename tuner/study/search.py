@@ -223,7 +223,8 @@ class Search:
             new += 1
             measured = len(state.measured) + 1
             self.on_trial(TrialEvent(
-                number=measured, target=spec.n_trials, config=config, result=result,
+                number=measured, target=spec.n_trials or len(configs), trial_number=number,
+                config=config, result=result,
                 best=_best_by_batch(exported.trials),
                 eta_s=_eta(history, [c for c in configs if c.key != config.key
                                      and c.key not in state.measured
@@ -259,9 +260,12 @@ class Search:
                 str(bs) for bs in sorted(broken)) + ")"
 
         repeats = finalists.Repeats.parse(spec.confirm_repeats)
-        if repeats.any and not (self.stop_after_trial.is_set() or self.abort.is_set()):
+        stopped = self.stop_after_trial.is_set() or self.abort.is_set()
+        if repeats.any and not stopped:
             if self.confirm(repeats).stopped:
                 stop_reason += "; confirming the finalists was stopped (the same command resumes it)"
+        elif repeats.any:
+            stop_reason += "; the finalists are not measured again yet"
         exported = self.export()
         df = exported.trials
         return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
