@@ -306,3 +306,7 @@ def random_in_eager(batch_size: int):
 
 def needs_two_arguments(batch_size: int, seq_len: int):
     return tiny_cnn(batch_size)
+
+
+def takes_no_argument():
+    return tiny_cnn(1)

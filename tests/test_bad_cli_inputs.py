@@ -163,6 +163,18 @@ def test_a_timeout_shorter_than_the_timing_it_must_hold_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_compile_budget_not_below_the_timeout_is_warned_about(tmp_path):
+    # A compile past --timeout ends as timeout, which skips none of its mode's other configs.
+    result = invoke(*search_args(tmp_path, "--compile-timeout", "10m", "--confirm", "0",
+                                 timeout="90s"))
+    assert result.exit_code == 0, result.output
+    assert ("warning: --compile-timeout 600 s is not below --timeout 90 s: a long compile "
+            "ends as timeout, not compile_timeout") in result.stderr
+    fine = invoke(*search_args(tmp_path / "b", "--compile-timeout", "30s", "--confirm", "0",
+                               timeout="90s"))
+    assert fine.exit_code == 0 and "warning" not in fine.stderr
+
+
 def test_trials_that_all_time_out_are_not_blamed_on_the_model(tmp_path, monkeypatch):
     fake_runner_failing(monkeypatch, eager=Status.TIMEOUT)
     result = invoke(*search_args(tmp_path, "--confirm", "0", "-q"))

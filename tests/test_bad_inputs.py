@@ -314,6 +314,17 @@ def test_worker_and_confirm_of_a_cuda_study_need_a_gpu_here(tmp_path, monkeypatc
                   "--export-only").exit_code == 0
 
 
+def test_export_only_refuses_the_options_of_measuring(tmp_path):
+    from tests import workers
+
+    workers.create(tmp_path, "s", storage=None, space=workers.SPACE_SMALL)
+    before = fingerprint(tmp_path)
+    assert_one_line_error(invoke("worker", "--study", "s", "--studies-dir", str(tmp_path),
+                                 "--export-only", "--trials", "5", "--gpu", "0"),
+                          "--export-only measures nothing: drop --gpu and --trials")
+    assert fingerprint(tmp_path) == before
+
+
 # -- items of the issue fixed before this file: checked here, not trusted ----------------------
 
 def test_show_all_does_not_call_every_trial_pareto_optimal(root):

@@ -142,3 +142,8 @@ def test_a_factory_that_needs_more_than_the_batch_size_is_refused_before_any_tri
                                  shape_schedule="1x4"))
     assert_one_line_error(result, "tests.models:needs_two_arguments needs 2 arguments",
                           "seq_len=128")
+    # nor one that takes no argument: every trial would fail calling it with the batch size
+    result = invoke(*search_args(tmp_path, model="tests.models:takes_no_argument"))
+    assert_one_line_error(result, "tests.models:takes_no_argument takes no argument",
+                          "def factory(batch_size)")
+    assert list(tmp_path.iterdir()) == []

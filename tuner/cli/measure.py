@@ -269,6 +269,11 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             fleet.cancel()
         raise
     say = teller(quiet)
+    if compile_timeout_s is not None and compile_timeout_s >= timeout_s:
+        say(f"warning: --compile-timeout {compile_timeout_s:g} s is not below --timeout "
+            f"{timeout_s:g} s: a long compile ends as timeout, not compile_timeout, so its "
+            "mode's other configs at that batch size are each tried up to --timeout; give a "
+            "--compile-timeout below --timeout")
     if fleet is not None and chosen is not None:
         def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
             on_first = runners.LaunchSettings(timeout_s, launch.prestart, gpu=chosen[0])
@@ -337,6 +342,11 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     from tuner.study.plan import WorkerPlan
 
     _check_study_option(name)
+    if export_only:
+        given = _given(click.get_current_context(), "gpu", "n_trials", "budget_s", "timeout_s",
+                       "prestart", "seed", "retry_failed")
+        if given:
+            raise UserError(f"--export-only measures nothing: drop {' and '.join(given)}")
     plan = WorkerPlan(study=name, root=str(studies_dir),
                       launch=LaunchSettings(timeout_s=timeout_s, prestart=prestart, gpu=gpu),
                       seed=secrets.randbelow(2**31) if seed is None else seed,
@@ -493,6 +503,14 @@ def _import_from_here() -> None:
     (``python -m`` started here puts this folder on their path)."""
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
+
+
+def _given(ctx: click.Context, *names: str) -> list[str]:
+    """The options among ``names`` (parameter names) that the user gave, as they are spelled
+    on the command line."""
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return [param.opts[0] for param in ctx.command.params
+            if param.name in names and ctx.get_parameter_source(param.name) in sources]
 
 
 def _check_timeout(timeout_s: float, protocol: TrialProtocol, whose: str) -> None:

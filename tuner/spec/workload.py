@@ -161,6 +161,10 @@ def validate(workload: Workload) -> None:
                             "with the batch size alone (and a schedule's sequence length as a "
                             "second): give the others defaults, def factory(batch_size, "
                             "seq_len=128)")
+        if not _takes_positional(factory, 1):
+            raise UserError(f"{workload.model} takes no argument, but a factory is called with "
+                            "the batch size: def factory(batch_size), returning the model and "
+                            "its example inputs")
         if with_seq_len and not _takes_seq_len(factory):
             raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, but "
                             f"{workload.model} takes only a batch size: give the factory a "
@@ -254,10 +258,16 @@ def _required_positional(factory: Any) -> int:
                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def _takes_seq_len(factory: Any) -> bool:
+def _takes_positional(factory: Any, n: int) -> bool:
+    """Whether ``factory`` can be called with ``n`` positional arguments (True if it cannot
+    tell: the trial will say)."""
     try:
         params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):
-        return True  # cannot tell: the trial will say
+        return True
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+    return len(positional) >= n or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _takes_seq_len(factory: Any) -> bool:
+    return _takes_positional(factory, 2)
