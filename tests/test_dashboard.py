@@ -17,7 +17,7 @@ from tuner.spec.records import Status
 from tuner.study.record import SUMMARY_COLUMNS, is_measured
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
-from tuner.study.storage import KEY_ATTR, RESULT_ATTR, STATUS_ATTR, join_spec
+from tuner.study.storage import KEY_ATTR, MESSAGE_ATTR, RESULT_ATTR, STATUS_ATTR, join_spec
 
 from .test_study import make_spec
 
@@ -81,6 +81,12 @@ def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
             eager["latency_ms_p50"].min() / row["latency_ms_p50"])
     failed = next(t for t in measured if t.user_attrs[STATUS_ATTR] == Status.COMPILE_ERROR.value)
     assert not set(NUMBERS) & set(failed.user_attrs)  # nothing made up for a failure
+    # why it failed, where plain Optuna and the dashboard see it; none on a trial that is ok
+    failed_row = rows.loc[failed.user_attrs[KEY_ATTR]]
+    assert failed.user_attrs[MESSAGE_ATTR] == " ".join(failed_row["message"].split())[:1000]
+    assert failed.user_attrs[MESSAGE_ATTR]
+    assert not any(MESSAGE_ATTR in t.user_attrs for t in measured
+                   if t.user_attrs[STATUS_ATTR] == Status.OK.value)
 
 
 def test_the_dashboard_app_shows_sortable_results_and_no_cut_attribute(searched):

@@ -25,7 +25,7 @@ from tuner.spec.records import TrialResult
 from tuner.spec.space import SearchSpace
 from tuner.study.fronts import Fronts
 from tuner.study.params import params_of, suggest
-from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, RESULT_ATTR, STATUS_ATTR
+from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, MESSAGE_ATTR, RESULT_ATTR, STATUS_ATTR
 
 # The trial's user attributes besides ``tuner.status``: one scalar each, left out where the
 # trial did not measure it (a failure has no latency), so a numeric column stays sortable.
@@ -61,6 +61,16 @@ def store_result(storage: optuna.storages.BaseStorage, trial_id: int,
     storage.set_trial_system_attr(trial_id, RESULT_ATTR, result.to_dict())
 
 
+MESSAGE_CHARS = 1000  # optuna-dashboard cuts a user attribute at 1,024
+
+
+def failure_message(message: Any) -> str:
+    """A failed trial's message as its :data:`MESSAGE_ATTR` user attribute: one line, cut to
+    :data:`MESSAGE_CHARS` (the whole message is in trials.parquet)."""
+    text = " ".join(str(message or "").split())
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 3] + "..."
+
+
 def summary(row: Mapping[str, Any]) -> dict[str, float | int | bool]:
     """The :data:`SUMMARY_COLUMNS` of one Parquet row that hold a value, as plain Python."""
     values = {column: plain(row.get(column)) for column in SUMMARY_COLUMNS}
@@ -80,7 +90,8 @@ def record_not_run(fronts: Fronts, space: SearchSpace, config: TrialConfig,
     study.add_trial(optuna.trial.create_trial(
         state=TrialState.FAIL, params=params_of(config), distributions=recorder.asked,
         user_attrs={KEY_ATTR: config.key, CONFIG_ATTR: config.to_dict(),
-                    STATUS_ATTR: result.status.value},
+                    STATUS_ATTR: result.status.value,
+                    MESSAGE_ATTR: failure_message(result.message)},
         system_attrs={RESULT_ATTR: result.to_dict()}))
 
 

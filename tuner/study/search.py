@@ -34,12 +34,13 @@ from tuner.study.claims import Claims, StudyState
 from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
 from tuner.study.fronts import StoredTrial
 from tuner.study.params import nearest, suggest
-from tuner.study.record import NOT_RUN, record_not_run, store_result, summary
+from tuner.study.record import NOT_RUN, failure_message, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
 from tuner.study.spec import StudySpec
 from tuner.study.storage import (
     DUPLICATE_ATTR,
     INTERRUPTED_ATTR,
+    MESSAGE_ATTR,
     OWNER_ATTR,
     STATUS_ATTR,
     open_study,
@@ -383,6 +384,8 @@ class Search:
         for name, value in summary(row).items():
             storage.set_trial_user_attr(trial_id, name, value)
         storage.set_trial_user_attr(trial_id, STATUS_ATTR, str(row["status"]))
+        if row["status"] != Status.OK.value:  # why, where plain Optuna and the dashboard see it
+            storage.set_trial_user_attr(trial_id, MESSAGE_ATTR, failure_message(row["message"]))
         if row["status"] == Status.WORKLOAD_ERROR.value:
             study.tell(optuna_number, state=TrialState.FAIL)
             return

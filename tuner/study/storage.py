@@ -41,6 +41,7 @@ KEY_ATTR = "tuner.key"
 CONFIG_ATTR = "tuner.config"
 RESULT_ATTR = "tuner.result"
 STATUS_ATTR = "tuner.status"
+MESSAGE_ATTR = "tuner.message"  # why a trial failed, cut to what optuna-dashboard shows whole
 OWNER_ATTR = "tuner.owner"
 DUPLICATE_ATTR = "tuner.duplicate_of"
 INTERRUPTED_ATTR = "tuner.interrupted"
