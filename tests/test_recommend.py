@@ -383,6 +383,16 @@ def test_cli_errors_and_warnings(study, monkeypatch):
     assert out.exit_code == 0 and "warning: study 'h200': measured on NVIDIA H200" in out.output
 
 
+def test_the_readme_names_every_field_of_the_json(study):
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    section = readme.read_text().split("- **JSON** (`tuner recommend --json`", 1)[1]
+    section = section.split("\n\n", 1)[0]
+    fields = recommend(study, batch_size=1).to_dict()
+    assert [f for f in fields if f"`{f}`" not in section] == []
+
+
 def test_cli_help_has_examples():
     out = CliRunner().invoke(main, ["recommend", "--help"])
     assert out.exit_code == 0 and "Examples:" in out.output and "--format python" in out.output
@@ -425,6 +435,9 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
     slower = recommend(write_study(tmp_path, "c", trial_configs=pair,
                                    changes={"inductor:default": {"latency_ms_p50": 9.0}}))
     assert slower.why_eager == "eager was best here: compiling does not pay off"
+    # for warm-up eager always wins; that says nothing of whether compiling pays
+    assert recommend(slower.path, objective="warmup").why_eager == \
+        "eager was best here: it compiles nothing, so it warms up first"
     # A compiled recommendation has no such reason.
     compiled = recommend(write_study(tmp_path, "d", trial_configs=pair))
     assert compiled.config.compiled and compiled.why_eager == ""

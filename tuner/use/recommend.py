@@ -355,7 +355,9 @@ def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
         return rows[(rows["batch_size"] == chosen["batch_size"]) & (rows["backend"] != EAGER)]
 
     if not compiled_at(feasible).empty:
-        return "eager was best here: compiling does not pay off"
+        return {"warmup": "eager was best here: it compiles nothing, so it warms up first",
+                "memory": "eager was best here: no compiled config needs less memory"}.get(
+                    objective, "eager was best here: compiling does not pay off")
     if not (ok := compiled_at(candidates)).empty:
         row = rank(ok, objective).iloc[0]
         broken = " and ".join(s for _, _, s in constraints.violations(row))
