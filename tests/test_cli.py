@@ -154,6 +154,18 @@ def test_resume_with_another_space_is_a_one_line_error(study):
     assert_one_line_error(result, "another search space", "--batch-sizes: study has [1, 8]")
 
 
+def test_a_dimension_searched_on_one_side_only_is_told_with_both_value_lists(tmp_path):
+    # Searched false,true, asked true alone: the study is not "false" (its workload's first
+    # value), and not searching dtype is its one value, not "none".
+    assert invoke(*search_args(tmp_path, "--channels-last", "false,true")).exit_code == 0
+    assert_one_line_error(invoke(*search_args(tmp_path, "--channels-last", "true")),
+                          "another search space", "--channels-last: study has false,true, "
+                          "asked true)")
+    assert_one_line_error(invoke(*search_args(tmp_path, "--channels-last", "false,true",
+                                              "--dtype", "float32,bfloat16")),
+                          "--dtype: study has float32, asked float32,bfloat16)")
+
+
 def test_resume_with_another_shape_schedule_is_a_one_line_error(study):
     root, _ = study
     result = invoke(*search_args(root, shape_schedule="1,8,1"))

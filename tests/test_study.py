@@ -129,7 +129,7 @@ def test_resuming_with_another_workload_names_the_difference(tmp_path):
         Search(make_spec(tmp_path, workload=other), FakeRunner())
     message = str(exc.value)
     assert "another workload" in message and "dtype" in message
-    assert "'float32'" in message and "'bfloat16'" in message and "\n" not in message
+    assert "--dtype: study has float32, asked bfloat16" in message and "\n" not in message
 
 
 def test_resuming_with_another_space_names_the_difference(tmp_path):

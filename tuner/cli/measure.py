@@ -344,7 +344,7 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     _check_study_option(name)
     if export_only:
         given = _given(click.get_current_context(), "gpu", "n_trials", "budget_s", "timeout_s",
-                       "prestart", "seed", "retry_failed")
+                       "prestart", "retry_failed")
         if given:
             raise UserError(f"--export-only measures nothing: drop {' and '.join(given)}")
     plan = WorkerPlan(study=name, root=str(studies_dir),

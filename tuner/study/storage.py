@@ -90,10 +90,23 @@ def _open_fronts(spec: StudySpec, storage: optuna.storages.BaseStorage) -> Front
     study = optuna.create_study(
         study_name=spec.name, storage=storage,
         directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
-    _check_or_set(study, WORKLOAD_ATTR, spec.workload.to_dict(), "workload",
-                  compared=_workload_keys)
+    workload = spec.workload.to_dict()
+    # A knob the stored space searches is told by the space's check, with both value lists:
+    # the workload holds only the first value, which would misreport the study.
+    searched = {knob for knob, dimension in SEARCHED_AS.items()
+                if (study.user_attrs.get(SPACE_ATTR) or {}).get(dimension)}
+    _check_or_set(study, WORKLOAD_ATTR, workload, "workload",
+                  compared=lambda stored, wanted: _workload_keys(stored, wanted) - searched)
+    stored_workload = study.user_attrs.get(WORKLOAD_ATTR) or {}
+
+    def shown(key: str, value: Any, asked: bool) -> str:
+        """A dimension not searched on one side: its workload's one value there."""
+        if value is None and key in DIMENSION_OF:
+            value = (workload if asked else stored_workload).get(DIMENSION_OF[key])
+        return _shown(value)
+
     _check_or_set(study, SPACE_ATTR, spec.space.to_dict(), "search space",
-                  compared=_space_keys, hint=_space_hint)
+                  compared=_space_keys, hint=_space_hint, show=shown)
     _check_or_set(study, PROTOCOL_ATTR, spec.protocol.to_dict(), "trial protocol",
                   compared=_protocol_keys)
     kind = _sampler_of(study, spec.sampler)
@@ -498,6 +511,10 @@ def _shown(value: Any) -> str:
         return "none"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, (bool, str)) for v in value):
+        return ",".join(_shown(v) for v in value)  # as the options take them
     return repr(value)
 
 
@@ -562,20 +579,29 @@ OPTION_OF = {
     "max_compile_s": "--max-compile-s"}
 
 
+# The workload's knobs that a space searches when given several values: knob -> dimension.
+SEARCHED_AS = {"dtype": "dtypes", "channels_last": "channels_last",
+               "cudnn_benchmark": "cudnn_benchmark"}
+DIMENSION_OF = {dimension: knob for knob, dimension in SEARCHED_AS.items()}
+
+
 def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str,
                   compared: Callable[[dict[str, Any], dict[str, Any]], set[str]] = _every_key,
-                  hint: Callable[[dict[str, Any], set[str]], str] | None = None) -> None:
+                  hint: Callable[[dict[str, Any], set[str]], str] | None = None,
+                  show: Callable[[str, Any, bool], str] | None = None) -> None:
     """Store what defines the study on first use; after that, refuse a run that asks for
     another one, since its trials would not be comparable with the stored ones. ``hint``:
-    more to say, given the stored value and the keys that differ."""
+    more to say, given the stored value and the keys that differ; ``show``: how to show a
+    value, given its key and whether it is the asked one (default :func:`_shown`)."""
     stored = study.user_attrs.get(attr)
     if stored is None:
         study.set_user_attr(attr, wanted)
         return
     differ = {k for k in compared(stored, wanted) if stored.get(k) != wanted.get(k)}
     if differ:
-        diff = [f"{OPTION_OF.get(k, k)}: study has {_shown(stored.get(k))}, asked "
-                f"{_shown(wanted.get(k))}" for k in sorted(differ)]
+        told = show or (lambda _, value, __: _shown(value))
+        diff = [f"{OPTION_OF.get(k, k)}: study has {told(k, stored.get(k), False)}, asked "
+                f"{told(k, wanted.get(k), True)}" for k in sorted(differ)]
         raise UserError(f"study {study.study_name!r} was made with another {what} "
                         f"({'; '.join(diff)}); rerun with the same options or pick a new "
                         f"--name{hint(stored, differ) if hint else ''}")
