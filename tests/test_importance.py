@@ -3,7 +3,12 @@ the PNG files of ``tuner plot``, on synthetic studies written as real Parquet.""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+import shutil
+import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,8 +18,12 @@ from tests.synthetic import configs, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.importance import importances
+from tuner.data.select import eligible, pareto
+from tuner.render.plots import front_figure, write_plots
 from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status
 
+ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
 THREE = ("eager", "inductor:default", "inductor:reduce-overhead")
 
@@ -180,8 +189,65 @@ def test_plot_defaults_to_the_study_folder_and_says_which_batch_sizes_have_no_ba
     assert (few / "plots" / "few-pareto-bs1.png").read_bytes()[:8] == PNG
     out = CliRunner().invoke(main, ["plot", str(few), "--json"])
     assert json.loads(out.stdout) == {
-        "study": "few", "written": [str(few / "plots" / "few-pareto-bs1.png")],
+        "study": "few", "written": [str(few / "plots" / "few-pareto-bs1.png")], "no_pareto": {},
         "no_importance": {"1": "3 verified rows, too few for importances (at least 4)"}}
+
+
+def test_plot_of_many_long_labels_marks_points_by_trial_number(tmp_path):
+    """32 Pareto-optimal configs, each labelled with five inductor options: the points carry
+    their trial number, a key below the panels their labels, and the panels keep their size."""
+    names = ("coordinate_descent_tuning", "epilogue_fusion", "freezing", "shape_padding",
+             "max_autotune")
+    trial_configs = [TrialConfig("eager", 1)] + [
+        TrialConfig("inductor", 1, "default", False, options=tuple(zip(names, values)))
+        for values in itertools.product((True, False), repeat=len(names))]
+    # Faster and larger in turn: every row is on the front.
+    study = write_study(tmp_path, "long", trial_configs=trial_configs, changes={
+        c.key: {"latency_ms_p50": 10.0 - 0.1 * i, "vram_bytes_steady_reserved": (1 + i) * 2**28}
+        for i, c in enumerate(trial_configs)})
+    trials, meta = files.read(study)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied", say
+        write_plots(trials, meta, [], tmp_path / "plots")
+    fig = front_figure("long", 1, eligible(trials), set(pareto(trials)["trial_number"]), 0)
+    fig.savefig(tmp_path / "again.png")
+    for ax in fig.axes:
+        assert {t.get_text() for t in ax.texts} == {f"#{n}" for n in range(33)}
+        assert ax.get_position().height > 0.3 and ax.get_position().width > 0.3
+    key = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert key[:2] == ["#0  eager", "#1  inductor:default " + " ".join(
+        f"{n}=True" for n in sorted(names))]
+    assert len(key) == 33 and all(re.fullmatch(r"#\d+  \S.{3,}", k) for k in key)
+
+
+def test_plot_says_which_batch_sizes_have_no_front(tmp_path):
+    """Batch size 8 has no row that finished and matched eager: no Pareto plot, in a line."""
+    study = write_study(tmp_path, "half", trial_configs=configs((1, 8), THREE),
+                        fail={"eager|bs=8": Status.OOM,
+                              "inductor|default|dynamic=False|bs=8": Status.OOM},
+                        changes={"inductor|reduce-overhead|dynamic=False|bs=8": {"correct": False}})
+    out = CliRunner().invoke(main, ["plot", str(study), "--out", str(tmp_path / "p")])
+    assert out.exit_code == 0, out.output
+    assert out.stdout == f"{tmp_path / 'p' / 'half-pareto-bs1.png'}\n"
+    why = "no row finished and matched eager (2 oom, 1 finished unverified or left out)"
+    assert out.stderr.splitlines() == [
+        "batch size 1: no importance plot: 3 verified rows, too few for importances "
+        "(at least 4)",
+        f"batch size 8: no Pareto plot: {why}",
+        "batch size 8: no importance plot: 0 verified rows, too few for importances "
+        "(at least 4)"]
+    out = CliRunner().invoke(main, ["plot", str(study), "--out", str(tmp_path / "p"), "--json"])
+    assert json.loads(out.stdout)["no_pareto"] == {"8": why}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git")
+def test_the_plots_of_a_committed_study_are_not_committed():
+    """``tuner plot studies/cpu-text-encoder`` writes into studies/cpu-text-encoder/plots/."""
+    out = subprocess.run(["git", "check-ignore", "-q", "studies/cpu-text-encoder/plots/x.png"],
+                         cwd=ROOT, capture_output=True, text=True)
+    if out.returncode == 128:
+        pytest.skip(f"not a git checkout: {out.stderr.strip()}")
+    assert out.returncode == 0, "studies/*/plots/ is not in .gitignore"
 
 
 def test_plot_bad_input_is_a_one_line_error(knobs, tmp_path):

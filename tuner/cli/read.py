@@ -202,12 +202,13 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
 @user_errors
 def plot(study, studies_dir, out_dir, as_json) -> None:
     """Write PNG files of a study, per batch size, and print their paths (one a line, or
-    with --json: the paths and why a batch size has no importance plot).
+    with --json: the paths and why a batch size has no Pareto or importance plot).
 
     \b
     <study>-pareto-bs<N>.png      median latency against memory and against warm-up
                                   (compile + settle) for every verified row; the
-                                  Pareto-optimal rows filled and labelled, eager a red star
+                                  Pareto-optimal rows filled and numbered (a key names
+                                  their configs), eager a red star
     <study>-importance-bs<N>.png  each parameter's importance per objective, as in
                                   tuner show --importance (Optuna's PED-ANOVA); only for
                                   batch sizes with at least 4 verified rows and 2 varied
@@ -223,17 +224,22 @@ def plot(study, studies_dir, out_dir, as_json) -> None:
     """
     from tuner.data import files
     from tuner.data.importance import importances
-    from tuner.render.plots import write_plots
+    from tuner.render.plots import no_fronts, write_plots
 
     trials, meta, path = files.load(study_path(study, studies_dir))
     found = importances(trials)
     written = write_plots(trials, meta, found, out_dir or path.parent / "plots")
+    missing = no_fronts(trials)
     if as_json:
         click.echo(json.dumps({"study": meta.get("study"), "written": [str(p) for p in written],
+                               "no_pareto": {str(bs): note for bs, note in missing.items()},
                                "no_importance": {str(b.batch_size): b.note for b in found
                                                  if b.note is not None}}, indent=2))
         return
     for b in found:
+        if b.batch_size in missing:
+            click.echo(f"batch size {b.batch_size}: no Pareto plot: {missing[b.batch_size]}",
+                       err=True)
         if b.note is not None:
             click.echo(f"batch size {b.batch_size}: no importance plot: {b.note}", err=True)
     click.echo("\n".join(str(p) for p in written))

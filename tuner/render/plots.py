@@ -48,17 +48,36 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
     return written
 
 
+def no_fronts(trials: pd.DataFrame) -> dict[int, str]:
+    """Per batch size of ``trials`` with no Pareto plot (no eligible row), why not: how its
+    rows ended."""
+    ok = eligible(trials)
+    notes = {}
+    for bs, rows in trials[~trials["batch_size"].isin(ok["batch_size"])].groupby("batch_size"):
+        ended = ", ".join(f"{n} {status}" if status != Status.OK.value else
+                          f"{n} finished unverified or left out"
+                          for status, n in rows["status"].value_counts().items())
+        notes[int(bs)] = f"no row finished and matched eager ({ended})"
+    return notes
+
+
 def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int],
                  failed: int) -> Any:
     """Latency against memory and against warm-up: every verified row, the Pareto-optimal
-    ones (over latency, memory and warm-up together) filled and labelled, eager a red star."""
+    ones (over latency, memory and warm-up together) filled and marked with their trial number,
+    eager a red star; a key below the panels names the configs of the numbered points."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
-    fig = Figure(figsize=(13, 5.5), layout="constrained")
-    axes = fig.subplots(1, len(_PANELS))
     x = pd.to_numeric(rows[LATENCY], errors="coerce")  # as the front is chosen
     on_front = rows["trial_number"].isin(front)
     is_eager = rows["backend"] == EAGER
+    # The labelled points carry their trial number; the key below the panels names their configs.
+    keyed = rows[x.notna() & (on_front | is_eager)].sort_values("trial_number")
+    columns = max(1, min(3, 180 // (8 + max(map(len, keyed["label"]), default=0))))
+    lines = -(-len(keyed) // columns)
+    fig = Figure(figsize=(13, 5.5 + 0.15 * lines), layout="constrained")
+    axes = fig.subplots(1, len(_PANELS))
     for ax, (column, label, unit) in zip(axes, _PANELS):
         y = pd.to_numeric(rows[column], errors="coerce") / unit
         shown = x.notna() & y.notna()
@@ -85,13 +104,19 @@ def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int]
         for i, index in enumerate(rows.index[labelled]):
             # Labels in the right part of a panel are written leftwards, inside the panel.
             right = (where[index] - where.min()) / span > 0.6
-            ax.annotate(rows.at[index, "label"], (x[index], y[index]), fontsize=7,
+            ax.annotate(f"#{rows.at[index, 'trial_number']}", (x[index], y[index]), fontsize=7,
                         xytext=(-5 if right else 5, 3 + 9 * (i % 3)), textcoords="offset points",
                         ha="right" if right else "left")
         ax.set_xlabel("median latency per call (ms), lower is better")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="best")
+    handles = [Line2D([], [], linestyle="none", marker="*" if backend == EAGER else "o",
+                      color=BASELINE if backend == EAGER else FRONT)
+               for backend in keyed["backend"]]
+    fig.legend(handles, [f"#{r.trial_number}  {r.label}" for r in keyed.itertuples()],
+               loc="outside lower center", ncols=columns, fontsize=7, frameon=False,
+               title="labelled points: trial number, config", title_fontsize=8)
     lost = f", {failed} failed (not shown)" if failed else ""
     fig.suptitle(f"{name}, batch size {batch_size}: {len(rows)} verified rows{lost}; "
                  "Pareto-optimal over latency, memory and warm-up together", fontsize=10)
