@@ -35,6 +35,7 @@ from tuner.cli.options import (
     teller,
     timeout_option,
     user_errors,
+    user_gave,
     with_space_file,
 )
 from tuner.errors import UserError
@@ -191,8 +192,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                                        dynamic=dynamic)
 
     _import_from_here()
-    if ":" in model and click.get_current_context().get_parameter_source("image_size") in (
-            click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+    if ":" in model and user_gave(click.get_current_context(), "image_size"):
         # Stored with the study all the same, so a resume without it would be refused.
         raise UserError(f"--image-size applies to torchvision models only: the factory of "
                         f"--model {model} makes its own inputs; drop --image-size")
@@ -508,9 +508,8 @@ def _import_from_here() -> None:
 def _given(ctx: click.Context, *names: str) -> list[str]:
     """The options among ``names`` (parameter names) that the user gave, as they are spelled
     on the command line."""
-    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
     return [param.opts[0] for param in ctx.command.params
-            if param.name in names and ctx.get_parameter_source(param.name) in sources]
+            if param.name in names and user_gave(ctx, param.name)]
 
 
 def _check_timeout(timeout_s: float, protocol: TrialProtocol, whose: str) -> None:

@@ -342,6 +342,12 @@ def max_compile_s_option(what: str) -> Callable[[Any], Any]:
 SAMPLERS = ("tpe", "nsga2", "nsga3", "gp", "random")  # tuner.study.sampler.SAMPLERS, without importing optuna
 
 
+def user_gave(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave the parameter ``name``, on the command line or in its variable."""
+    return ctx.get_parameter_source(name) in (click.core.ParameterSource.COMMANDLINE,
+                                              click.core.ParameterSource.ENVIRONMENT)
+
+
 def with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
     """The dimension options with the space file's values where the command line gave none."""
     from tuner.spec.space_file import read_space_file
@@ -353,8 +359,7 @@ def with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
     for param, value in given.items():
         key = names.get(param, param)
         in_file = getattr(from_file, key)
-        typed = ctx.get_parameter_source(param) in (click.core.ParameterSource.COMMANDLINE,
-                                                    click.core.ParameterSource.ENVIRONMENT)
+        typed = user_gave(ctx, param)
         out.append(value if typed or in_file is None else in_file)
         if not typed and in_file is not None:
             taken[key] = in_file if isinstance(in_file, str) else ",".join(in_file)

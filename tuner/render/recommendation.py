@@ -84,9 +84,9 @@ def snippet(rec: Recommended) -> str:
         f"# inputs of batch size {rec.config.batch_size}"
         + (", 4-D inputs channels_last" if w.channels_last else "")
         + ": place and cast model and inputs the same way.",
+        "import warnings",
         "import torch",
     ]
-    lines.insert(-1, "import warnings")
     warm = rec.artifacts_path if rec.config.compiled and rec.artifacts_found else None
     if warm is not None:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
