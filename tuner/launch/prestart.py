@@ -85,7 +85,7 @@ class Spare:
         (the runner starts fresh processes instead). False: it never will."""
         if not isinstance(self.proc, Forked) or self.proc.forked():
             return True
-        self._waited_from = time.time()  # the wait is the import's: the trial counts it so
+        self._waited_from = time.monotonic()  # the wait is the import's: the trial counts it so
         deadline = time.monotonic() + timeout_s
         while not self.proc.forked() and self.proc.template.alive():
             if time.monotonic() > deadline:
@@ -97,7 +97,7 @@ class Spare:
 
     def give(self, request_path: Path, result_path: Path, env: dict[str, str]) -> None:
         job = {"request": str(request_path), "result": str(result_path), "env": env,
-               "sent_at": self._waited_from or time.time()}
+               "sent_at": self._waited_from or time.monotonic()}
         if self.template is not None:
             self.template.send({"job": str(self.folder), "line": json.dumps(job)})
             return

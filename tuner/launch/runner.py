@@ -151,7 +151,7 @@ class ProcessRunner:
         trial_env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
                      "TRITON_CACHE_DIR": str(cache / "triton"), **watch.env}
 
-        started = time.perf_counter()
+        started = time.monotonic()
         if self.prestart:
             spare = self._hand_over(request, request_path, result_path, trial_env)
             proc: Process = spare.proc
@@ -162,11 +162,11 @@ class ProcessRunner:
                 proc = subprocess.Popen(
                     [self.python, "-m", "tuner.trial", str(request_path), str(result_path)],
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**self._env(), **trial_env, LAUNCHED_AT_ENV: repr(time.time())},
+                    env={**self._env(), **trial_env, LAUNCHED_AT_ENV: repr(time.monotonic())},
                     start_new_session=True,  # own process group: Ctrl-C in the terminal skips it
                 )
                 outcome = _wait(proc, self.timeout_s, abort, result_path, watch)
-        wall_s = time.perf_counter() - started
+        wall_s = time.monotonic() - started
         kill_group(proc.pid)  # inductor's compile workers die with the trial, whatever happened
         proc.wait()
         if self.prestart:

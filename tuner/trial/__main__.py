@@ -21,7 +21,7 @@ from tuner.trial.serve import die_with_parent, serve, wait_for_job
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     launched_at = os.environ.pop(LAUNCHED_AT_ENV, "")
-    launch_s = max(0.0, time.time() - float(launched_at)) if launched_at else None
+    launch_s = max(0.0, time.monotonic() - float(launched_at)) if launched_at else None
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) in (1, 2) and argv[0] == "--template":

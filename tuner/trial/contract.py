@@ -19,8 +19,12 @@ EXIT_CODES = {
 
 PARENT_PID_ENV = "TUNER_PARENT_PID"  # set by the runner: the trial dies with that process
 
-# Set by the runner for a fresh trial process: when it started it (time.time()), so the trial
-# records its start-up as launch_s. A pre-started process is told by its job's sent_at instead.
+# Set by the runner for a fresh trial process: when it started it (time.monotonic()), so the
+# trial records its start-up as launch_s. A pre-started process is told by its job's sent_at
+# instead. Every time stamp passed between the runner and a trial process is read from
+# CLOCK_MONOTONIC (time.monotonic(), one clock for the whole host on Linux), the clock of the
+# runner's wall_s: the wall clock can be stepped between two stamps, and the trial's phases
+# then no longer fit within its wall_s.
 LAUNCHED_AT_ENV = "TUNER_LAUNCHED_AT"
 
 # Set by the runner for a pre-started trial: a file that exists once the process that will run

@@ -87,7 +87,7 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
     ``prebuild_file`` on the CPU if given one, create ``ready``, then run the one job that
     arrives on stdin. No job (stdin closed) is a quiet exit."""
     preload()  # nothing left to import where a template forked this process
-    imported_at = time.time()
+    imported_at = time.monotonic()
     prebuilt = None
     if prebuild_file is not None:
         from tuner.trial.prebuild import PrebuildRequest, prebuild, warm
@@ -97,12 +97,12 @@ def wait_for_job(ready: Path, prebuild_file: Path | None = None) -> int:
         failed = warm(prebuilt, job_waiting=job_waiting())
         if failed:
             start_afresh(ready, failed)
-    ready_at = time.time()
+    ready_at = time.monotonic()
     ready.touch()
     line = sys.stdin.readline()
     if not line.strip():
         return 0
-    received_at = time.time()
+    received_at = time.monotonic()
     job = json.loads(line)
     os.environ.update(job.get("env") or {})  # this trial's cache folders, read lazily by torch
     # What was left, when the job was sent, of the import (import_s) and of the build and the
