@@ -56,7 +56,7 @@ def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monke
     assert [e.returncode for e in fleet.exits] == [0, 0, 0]
     workers.assert_every_config_measured_once(spec)
     assert summary.measured == summary.new == len(spec.space.configs())
-    assert summary.stop_reason == "all 3 workers finished"
+    assert summary.stop_reason == "all 3 workers finished" and not summary.stopped
     df, _ = files.read(tmp_path / "fleet")
     assert df["config_key"].is_unique and len(df) == len(spec.space.configs())
 
@@ -290,7 +290,7 @@ def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypat
     fleet.wait()
     summary = fleet.finish()
     assert [e.returncode for e in fleet.exits] == [fleets.EXIT_STOPPED] * 2
-    assert summary.stop_reason == "stopped by the user"
+    assert summary.stop_reason == "stopped by the user" and summary.stopped
     assert sorted(summary.trials["trial_number"]) == sorted(t.number for t in in_flight)
     assert (summary.trials["status"] == "ok").all()
 

@@ -64,6 +64,7 @@ def test_baselines_are_measured_first(tmp_path):
     baselines = [c.key for c in SPACE.baselines()]
     assert runner.calls[:len(baselines)] == baselines
     assert summary.stop_reason == "every config in the search space is measured"
+    assert not summary.stopped
 
 
 class PeakRecordingRunner(FakeRunner):
@@ -230,13 +231,14 @@ def test_stop_after_trial_stops_the_loop(tmp_path):
     summary = search.run()
     assert len(search.runner.calls) == 2
     assert summary.stop_reason == "stopped by the user" and len(summary.trials) == 2
+    assert summary.stopped  # what the command line reads to say how to resume
 
 
 def test_abort_abandons_the_trial_in_flight_and_resume_measures_it(tmp_path):
     search = Search(make_spec(tmp_path), FakeRunner(delay_s=5))
     search.on_start = lambda number, config: search.abort.set()
     summary = search.run()
-    assert summary.stop_reason.startswith("stopped by the user")
+    assert summary.stop_reason.startswith("stopped by the user") and summary.stopped
     assert summary.new == 0 and len(summary.trials) == 0
     abandoned = search.runner.calls[0]
 

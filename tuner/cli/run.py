@@ -51,7 +51,7 @@ def run_fleet(fleet: Any, spec: Any, say: Callable[[str], None], as_json: bool,
 
     with signals.installed({signal.SIGINT: forward, signal.SIGTERM: forward}):
         summary = fleet.run(spec)
-    stopped = bool(received) or summary.stop_reason == "stopped by the user"
+    stopped = bool(received) or summary.stopped
     if then is not None and not stopped:
         stopped = then()
     finish(summary, say, as_json)
@@ -74,7 +74,7 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
 def finish(summary: Any, say: Callable[[str], None], as_json: bool) -> None:
     """How the run ended on stderr, then the study's table (or JSON) on stdout."""
     reason = summary.stop_reason
-    if "stopped by the user" in reason and "resumes" not in reason:
+    if summary.stopped:
         reason += "; the same command resumes"
     say(f"stopped: {reason}; {summary.new} new trials, {summary.measured} in the "
         f"study; files in {summary.directory}")

@@ -27,7 +27,7 @@ from tuner.spec.records import Status
 from tuner.spec.workload import factory_module
 from tuner.study.export import export_study
 from tuner.study.plan import EXIT_STOPPED, GO, STORAGE_ENV, WorkerPlan
-from tuner.study.search import Search, SearchSummary
+from tuner.study.search import STOPPED, Search, SearchSummary
 from tuner.study.spec import StudySpec
 
 __all__ = ["EXIT_STOPPED", "GO", "STORAGE_ENV", "Fleet", "WorkerExit", "WorkerPlan", "plan_of"]
@@ -152,8 +152,8 @@ class Fleet:
         measured = _measured(exported.trials)
         return SearchSummary(
             spec.directory, measured, measured - self._measured_before,
-            "stopped by the user" if stopped else f"all {len(self.exits)} workers finished",
-            exported.trials, exported.pareto)
+            STOPPED if stopped else f"all {len(self.exits)} workers finished",
+            exported.trials, exported.pareto, stopped=stopped)
 
     def run(self, spec: StudySpec) -> SearchSummary:
         try:

@@ -47,6 +47,7 @@ from tuner.study.storage import (
     resumed_protocol,
 )
 
+STOPPED = "stopped by the user"  # the stop reason where the user stopped the run (stopped=True)
 WAIT_POLL_S = 1.0  # how often a search with nothing to start looks at trials running elsewhere
 
 
@@ -58,6 +59,7 @@ class SearchSummary:
     stop_reason: str
     trials: pd.DataFrame
     pareto: pd.DataFrame
+    stopped: bool = False  # by the user (Ctrl-C, SIGTERM, stop_after_trial or abort)
 
 
 class Search:
@@ -121,7 +123,7 @@ class Search:
         self._warn_of_neighbours()
         started = time.monotonic()
         deadline = started + spec.budget_s if spec.budget_s else None
-        new, stop_reason = 0, ""
+        new, stop_reason, user_stopped = 0, "", False
         history: list[tuple[TrialConfig, float]] = []  # this run's trials and their seconds
         configs = spec.space.configs()  # made once: asked for after every trial
         ended: float | None = None  # when this run's last trial ended (time.monotonic)
@@ -153,7 +155,7 @@ class Search:
                 stop_reason = "the time budget is spent"
                 break
             if self.stop_after_trial.is_set() or self.abort.is_set():
-                stop_reason = "stopped by the user"
+                stop_reason, user_stopped = STOPPED, True
                 break
             if nothing_to_start:
                 if not said_waiting:
@@ -212,7 +214,7 @@ class Search:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     trial.set_user_attr(INTERRUPTED_ATTR, True)
                     trial.study.tell(trial, state=TrialState.FAIL)
-                stop_reason = "stopped by the user (the trial in flight was abandoned)"
+                stop_reason, user_stopped = f"{STOPPED} (the trial in flight was abandoned)", True
                 break
             try:
                 exported = self.record(trial, number, result)
@@ -270,7 +272,8 @@ class Search:
         exported = self.export()
         df = exported.trials
         return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
-                             new, stop_reason, df, exported.pareto)
+                             new, stop_reason, df, exported.pareto,
+                             stopped=user_stopped)
 
     def _held_broken(self, state: StudyState, broken: dict[int, Breakage]) -> None:
         """Add to ``broken`` the batch sizes the study holds broken (an earlier run's, or
