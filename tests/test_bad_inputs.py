@@ -137,6 +137,9 @@ CASES = [
     ("search-storage-empty", search(storage=""), ["'--storage': is empty"]),
     # show
     ("show-no-such-study", ["show", "{root}/nope"], ["no such file"]),
+    # a name: perhaps a study in another host's --storage, which has no files here yet
+    ("show-no-such-study-name", ["show", "nope", "--studies-dir", "{root}"],
+     ["no study 'nope' in ", "`tuner worker --study nope --storage URL --export-only`"]),
     ("show-not-parquet", ["show", "{root}/junk.txt"], ["not a readable Parquet file"]),
     ("show-unknown-option", ["show", S, "--bogus"], ["--bogus"]),
     # the front alone: eager's rows, which "vs eager" and the fronts are chosen against, are gone
@@ -160,6 +163,8 @@ CASES = [
     ("recommend-several-batch-sizes", ["recommend", S], ["--batch-size"]),
     ("recommend-objective-unknown", ["recommend", S, "--objective", "speed"], ["--objective"]),
     ("recommend-no-such-study", ["recommend", "{root}/nope"], ["no such file"]),
+    ("recommend-no-such-study-name", ["recommend", "nope", "--studies-dir", "{root}"],
+     ["no study 'nope' in ", "--export-only"]),
     # confirm
     ("confirm-repeats-0", ["confirm", S, "--repeats", "0"], ["--repeats"]),
     ("confirm-timeout-0", ["confirm", S, "--timeout", "0"], ["more than zero"]),

@@ -243,6 +243,12 @@ def study_path(study: str, studies_dir: Path) -> Path:
     path = Path(study)
     if not path.exists() and (studies_dir / study).exists():
         return studies_dir / study
+    if not path.exists() and len(path.parts) == 1 and path.suffix != ".parquet":
+        # A study name: one run with --storage on another host has no files here until a worker
+        # writes them.
+        raise UserError(f"no study {study!r} in {studies_dir} (nor a file of that name); for a "
+                        f"study kept in a --storage database, `tuner worker --study {study} "
+                        f"--storage URL --export-only` writes its files there")
     refuse_front_only(path)
     return path
 
