@@ -224,6 +224,18 @@ def test_strict_refuses_another_machine(study, monkeypatch):
         recommend(study, batch_size=1, strict=True)
 
 
+def test_another_triton_is_another_environment_on_the_gpu_only():
+    from tuner.use.environment import environment_mismatch
+
+    study_fp = {**fingerprint(), "triton": "3.5.0"}
+    (text,) = environment_mismatch(study_fp, "cuda", {**study_fp, "triton": "3.6.0"})
+    assert "triton 3.5.0 vs 3.6.0" in text
+    assert environment_mismatch(study_fp, "cuda", dict(study_fp)) == []
+    # On the CPU inductor writes C++, not triton kernels.
+    cpu_fp = {**study_fp, "device_kind": "cpu", "cpu": "Xeon"}
+    assert environment_mismatch(cpu_fp, "cpu", {**cpu_fp, "triton": "3.6.0"}) == []
+
+
 def test_same_machine_no_warning(study):
     with warnings.catch_warnings():
         warnings.simplefilter("error")

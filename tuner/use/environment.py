@@ -1,4 +1,5 @@
-"""Is this process the machine a study measured? Its GPU, driver, CUDA and torch, checked."""
+"""Is this process the machine a study measured? Its GPU, driver, CUDA, triton (which writes
+inductor's GPU kernels) and torch, checked; on the CPU, its CPU and torch."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def environment_mismatch(study_fp: dict[str, Any], device: str,
         current = _current_fingerprint(device, study_fp.get("device_kind") == "cuda")
     fields = ["device_kind", "torch"]
     if study_fp.get("device_kind") == "cuda" and current.get("device_kind") == "cuda":
-        fields += ["gpu_name", "driver", "cuda"]
+        fields += ["gpu_name", "driver", "cuda", "triton"]
     elif study_fp.get("device_kind") != "cuda":
         fields += ["cpu"]
     differ = [f for f in fields if study_fp.get(f) is not None and study_fp.get(f) != current.get(f)]
