@@ -214,6 +214,31 @@ def test_an_empty_shape_schedule_is_a_one_line_error(tmp_path, schedule):
     assert list(tmp_path.iterdir()) == []
 
 
+# -- 8b: inductor option values and batch sizes no search can hold -------------------------------
+
+def test_an_inductor_option_given_twice_as_dash_and_underscore_is_refused(tmp_path):
+    result = invoke(*search_args(tmp_path, "--inductor-option", "epilogue_fusion=true",
+                                 "--inductor-option", "epilogue-fusion=false"))
+    assert_one_line_error(result, "inductor option epilogue_fusion given twice, as "
+                                  "'epilogue_fusion' and 'epilogue-fusion'")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf"])
+def test_an_inductor_option_that_is_not_a_finite_number_is_refused(tmp_path, value):
+    result = invoke(*search_args(tmp_path, "--inductor-option", f"cpu_gpu_bw=1.0,{value}"))
+    assert_one_line_error(result, f"--inductor-option cpu_gpu_bw: {value!r} is not a finite "
+                                  "number")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_batch_size_past_the_int32_range_is_refused(tmp_path):
+    result = invoke(*search_args(tmp_path, batch_sizes=f"1,{2**31}"))
+    assert_one_line_error(result, f"batch size {2**31} is more than {2**31 - 1}",
+                          "--batch-sizes")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- 9: --image-size with a factory model --------------------------------------------------------
 
 def test_image_size_with_a_factory_model_is_a_one_line_error(tmp_path):

@@ -184,3 +184,11 @@ def test_a_backend_whose_package_is_missing_is_refused_and_not_offered(monkeypat
         assert "pip install torch-tensorrt" in error(backends=["tensorrt"])
     # Backends that need nothing beyond torch stay offered.
     assert {"inductor", "aot_eager"} <= set(installed_backends())
+
+
+def test_a_batch_size_is_at_most_the_int32_range():
+    from tuner.spec.space import MAX_BATCH_SIZE
+
+    assert MAX_BATCH_SIZE == 2**31 - 1 and space(batch_sizes=[MAX_BATCH_SIZE]).batch_sizes == (
+        MAX_BATCH_SIZE,)
+    assert f"batch size {2**31} is more than" in error(batch_sizes=[1, 2**31])

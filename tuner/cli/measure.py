@@ -40,6 +40,7 @@ from tuner.cli.options import (
 )
 from tuner.errors import UserError
 from tuner.spec.records import TrialProtocol
+from tuner.spec.space_file import SpaceFile
 from tuner.trial.prebuild import PrebuildRequest
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ retry_failed_option = click.option(
 @click.option("--channels-last", is_flag=False, flag_value="true", metavar="[BOOL,...]",
               help="The channels_last memory format (the model and its 4-D inputs); "
                    "--channels-last alone means true; false,true searches both. Default: "
-                   "false,true for a torchvision model on CUDA, false otherwise.")
+                   "false,true for a torchvision model on CUDA without --space, false otherwise.")
 @click.option("--cudnn-benchmark", default="true", show_default=True, metavar="BOOL,...",
               help="torch.backends.cudnn.benchmark (CUDA only); true,false searches both.")
 @click.option("--inductor-option", "inductor_options", multiple=True, metavar="NAME=V1,V2",
@@ -79,13 +80,16 @@ retry_failed_option = click.option(
                    "e.g. epilogue_fusion=true,false or triton.cudagraphs=false,true; modes "
                    "combine with them. Each gets a Parquet column opt_NAME (dots as "
                    "underscores). List the default value first: the baseline uses it. Default "
-                   "on CUDA: coordinate_descent_tuning, epilogue_fusion, freezing and "
-                   "shape_padding, each both ways; none: no option.")
+                   "on CUDA without --space: coordinate_descent_tuning, epilogue_fusion, "
+                   "freezing and shape_padding, each both ways; none: no option.")
 @click.option("--space", "space_file", type=GivenPath(dir_okay=False, path_type=Path),
-              help="A TOML file that narrows the dimensions, one key per option (batch_sizes, "
+              help="A TOML file that sets the dimensions, one key per option (batch_sizes, "
                    "backends, modes, dynamic, dtypes, channels_last, cudnn_benchmark, and an "
-                   "[inductor_options] table); options given here win. See README, "
-                   "\"A space file\".")
+                   "[inductor_options] table); an option given on the command line wins. Any "
+                   "such file turns off what a CUDA search adds: where neither it nor the "
+                   "command line gives them, no inductor option is searched and channels_last "
+                   "is false; the other dimensions left out take their option's default. See "
+                   "README, \"A space file\".")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
 @click.option("--shape-schedule",
               help="Shapes replayed in order after each trial's steady state: batch sizes "
@@ -156,12 +160,13 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     Each trial runs in its own process (timeouts and failures kept as data). Eager and
     inductor in each mode are measured first at every batch size, so every row has a speedup
     vs eager. On CUDA the space also holds four inductor options both ways and, for a
-    torchvision model, channels_last; a mode that compiles past --compile-timeout is not tried
-    again at that batch size. Then the batch size with the fewest trials gets the next trial,
-    proposed by its own sampler (one Optuna study per batch size); failed configs, and those
-    over --max-vram-gb or --max-compile-s, are infeasible points it learns from. The same
-    command resumes; Ctrl-C stops after the current trial. Then the finalists are measured
-    again (--confirm; after --budget too, since it bounds the search).
+    torchvision model, channels_last, unless --space is given; a mode that compiles past
+    --compile-timeout is not tried again at that batch size. Then the batch size with the
+    fewest trials gets the next trial, proposed by its own sampler (one Optuna study per batch
+    size); failed configs, and those over --max-vram-gb or --max-compile-s, are infeasible
+    points it learns from. The same command resumes; Ctrl-C stops after the current trial.
+    Then the finalists are measured again (--confirm; after --budget too, since it bounds the
+    search).
 
     \b
     Examples:
@@ -183,13 +188,9 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.study.spec import StudySpec
 
     repeats = Repeats.parse(confirm_repeats)
-    if space_file is not None:
-        dtype, channels_last, cudnn_benchmark, inductor_options, batch_sizes, backends, modes, \
-            dynamic = with_space_file(space_file, dtype=dtype, channels_last=channels_last,
-                                       cudnn_benchmark=cudnn_benchmark,
-                                       inductor_options=inductor_options,
-                                       batch_sizes=batch_sizes, backends=backends, modes=modes,
-                                       dynamic=dynamic)
+    # The file's values where the command line gave none, typed as the file gave them; the
+    # command line's are read from its text below.
+    from_file = SpaceFile() if space_file is None else with_space_file(space_file)
 
     _import_from_here()
     if ":" in model and user_gave(click.get_current_context(), "image_size"):
@@ -211,18 +212,20 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
     device = device or _default_device()
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
-    dtypes = split((dtype,), "--dtype") or ["float32"]
+    dtypes = from_file.dtypes or split((dtype,), "--dtype") or ["float32"]
     # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;
     # a space file is the whole space.
-    formats = bool_values(channels_last, "--channels-last") if channels_last is not None else \
-        [False] if space_file else default_formats(device, image_model=":" not in model)
-    cudnn = bool_values(cudnn_benchmark, "--cudnn-benchmark")
+    formats = from_file.channels_last or (
+        bool_values(channels_last, "--channels-last") if channels_last is not None else
+        [False] if space_file else default_formats(device, image_model=":" not in model))
+    cudnn = from_file.cudnn_benchmark or bool_values(cudnn_benchmark, "--cudnn-benchmark")
     workload = Workload(model=model, device=device, image_size=image_size,
                         dtype=dtypes[0] if len(dtypes) == 1 else "float32",
                         channels_last=formats[0] if len(formats) == 1 else False,
                         cudnn_benchmark=cudnn[0] if len(cudnn) == 1 else True,
                         shape_schedule=parse_shapes(shape_schedule or ""))
-    sizes = positive_ints(batch_sizes, "batch size", "--batch-sizes")
+    sizes = from_file.batch_sizes or positive_ints(batch_sizes, "batch size", "--batch-sizes")
+    backend_list = from_file.backends or split(backends, "--backend")
     study_name = _study_name(model, device) if name is None else name
     protocol = TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
                              warm_cache=warm_cache, compile_timeout_s=compile_timeout_s)
@@ -245,12 +248,12 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
         validate(workload)
         gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
-        options = option_values(inductor_options) if inductor_options else \
-            None if space_file else default_options(device, split(backends, "--backend"))
-        space = build_space(device=device, batch_sizes=sizes,
-                            backends=split(backends, "--backend"),
-                            modes=split(modes, "--mode"),
-                            dynamic=dynamic_values(split(dynamic, "--dynamic")),
+        options = dict(from_file.inductor_options) if from_file.inductor_options else \
+            option_values(inductor_options) if inductor_options else \
+            None if space_file else default_options(device, backend_list)
+        space = build_space(device=device, batch_sizes=sizes, backends=backend_list,
+                            modes=from_file.modes or split(modes, "--mode"),
+                            dynamic=from_file.dynamic or dynamic_values(split(dynamic, "--dynamic")),
                             dtypes=dtypes if len(dtypes) > 1 else None,
                             channels_last=formats if len(formats) > 1 else None,
                             cudnn_benchmark=cudnn if len(cudnn) > 1 else None,

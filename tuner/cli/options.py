@@ -3,17 +3,21 @@ one place where library errors become one-line CLI errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tuner.errors import UserError
+
+if TYPE_CHECKING:
+    from tuner.spec.space_file import SpaceFile
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 CONFIRM_REPEATS = "auto"  # tuner.study.finalists.DEFAULT_REPEATS, without importing pandas for --help
@@ -26,7 +30,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            raise click.ClickException(_with_its_source(str(exc))) from exc
+            raise click.ClickException(_with_its_source(exc)) from exc
         except BrokenPipeError:
             raise  # the reader went away (| head): nothing to tell it
         except OSError as exc:  # the machine, not the input: a full disk, say (> /dev/full)
@@ -35,12 +39,14 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_SPACE_FILE = "tuner.space_file"  # ctx.meta: (path, {file key: the values it gave})
+_SPACE_FILE = "tuner.space_file"  # ctx.meta: (path, {option: the file key whose values it took})
 
 
-def _with_its_source(message: str) -> str:
+def _with_its_source(exc: UserError) -> str:
     """An error about a value the user gave another way than its option says so: the checks
-    name the option. A storage URL from TUNER_STORAGE, and values from the --space file."""
+    name the option. A storage URL from TUNER_STORAGE, and values from the --space file: the
+    error's ``about`` (the options whose values were found wrong) names the file's keys."""
+    message = str(exc)
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return message
@@ -49,11 +55,10 @@ def _with_its_source(message: str) -> str:
         from tuner.study.redact import redact
 
         message = message.replace(f"--storage {redact(url)}", f"TUNER_STORAGE={redact(url)}")
-    if _SPACE_FILE not in ctx.meta or "--space" in message:
+    if _SPACE_FILE not in ctx.meta:  # not set where the file itself is refused (that names it)
         return message
     path, taken = ctx.meta[_SPACE_FILE]
-    blamed = [key for key, values in taken.items()
-              if any(f"'{v.rpartition('=')[2]}'" in message for v in values.split(","))]
+    blamed = [taken[option] for option in exc.about if option in taken]
     return f"{message} (from {', '.join(blamed)} in --space {path})" if blamed else message
 
 
@@ -354,20 +359,19 @@ def user_gave(ctx: click.Context, name: str) -> bool:
                                               click.core.ParameterSource.ENVIRONMENT)
 
 
-def with_space_file(path: Path, **given: Any) -> tuple[Any, ...]:
-    """The dimension options with the space file's values where the command line gave none."""
-    from tuner.spec.space_file import read_space_file
+# The file's key -> the parameter of `tuner search` it stands for, where they differ.
+_PARAMETER_OF = {"dtypes": "dtype"}
+
+
+def with_space_file(path: Path) -> SpaceFile:
+    """The space file's values, less those of the options given on the command line: they win.
+    Its lists stay typed as the file gave them, so a file's item is never split at a comma."""
+    from tuner.spec.space_file import OPTIONS, read_space_file
 
     ctx = click.get_current_context()
     from_file = read_space_file(path)
-    names = {"dtype": "dtypes"}  # parameter -> the file's key, where they differ
-    out, taken = [], {}
-    for param, value in given.items():
-        key = names.get(param, param)
-        in_file = getattr(from_file, key)
-        typed = user_gave(ctx, param)
-        out.append(value if typed or in_file is None else in_file)
-        if not typed and in_file is not None:
-            taken[key] = in_file if isinstance(in_file, str) else ",".join(in_file)
+    given = {key: None for key in OPTIONS if user_gave(ctx, _PARAMETER_OF.get(key, key))}
+    kept = dataclasses.replace(from_file, **given)
+    taken = {option: key for key, option in OPTIONS.items() if getattr(kept, key) is not None}
     ctx.meta[_SPACE_FILE] = (path, taken)  # for the errors about these values (user_errors)
-    return tuple(out)
+    return kept

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
+import math
 import re
 import types
 import typing
@@ -31,6 +32,13 @@ from tuner.spec.config import (
     option_column,
 )
 from tuner.spec.workload import check_precision
+
+# The largest batch size a study takes: the int32 range. A batch past it is beyond any device
+# (one 224x224 RGB float32 image is 0.6 MB, so 2**31 of them 1.3 PB), so a larger one is a
+# typo. Near 2**63 the rows' int64 columns (tuner.data.schema: batch_size, and the byte counts
+# that grow with it) overflow when the rows are written, a traceback after the trials ran: it
+# is refused here, before any trial.
+MAX_BATCH_SIZE = 2**31 - 1
 
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}
@@ -263,15 +271,25 @@ def _option_value(name: str, value: Any, atoms: list[Any]) -> OptionValue:
             return int(text)
     if float in atoms and not isinstance(value, bool):
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError):
             pass
+        else:
+            if math.isfinite(number):
+                return number
+            if str not in atoms or text is None:
+                # nan is not equal to itself: no stored trial would match it, and a resume would
+                # measure its configs again; inf is no setting either.
+                raise UserError(f"--inductor-option {name}: {value!r} is not a finite number: "
+                                f"give numbers, e.g. --inductor-option {name}=0.5,1.0",
+                                about="--inductor-option")
     if str in atoms and text is not None:
         return text
     kinds = ", ".join(sorted({repr(a[1]) if isinstance(a, tuple) else
                               ("none" if a is type(None) else a.__name__) for a in atoms}))
     raise UserError(f"--inductor-option {name}: cannot read {value!r} as {kinds}: pass e.g. "
-                    f"--inductor-option {name}=V1,V2 with values of that type")
+                    f"--inductor-option {name}=V1,V2 with values of that type",
+                    about="--inductor-option")
 
 
 def check_options(options: Mapping[str, Sequence[Any]],
@@ -285,25 +303,34 @@ def check_options(options: Mapping[str, Sequence[Any]],
     """
     known = dict(available) if available is not None else inductor_option_types()
     out: dict[str, tuple[OptionValue, ...]] = {}
+    spelled: dict[str, str] = {}  # option -> as the user first spelled it
     columns: dict[str, str] = {}
+    about = "--inductor-option"
     for raw, values in options.items():
         name = raw.strip().replace("-", "_")  # as torch.compile reads option names
         if name not in known:
             close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise UserError(f"unknown inductor option {raw!r}{hint}: give a name of "
-                            "torch._inductor.config, dots for nested ones (triton.cudagraphs)")
+                            "torch._inductor.config, dots for nested ones (triton.cudagraphs)",
+                            about=about)
+        if name in spelled:  # epilogue_fusion and epilogue-fusion: one would silently win
+            raise UserError(f"inductor option {name} given twice, as {spelled[name]!r} and "
+                            f"{raw!r}: give it once, with all its values", about=about)
+        spelled[name] = raw
         atoms = _atoms(known[name])
         if not atoms:
             raise UserError(f"--inductor-option {name}: its type ({known[name]}) is not a "
-                            "boolean, number, string or list of literals; only those are searched")
+                            "boolean, number, string or list of literals; only those are searched",
+                            about=about)
         if not values:
-            raise UserError(f"--inductor-option {name}: no values: pass e.g. {name}=true,false")
+            raise UserError(f"--inductor-option {name}: no values: pass e.g. {name}=true,false",
+                            about=about)
         typed = tuple(dict.fromkeys(_option_value(name, v, atoms) for v in values))
         other = columns.setdefault(option_column(name), name)
         if other != name:
             raise UserError(f"inductor options {other} and {name} share the column "
-                            f"{option_column(name)}: search one of them")
+                            f"{option_column(name)}: search one of them", about=about)
         out[name] = typed
     return tuple(sorted(out.items()))
 
@@ -313,7 +340,8 @@ def _bools(values: Sequence[Any], option: str) -> tuple[bool, ...]:
     out = []
     for v in values:
         if not isinstance(v, bool) and str(v).strip().lower() not in table:
-            raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)")
+            raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)",
+                            about=option)
         out.append(v if isinstance(v, bool) else table[str(v).strip().lower()])
     return tuple(dict.fromkeys(out))
 
@@ -351,10 +379,15 @@ def build_space(
     on_cuda = device.startswith("cuda")
 
     if not batch_sizes:
-        raise UserError("no batch size given: pass e.g. --batch-sizes 1,32")
+        raise UserError("no batch size given: pass e.g. --batch-sizes 1,32", about="--batch-sizes")
     for bs in batch_sizes:
         if not isinstance(bs, int) or isinstance(bs, bool) or bs <= 0:
-            raise UserError(f"batch size {bs!r} is not a positive integer: pass e.g. --batch-sizes 1,32")
+            raise UserError(f"batch size {bs!r} is not a positive integer: pass e.g. "
+                            "--batch-sizes 1,32", about="--batch-sizes")
+        if bs > MAX_BATCH_SIZE:
+            raise UserError(f"batch size {bs} is more than {MAX_BATCH_SIZE} (2**31 - 1), more "
+                            "than any device holds: pass e.g. --batch-sizes 1,32",
+                            about="--batch-sizes")
 
     if backends is None:
         backends = [b for b in (EAGER, INDUCTOR, "cudagraphs") if b in have_backends
@@ -362,18 +395,21 @@ def build_space(
     for b in backends:
         if (install := missing_package(b)) is not None:
             raise UserError(f"backend {b!r} needs a package that is not installed: pip install "
-                            f"{install}, or choose from {', '.join(have_backends)}")
+                            f"{install}, or choose from {', '.join(have_backends)}",
+                            about="--backend")
         if b not in have_backends:
-            raise UserError(f"unknown backend {b!r}: this torch offers {', '.join(have_backends)}")
+            raise UserError(f"unknown backend {b!r}: this torch offers {', '.join(have_backends)}",
+                            about="--backend")
         if b in _CUDA_ONLY_BACKENDS and not on_cuda:
-            raise UserError(f"backend {b!r} needs a CUDA device; this run is on {device}")
+            raise UserError(f"backend {b!r} needs a CUDA device; this run is on {device}",
+                            about="--backend")
     if EAGER not in backends:
         # Eager is the baseline every row is compared with: always measured, so always in the space.
         backends = [EAGER, *backends]
 
     if modes is not None and INDUCTOR not in backends:
         raise UserError("--mode applies to the inductor backend only: add inductor to --backend "
-                        "or drop --mode")
+                        "or drop --mode", about=("--mode", "--backend"))
     if modes is None:
         modes = [m for m in have_modes if on_cuda or m not in CUDAGRAPH_MODES]
         # max-autotune compiles for minutes per config; the user opts in, or gets it on the GPU.
@@ -381,10 +417,12 @@ def build_space(
             modes = [m for m in modes if not m.startswith("max-autotune")]
     for m in modes:
         if m not in have_modes:
-            raise UserError(f"unknown mode {m!r}: this torch's inductor offers {', '.join(have_modes)}")
+            raise UserError(f"unknown mode {m!r}: this torch's inductor offers "
+                            f"{', '.join(have_modes)}", about="--mode")
         if m in CUDAGRAPH_MODES and not on_cuda:
             raise UserError(f"mode {m!r} records CUDA graphs and needs a CUDA device; "
-                            f"this run is on {device} (try max-autotune-no-cudagraphs)")
+                            f"this run is on {device} (try max-autotune-no-cudagraphs)",
+                            about="--mode")
     if dynamic is None:
         dynamic = [False]
 
@@ -392,15 +430,16 @@ def build_space(
         check_precision(precision, device)
     if cudnn_benchmark and not on_cuda:
         raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
-                        "drop it")
+                        "drop it", about="--cudnn-benchmark")
     if options and INDUCTOR not in backends:
         raise UserError("--inductor-option applies to the inductor backend only: add inductor "
-                        "to --backend or drop --inductor-option")
+                        "to --backend or drop --inductor-option",
+                        about=("--inductor-option", "--backend"))
     checked = check_options(options, available_options) if options else ()
     graphs = [name for name, _ in checked if cuda_graph_option(name)]
     if graphs and not on_cuda:
         raise UserError(f"--inductor-option {', '.join(graphs)}: CUDA graphs need a CUDA device; "
-                        f"this run is on {device}: drop it")
+                        f"this run is on {device}: drop it", about="--inductor-option")
 
     return SearchSpace(
         backends=tuple(dict.fromkeys(backends)),

@@ -1,6 +1,6 @@
 """A search space written down: ``tuner search --space space.toml``.
 
-Each key narrows one dimension, as its command-line option does; an option given on the
+Each key sets one dimension, as its command-line option does; an option given on the
 command line wins over the file. The keys, with the option each stands for::
 
     batch_sizes = [1, 16]                        # --batch-sizes 1,16
@@ -13,9 +13,17 @@ command line wins over the file. The keys, with the option each stands for::
 
     [inductor_options]                           # --inductor-option NAME=V1,V2, one per key
     coordinate_descent_tuning = [false, true]
-    "triton.cudagraphs" = [false]
+    triton.cudagraphs = [false]                  # or "triton.cudagraphs": the same option
 
-The values are checked where the command line's are (:func:`tuner.spec.space.build_space`).
+A file does more than narrow: any ``--space`` file turns off the two extras a CUDA search adds
+for the options left unset (:func:`tuner.spec.space.default_options`, ``default_formats``).
+Where neither the file nor the command line gives them, no inductor option is searched and
+channels_last is off. Every other dimension the file leaves out takes its option's default,
+as without a file.
+
+Each list's items are kept as given, a comma in a string included: they are not split as the
+command line's values are. Their values are checked where the command line's are
+(:func:`tuner.spec.space.build_space`).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UserError
+from tuner.spec.config import OptionValue
 
 # key -> the option it stands for
 OPTIONS = {"batch_sizes": "--batch-sizes", "backends": "--backend", "modes": "--mode",
@@ -36,16 +45,25 @@ OPTIONS = {"batch_sizes": "--batch-sizes", "backends": "--backend", "modes": "--
 
 @dataclasses.dataclass(frozen=True)
 class SpaceFile:
-    """The file's values, as the command line would spell them (None: not in the file)."""
+    """The file's values, typed, each once in the order given (None: not in the file);
+    ``inductor_options`` holds (option name as written, dotted where nested, its values)."""
 
-    batch_sizes: str | None = None
+    batch_sizes: tuple[int, ...] | None = None
     backends: tuple[str, ...] | None = None
     modes: tuple[str, ...] | None = None
-    dynamic: tuple[str, ...] | None = None
-    dtypes: str | None = None
-    channels_last: str | None = None
-    cudnn_benchmark: str | None = None
-    inductor_options: tuple[str, ...] | None = None
+    dynamic: tuple[bool | None, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    channels_last: tuple[bool, ...] | None = None
+    cudnn_benchmark: tuple[bool, ...] | None = None
+    inductor_options: tuple[tuple[str, tuple[OptionValue, ...]], ...] | None = None
+
+
+# key -> (the kinds of item it takes, an example for the error); dynamic's "none" is a string.
+_ITEMS: dict[str, tuple[tuple[type, ...], str]] = {
+    "batch_sizes": ((int,), "[1, 16]"), "backends": ((str,), '["eager", "inductor"]'),
+    "modes": ((str,), '["default"]'), "dynamic": ((bool, str), '[false, true, "none"]'),
+    "dtypes": ((str,), '["float32", "bfloat16"]'), "channels_last": ((bool,), "[false, true]"),
+    "cudnn_benchmark": ((bool,), "[true, false]")}
 
 
 def read_space_file(path: Path) -> SpaceFile:
@@ -75,26 +93,60 @@ def read_space_file(path: Path) -> SpaceFile:
             if not isinstance(value, dict) or not value:
                 raise UserError(f"--space {path}: [inductor_options] must be a table of "
                                 "NAME = [values], e.g. epilogue_fusion = [true, false]")
-            fields[key] = tuple(f"{name}={_joined(path, f'inductor_options.{name}', values)}"
-                                for name, values in value.items())
-        elif key in ("backends", "modes", "dynamic"):
-            fields[key] = (_joined(path, key, value),)
+            fields[key] = tuple(
+                (name, _items(path, f"inductor_options.{name}", values, (bool, int, float, str),
+                              "[true, false]"))
+                for name, values in _flattened(path, value).items())
+        elif key == "dynamic":
+            fields[key] = tuple(dict.fromkeys(_dynamic(path, v) for v in
+                                              _items(path, key, value, *_ITEMS[key])))
         else:
-            fields[key] = _joined(path, key, value)
+            fields[key] = _items(path, key, value, *_ITEMS[key])
     return SpaceFile(**fields)
 
 
-def _joined(path: Path, key: str, value: Any) -> str:
-    """``[1, 16]`` -> ``"1,16"``; ``[false, true]`` -> ``"false,true"``: the option's spelling."""
+def _flattened(path: Path, table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"triton": {"cudagraphs": [false]}}`` -> ``{"triton.cudagraphs": [false]}``: TOML reads
+    an unquoted dotted key as nested tables, and ``triton.cudagraphs = ...`` is meant as the
+    option ``"triton.cudagraphs"``, as torch names it."""
+    out: dict[str, Any] = {}
+    for name, value in table.items():
+        full = f"{prefix}{name}"
+        nested = isinstance(value, dict) and value  # an empty table is refused as no list
+        inner = _flattened(path, value, f"{full}.") if nested else {full: value}
+        for option, values in inner.items():
+            if option in out:  # "triton.cudagraphs" quoted beside triton.cudagraphs unquoted
+                raise UserError(f"--space {path}: inductor_options.{option} given twice; "
+                                "give it once")
+            out[option] = values
+    return out
+
+
+def _items(path: Path, key: str, value: Any, kinds: tuple[type, ...], example: str
+           ) -> tuple[Any, ...]:
+    """The list's items, each once in the order given, each of one of ``kinds``."""
     if not isinstance(value, list) or not value:
-        raise UserError(f"--space {path}: {key} must be a non-empty list, e.g. {key} = [...]")
-    out = []
+        raise UserError(f"--space {path}: {key} must be a non-empty list, e.g. {key} = {example}")
     for item in value:
-        if isinstance(item, bool):
-            out.append("true" if item else "false")
-        elif isinstance(item, (int, float, str)):
-            out.append(str(item))
-        else:
-            raise UserError(f"--space {path}: {key} holds {item!r}; use numbers, strings or "
-                            "true/false")
-    return ",".join(out)
+        # bool is an int to Python, but true is no batch size
+        if not isinstance(item, kinds) or (isinstance(item, bool) and bool not in kinds):
+            raise UserError(f"--space {path}: {key} holds {item!r}; give "
+                            f"{_kinds(kinds)}, e.g. {key} = {example}")
+    return tuple(dict.fromkeys(value))
+
+
+def _kinds(kinds: tuple[type, ...]) -> str:
+    """``(bool, int, float, str)`` -> ``"true/false, numbers or strings"``."""
+    names = [name for kind, name in ((bool, "true/false"), (int, "whole numbers"),
+                                     (float, "numbers"), (str, "strings"))
+             if kind in kinds and not (kind is int and float in kinds)]
+    return " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
+
+
+def _dynamic(path: Path, item: bool | str) -> bool | None:
+    """``dynamic``'s items: true, false, or "none" (torch.compile's dynamic=None)."""
+    if isinstance(item, bool):
+        return item
+    if item.strip().lower() in ("none", "auto"):
+        return None
+    raise UserError(f"--space {path}: dynamic holds {item!r}; give true, false or \"none\"")

@@ -48,10 +48,10 @@ def check_precision(precision: str, device: str) -> None:
     """
     if precision not in PRECISIONS:
         raise UserError(f"unknown dtype {precision!r} in --dtype: choose from "
-                        f"{', '.join(PRECISIONS)}")
+                        f"{', '.join(PRECISIONS)}", about="--dtype")
     if precision == "tf32" and not device.startswith("cuda"):
         raise UserError(f"--dtype tf32 needs a CUDA device (on {device} it is float32): "
-                        "drop tf32 or use --device cuda")
+                        "drop tf32 or use --device cuda", about="--dtype")
 
 # One shape of a schedule: a batch size, or (batch size, sequence length) for a factory model.
 Shape = int | tuple[int, int]

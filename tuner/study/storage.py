@@ -556,13 +556,16 @@ def _workload_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
 
 
 def _space_hint(stored: dict[str, Any], differ: set[str]) -> str:
-    """Why a study made before the default knobs (tuner.spec.space.default_options) differs
-    from the same command now, and how to ask for its space."""
+    """Why a study that searched neither inductor options nor channels_last differs from the
+    same command now, where only those differ: a CUDA search without --space adds them
+    (tuner.spec.space.default_options, default_formats), and the study was made with a --space
+    file, which does not, or before tuner added them. The study does not store which."""
     if differ <= {"options", "channels_last"} and not stored.get("options") \
             and not stored.get("channels_last"):
-        return ("; a CUDA search now also covers inductor options and channels_last where they "
-                "are not given: --inductor-option none --channels-last false asks for the space "
-                "of a study made before that")
+        return ("; without --space a CUDA search also covers inductor options and channels_last "
+                "where they are not given: if the study was made with a --space file, pass the "
+                "same --space file; if it was made before tuner searched them, "
+                "--inductor-option none --channels-last false asks for its space")
     return ""
 
 
@@ -604,4 +607,5 @@ def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: 
                 f"{told(k, wanted.get(k), True)}" for k in sorted(differ)]
         raise UserError(f"study {study.study_name!r} was made with another {what} "
                         f"({'; '.join(diff)}); rerun with the same options or pick a new "
-                        f"--name{hint(stored, differ) if hint else ''}")
+                        f"--name{hint(stored, differ) if hint else ''}",
+                        about=tuple(OPTION_OF[k] for k in sorted(differ) if k in OPTION_OF))
