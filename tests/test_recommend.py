@@ -443,6 +443,12 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
                                    fail={"inductor:default": Status.COMPILE_TIMEOUT}))
     assert failed.why_eager == ("no compiled config finished and matched eager (1 of 1 trials "
                                 "failed: 1 compile_timeout)")
+    # It finished and matched eager in the search, then failed a fresh process (tuner confirm).
+    again = recommend(write_study(tmp_path, "d", trial_configs=pair,
+                                  columns={"inductor:default": {"repeats_failed": 1}}))
+    assert again.why_eager == ("no compiled config finished, matched eager and held up when "
+                               "measured again (1 of 1 failed when measured again in a fresh "
+                               "process (tuner confirm))")
     # Compiled and slower: that is compiling not paying off.
     slower = recommend(write_study(tmp_path, "c", trial_configs=pair,
                                    changes={"inductor:default": {"latency_ms_p50": 9.0}}))

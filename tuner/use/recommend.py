@@ -31,7 +31,7 @@ from tuner.data.derive import ran_eager_only
 from tuner.data.measured import Measured
 from tuner.data.noise import p50s_of, within_noise
 from tuner.data.rows import config_of, plain
-from tuner.data.select import OBJECTIVES, Constraints, best, eligible, rank
+from tuner.data.select import OBJECTIVES, Constraints, best, eligible, failed_again, rank
 from tuner.errors import UserError
 from tuner.spec.config import EAGER, TrialConfig, uses_cudagraphs
 from tuner.spec.records import FINGERPRINT_FIELDS, Status
@@ -366,7 +366,10 @@ def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
     tried = compiled_at(df)
     if tried.empty:
         return "the study measured no compiled config at this batch size"
-    return f"no compiled config finished and matched eager ({_why_none(tried)})"
+    # A finalist that a fresh process failed finished and matched eager in the search.
+    held = " and held up when measured again" if failed_again(tried).any() else ""
+    return f"no compiled config finished, matched eager{held} ({_why_none(tried)})" if held \
+        else f"no compiled config finished and matched eager ({_why_none(tried)})"
 
 
 def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ...]:
@@ -409,7 +412,8 @@ def _why_none(df: pd.DataFrame) -> str:
     ok = df[df["status"] == Status.OK.value]
     failed = df["status"][df["status"] != Status.OK.value].value_counts()
     statuses = ", ".join(f"{n} {status}" for status, n in failed.items())
-    parts = [f"{len(df) - len(ok)} of {len(df)} trials failed" + (f": {statuses}" if statuses else "")]
+    parts = [f"{len(df) - len(ok)} of {len(df)} trials failed" + (f": {statuses}" if statuses else "")
+             ] if len(ok) < len(df) or not failed_again(ok).any() else []
     unverified = int(ok["correct"].isna().sum())
     if unverified:
         parts.append(f"{unverified} could not be checked for correctness")
@@ -419,6 +423,10 @@ def _why_none(df: pd.DataFrame) -> str:
     ran_eager = int(ran_eager_only(ok).sum())
     if ran_eager:
         parts.append(f"{ran_eager} compiled nothing and ran eager")
+    again = int(failed_again(ok).sum())
+    if again:
+        parts.append(f"{again} of {len(df)} failed when measured again in a fresh process "
+                     "(tuner confirm)")
     return "; ".join(parts)
 
 
