@@ -483,13 +483,14 @@ def test_tuner_confirm_on_an_existing_study(tmp_path, fake_cli):
 
     again = invoke("confirm", "st", "--studies-dir", str(tmp_path), "--json")
     assert again.exit_code == 0, again.output
-    assert "0 re-measurements now" in again.stderr
+    assert ("4 finalists on the fronts now; 0 re-measurements now; each already has its "
+            "--repeats (--redo measures them again)") in again.stderr
     data = json.loads(again.stdout)
     assert all(len(r["latency_ms_p50_repeats"]) == 3 for r in data["pareto"])
     assert all(r["rank_within_noise"] is not None for r in data["pareto"])
 
     more = invoke("confirm", study, "--repeats", "3")
-    assert "4 re-measurements now" in more.stderr
+    assert "4 re-measurements now" in more.stderr and "already has" not in more.stderr
     redo = invoke("confirm", study, "--redo", "--repeats", "2", "-q")
     assert redo.exit_code == 0 and redo.stderr == ""
     storage = make_storage(f"sqlite:///{tmp_path / 'st' / 'study.db'}")

@@ -418,8 +418,8 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
             quiet) -> None:
     """Measure a study's finalists again, in fresh processes, and rank them within noise.
 
-    The finalists are the Pareto-optimal configs of each batch size. Each gets --repeats more
-    processes: the first compiles on the trial's kept cache (a warm compile) and saves the
+    The finalists are the Pareto-optimal configs of each batch size. Each is measured in fresh
+    processes until it has --repeats in all, those of earlier runs included: the first compiles on the trial's kept cache (a warm compile) and saves the
     compile artifacts where torch can; the next starts from those artifacts on an empty cache;
     any more are warm again. The p50s of all processes give a spread and a 95% interval, and
     a t-test over them ranks the configs: equal ranks are within noise. The median of those

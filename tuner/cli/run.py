@@ -64,8 +64,12 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
     the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped."""
     with signals.installed(signals.stop_handlers(search, say, "re-measurement")):
         summary = search.confirm(repeats, redo=redo)
-    failed = f", {summary.failed} failed" if summary.failed else ""
-    say(f"{summary.finalists} finalists; {summary.measured} re-measurements now{failed}"
+    failed = f", {summary.failed} failed (left out of the fronts)" if summary.failed else ""
+    # Nothing measured and not stopped: every finalist had its --repeats from earlier runs.
+    done = "; each already has its --repeats (--redo measures them again)" \
+        if not summary.measured and not summary.stopped else ""
+    say(f"{summary.finalists} finalists on the fronts now; {summary.measured} re-measurements "
+        f"now{failed}{done}"
         + (f"; stopped by the user ({'the same command without --redo' if redo else 'the same command'} resumes)"
            if summary.stopped else ""))
     return summary.stopped
