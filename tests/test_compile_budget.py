@@ -201,6 +201,34 @@ def test_a_real_compile_past_its_budget_is_killed_with_its_children(tmp_path, mo
     assert os.path.exists(tmp_path / "trial" / "trial.log")
 
 
+def test_a_resume_skips_the_mode_of_a_compile_past_the_budget_that_a_killed_run_left(
+        tmp_path, monkeypatch):
+    # The first run stops right after the compile that ran past the budget, before it recorded
+    # that mode's other configs as not run: as if killed there. The resume skips them all the same.
+    space = build_space(device="cuda", batch_sizes=[1], backends=["eager", "inductor"],
+                        modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
+                        options={"epilogue_fusion": ["true", "false"]},
+                        available_backends=BACKENDS, available_modes=MODES,
+                        available_options={"epilogue_fusion": bool})
+    spec = make_spec(tmp_path, space=space, protocol=BUDGET)
+    autotune = {c.key for c in space.configs() if c.mode == "max-autotune-no-cudagraphs"}
+    killed = Search(spec, FakeRunner())
+    monkeypatch.setattr(killed, "_skip_mode", lambda config, number, not_run: 0)
+    killed.on_trial = lambda event: event.result.status is Status.COMPILE_TIMEOUT and \
+        killed.stop_after_trial.set()
+    killed.run()
+    assert sum(key in autotune for key in killed.runner.calls) == 1
+    said: list[str] = []
+    resumed = Search(spec, FakeRunner(), on_message=said.append)
+    summary = resumed.run()
+    assert not set(resumed.runner.calls) & autotune  # none compiled past the budget again
+    rows = summary.trials[summary.trials["config_key"].isin(autotune)]
+    assert len(rows) == len(autotune) and (rows["status"] == "compile_timeout").all()
+    assert rows["message"].str.startswith("not run").sum() == len(autotune) - 1
+    assert any("compiled past --compile-timeout at batch size 1 (trial" in m and
+               f"its {len(autotune) - 1} other config(s) there are skipped" in m for m in said)
+
+
 def test_a_mode_that_compiled_past_the_budget_is_not_tried_again_at_that_batch_size(tmp_path):
     # A night must not go to max-autotune timeouts: once a config of a mode ran past the compile
     # budget at a batch size, that mode's other configs there are rows saying so, not trials.

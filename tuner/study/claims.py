@@ -25,11 +25,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.launch.prestart import alive
 from tuner.spec.config import TrialConfig
+from tuner.spec.records import Status
 from tuner.spec.space import SearchSpace
 from tuner.study.broken import HELD, Breakage, breakage_of, retried
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.params import params_of
-from tuner.study.record import is_measured, stored_result
+from tuner.study.record import is_measured, stored_result, was_run
 from tuner.study.storage import (
     CONFIG_ATTR,
     INTERRUPTED_ATTR,
@@ -58,6 +59,9 @@ class StudyState:
     recorded: set[str] = dataclasses.field(default_factory=set)
     # batch size -> the stored eager failure that skips it (tuner.study.broken), the oldest
     broken: dict[int, Breakage] = dataclasses.field(default_factory=dict)
+    # the tuner's trial number -> the config of each trial that compiled past --compile-timeout
+    # (run, not a not-run row): the other configs of its mode there are skipped (Search)
+    compile_timeouts: dict[int, TrialConfig] = dataclasses.field(default_factory=dict)
 
     def taken(self, key: str) -> bool:
         return key in self.measured or key in self.pending
@@ -103,6 +107,7 @@ class Claims:
         holders: dict[str, set[int]] = {}
         recorded: set[str] = set()
         broken: dict[int, Breakage] = {}
+        compile_timeouts: dict[int, TrialConfig] = {}
         for stored in sorted(self.fronts.trials(), key=lambda s: s.number):
             t = stored.frozen
             if stored.number == exclude:
@@ -119,6 +124,8 @@ class Claims:
                 held = record.get("status") in HELD_STATUSES
                 if held:
                     self._note_breakage(stored, record, broken)
+                if record.get("status") == Status.COMPILE_TIMEOUT.value and was_run(record):
+                    compile_timeouts[stored.number] = config
                 if not retried(config, record.get("status")) and not (
                         held and self._retry_held and not config.compiled):
                     measured.add(cast(str, key))
@@ -136,7 +143,7 @@ class Claims:
                     running.add(key)
                     beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
         return StudyState(measured, pending, waiting, running, beating, queued, holders,
-                          recorded, broken)
+                          recorded, broken, compile_timeouts)
 
     @staticmethod
     def _note_breakage(stored: StoredTrial, record: dict[str, object],

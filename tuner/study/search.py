@@ -134,11 +134,23 @@ class Search:
         not_run: set[str] = set()  # keys this run recorded as not run
         rng = random.Random(spec.seed)
         said_waiting = False
+        skipped_modes: set[int] = set()  # trials past --compile-timeout whose mode is skipped
         while True:
             claims.stop_heartbeat()  # the trial of the last round is told
             claims.fail_stale()
             state = claims.state()
             self._held_broken(state, broken)
+            # An earlier run's, or another worker's, compile past --compile-timeout skips its
+            # mode there as this run's own does: a search killed before it recorded the skip
+            # would otherwise spend the budget again on each of them.
+            told = [(n, c) for n, c in state.compile_timeouts.items() if n not in skipped_modes]
+            skipped_modes.update(n for n, _ in told)
+            # Only where the state read here has a config left to skip: each skip reads it again.
+            told = [(n, c) for n, c in told if any(
+                (o.batch_size, o.backend, o.mode) == (c.batch_size, c.backend, c.mode)
+                and not state.taken(o.key) for o in configs)]
+            if sum(self._skip_mode(config, number, not_run) for number, config in told):
+                state = claims.state()
             if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
                 stop_reason = f"reached {spec.n_trials} trials"
                 break
@@ -250,6 +262,7 @@ class Search:
                         not_run.add(other.key)
             elif result.status is Status.COMPILE_TIMEOUT:
                 self._skip_mode(config, number, not_run)
+                skipped_modes.add(number)
         if broken and not _any_ok(self.export().trials):
             failures = "; ".join(f"batch size {bs}: {reason}"
                                  for bs, reason in sorted(broken.items()))
@@ -292,7 +305,7 @@ class Search:
                 f"batch size {batch_size} is skipped: the study holds that the model fails "
                 f"there without compiling ({why}); rerun with --retry-failed to try it again")
 
-    def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> None:
+    def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> int:
         """After a compile past --compile-timeout, the other configs of that backend and mode at
         that batch size are rows that say so, not trials: each would likely spend the budget
         again (max-autotune of resnet18 ran past 380 s on the H200), and a night would go to
@@ -312,8 +325,9 @@ class Search:
             not_run.add(other.key)
         if skipped:
             self.on_message(f"{config.label} compiled past --compile-timeout at batch size "
-                            f"{config.batch_size}: its {len(skipped)} other config(s) there are "
-                            "skipped")
+                            f"{config.batch_size} (trial {number}): its {len(skipped)} other "
+                            "config(s) there are skipped")
+        return len(skipped)
 
     def confirm(self, repeats: int | str | finalists.Repeats,
                 redo: bool = False) -> finalists.ConfirmSummary:
