@@ -242,6 +242,60 @@ def test_a_resumed_search_does_not_measure_confirmed_finalists_again(tmp_path):
     assert {after[n][2]["kind"] for n in after} == {"warm", "eager"}
 
 
+def test_two_processes_confirming_one_study_keep_both_their_measurements_and_share_the_work(
+        tmp_path):
+    s, _ = search(tmp_path, repeats=0)
+    storage = s.claims.storage
+
+    class Beside(FakeRunner):
+        """While each of its re-measurements runs, another process stores one of the same trial."""
+
+        def run(self, request, workdir, abort=None, cache_dir=None):
+            result = super().run(request, workdir, abort, cache_dir)
+            trial = next(n for n, key in configs.items() if key == request.config.key)
+            stored = finalists.repeats_of(s.study, storage).get(trial, [])
+            other = {**finalists._record("warm", result), "host": "other"}
+            finalists._keep(s.study, storage, trial, [*stored, other])
+            return result
+
+    df = s.export().trials
+    configs = {int(r["trial_number"]): r["config_key"] for _, r in df.iterrows()}
+    runner = Beside(jitter=0.02)
+    summary = Search(s.spec, runner).confirm(4)
+    stored = finalists.repeats_of(s.study, storage)
+    assert stored and all(len(v) >= 4 for v in stored.values())
+    for records in stored.values():  # every process's kept: none overwrote another's
+        assert sum(r["host"] == "other" for r in records) == sum(r["host"] != "other"
+                                                                 for r in records)
+    # Each counted the other's: 2 of the 4 each, not 4.
+    assert summary.measured == len(runner.calls) == 2 * len(stored)
+
+
+def test_a_finalist_another_process_measured_meanwhile_is_not_measured_again(tmp_path):
+    s, _ = search(tmp_path, repeats=0)
+    storage = s.claims.storage
+    front = set(select.pareto(s.export().trials)["trial_number"].astype(int))
+
+    class Ahead(FakeRunner):
+        """During its first re-measurement, another process measures every other finalist."""
+
+        def run(self, request, workdir, abort=None, cache_dir=None):
+            result = super().run(request, workdir, abort, cache_dir)
+            if len(self.calls) == 1:
+                first = int(workdir.parent.name)  # trials/<N>/repeat-<k>
+                for n in front - {first}:
+                    finalists._keep(s.study, storage, n, [
+                        {**finalists._record("warm", result), "host": "other"}
+                        for _ in range(3)])
+            return result
+
+    runner = Ahead(jitter=0.02)
+    summary = Search(s.spec, runner).confirm(3)
+    assert summary.measured == len(runner.calls) == 3  # the first finalist's, no more
+    stored = finalists.repeats_of(s.study, storage)
+    assert sorted(len(v) for v in stored.values()) == [3] * len(front)
+
+
 def test_redo_forgets_earlier_measurements(tmp_path):
     s, _ = search(tmp_path)
     before = finalists.repeats_of(s.study, s.claims.storage)

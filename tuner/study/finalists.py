@@ -29,6 +29,7 @@ import shutil
 import statistics
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,6 +206,17 @@ def _keep(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int
                                   REPEATS_ATTR + str(number), records)
 
 
+def _merged(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
+            records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trial's re-measurements as stored now, with those of ``records`` not there yet
+    after them: another process confirming the same study (a second search of it) keeps its
+    own, and each counts the other's instead of measuring them again. Records are told apart
+    by their ``id``; a record of an older tuner, which has none, by its fields."""
+    stored = repeats_of(study, storage).get(number, [])
+    known = [r.get("id") or r for r in stored]
+    return stored + [r for r in records if (r.get("id") or r) not in known]
+
+
 def forget(study: optuna.Study, storage: optuna.storages.BaseStorage) -> int:
     """Forget every trial's re-measurements (``tuner confirm --redo``), before the front is
     chosen: one that failed had left its finalist off the front, and one on it may not be
@@ -257,6 +269,10 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
+            records[:] = _merged(study, storage, number, records)  # another process's count
+            if any(r["status"] != Status.OK.value for r in records) or \
+                    not plan_of.more(own + _p50s(records), len(records)):
+                break  # another process measured it enough, or saw it fail
             kind, request, cache = _next(spec, number, config, records)
             workdir = spec.layout.repeat_dir(number, len(records) + 1)
             empty = Path(tempfile.mkdtemp(prefix="tuner-cache-")) if cache is None else None
@@ -267,7 +283,7 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
                     shutil.rmtree(empty, ignore_errors=True)
             if result.status is Status.INTERRUPTED:
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
-            records.append(_record(kind, result))
+            records[:] = _merged(study, storage, number, [*records, _record(kind, result)])
             _keep(study, storage, number, records)
             measured += 1
             failed += not result.ok
@@ -355,6 +371,7 @@ def _record(kind: str, result: TrialResult) -> dict[str, Any]:
         "host_other_cpu_cores": getattr(result, "host_other_cpu_cores", None),
         "torch": fp.get("torch"), "host": fp.get("host"),
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "id": uuid.uuid4().hex,  # tells it from another process's (_merged)
     }
 
 
