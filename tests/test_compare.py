@@ -52,15 +52,17 @@ def test_best_config_per_objective_with_ratios_and_own_eager(two_gpus):
     assert [s.name for s in c.studies] == ["resnet18-h200", "resnet18-l4"]
     assert c.batch_sizes == [1, 8]
     a, b = best(c, 1, "latency", "A"), best(c, 1, "latency", "B")
-    assert a.label == "inductor:max-autotune" and a.latency_ms_p50 == pytest.approx(3.4375 / 2)
-    assert b.label == "inductor:reduce-overhead" and b.latency_ms_p50 == pytest.approx(3.75 / 0.7)
+    assert a.label == "inductor:max-autotune" and a.latency_ms_p50_median == pytest.approx(
+        3.4375 / 2)
+    assert b.label == "inductor:reduce-overhead" and b.latency_ms_p50_median == pytest.approx(
+        3.75 / 0.7)
     assert a.latency_vs_a is None
     assert b.latency_vs_a == pytest.approx((3.75 / 0.7) / (3.4375 / 2))
     assert b.throughput_vs_a == pytest.approx(1 / b.latency_vs_a)
     assert b.compile_vs_a == pytest.approx(17 / 90)
     assert b.memory_vs_a == pytest.approx(1.0)
     # The tail per request, each study's own (FakeRunner: p99 = 1.02 x p50)
-    assert a.latency_ms_p99 == pytest.approx(1.02 * 3.4375 / 2)
+    assert a.latency_ms_p99_median == pytest.approx(1.02 * 3.4375 / 2)
     assert b.p99_vs_a == pytest.approx(b.latency_vs_a)
     # Each study against its own eager baseline.
     assert a.speedup_vs_eager == pytest.approx(6.25 / 3.4375)
@@ -143,7 +145,7 @@ def test_text_output_from_the_cli(two_gpus):
                                     str(two_gpus[1])])
     assert out.exit_code == 0, out.output
     assert "batch size 1: best config per objective" in out.output
-    assert "p50 ms" in out.output and "p99 ms" in out.output
+    assert "median ms" in out.output and "median p99" in out.output
     assert "B's inductor:reduce-overhead on A: on A's Pareto front, 1.875 ms, 1.09x slower" \
         in out.output
 
@@ -236,16 +238,20 @@ def test_a_batch_size_the_target_did_not_measure_is_said_so(tmp_path, two_gpus):
     assert "has no verified config" not in text
 
 
-def test_a_study_given_twice_is_called_out(tmp_path, two_gpus):
+def test_a_study_given_twice_is_an_error(tmp_path, two_gpus):
+    # Every ratio between a study and itself is 1: a mistake to say, not a comparison to print.
     h200 = two_gpus[0]
-    same = compare([h200, h200 / "trials.parquet"])
-    assert any("A and B are the same file" in n for n in same.confounders)
+    with pytest.raises(UserError, match="A and B are the same file .*give two different studies"):
+        compare([h200, h200 / "trials.parquet"])
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in ("trials.parquet", "pareto.parquet"):
         (copy / name).write_bytes((h200 / name).read_bytes())
-    copied = compare([h200, copy])
-    assert any("A and B hold the same trials" in n for n in copied.confounders)
+    with pytest.raises(UserError, match="A and B hold the same trials .*a copy of the other"):
+        compare([h200, copy])
+    out = CliRunner().invoke(main, ["compare", str(h200), str(h200)])
+    assert out.exit_code == 1 and out.output.startswith("Error: A and B are the same file")
+    assert out.output.count("\n") == 1 and "batch size" not in out.output
     assert not any("A and B" in n for n in compare(two_gpus).confounders)
 
 
@@ -391,3 +397,183 @@ def test_a_mode_this_torch_does_not_list_sets_nothing_rather_than_failing_an_exp
     from tuner.data.equivalent import mode_options
 
     assert mode_options(["default", "no-such-mode"]) == {"default": {}, "no-such-mode": {}}
+
+
+# -- audit: ratios only between like quantities, words for what happened, files named as written --
+
+ALL_LABELS = ("eager", "inductor:default", "inductor:reduce-overhead", "inductor:max-autotune",
+              "cudagraphs")
+
+
+def test_a_compiled_best_has_no_compile_ratio_against_an_eager_best(tmp_path, two_gpus):
+    # A's best is eager everywhere; its first call takes time (a real one does), which is no
+    # compile time: B's 90 s compile has no ratio to it.
+    only_eager = write_study(tmp_path, "eager-only", trial_configs=configs(labels=["eager"]),
+                             changes={"eager": {"compile_s_cold": 0.0175}})
+    c = compare([only_eager, two_gpus[0]])
+    b = best(c, 1, "latency", "B")
+    assert b.label == "inductor:max-autotune" and b.compile_s_cold == 90.0
+    assert b.compile_vs_a is None
+    row = next(line for line in render(c).splitlines()
+               if line.startswith("latency ") and " B " in line)
+    assert " 90.0 " in row and "90.0 (" not in row
+    # Between two compiled bests the ratio stays.
+    assert best(compare(two_gpus), 1, "latency", "B").compile_vs_a == pytest.approx(17 / 90)
+
+
+def test_a_config_that_failed_when_measured_again_is_said_so_not_called_incorrect(
+        tmp_path, two_gpus):
+    # The row keeps how many re-measurements failed (repeats_failed), not their status.
+    again = write_study(tmp_path, "failed-again", columns={"inductor:max-autotune": {
+        "repeats_failed": 1, "latency_ms_p50_repeats": [3.4375, 3.44]}})
+    c = compare([two_gpus[0], again])
+    t = transfer(c, 1, "A", "B")
+    assert (t.outcome, t.detail) == ("failed", "failed when measured again: 1 of 2 "
+                                     "re-measurements in fresh processes did not finish ok")
+    assert "A's inductor:max-autotune on B: did not pass there (failed when measured again: " \
+           "1 of 2 re-measurements in fresh processes did not finish ok); B's best is " \
+           "inductor:reduce-overhead" in render(c)
+    assert "not verified correct" not in render(c)
+
+
+def test_the_latency_is_named_as_show_and_the_parquet_name_it(tmp_path, two_gpus):
+    # A finalist measured again: its median over processes is not its search trial's p50.
+    again = write_study(tmp_path, "again", columns={"inductor:max-autotune": {
+        "latency_ms_p50_repeats": [3.4375, 3.0, 3.1], "latency_ms_p99_repeats": [3.5, 3.1, 3.2]}})
+    out = CliRunner().invoke(main, ["compare", str(again), str(two_gpus[1]), "--json"])
+    assert out.exit_code == 0, out.output
+    row = next(b for b in json.loads(out.output)["best"]
+               if (b["batch_size"], b["objective"], b["study"]) == (1, "latency", "A"))
+    shown = json.loads(CliRunner().invoke(main, ["show", str(again), "--json"]).output)
+    theirs = next(p for p in shown["pareto"] if (p["batch_size"], p["label"])
+                  == (1, "inductor:max-autotune"))
+    assert "latency_ms_p50" not in row and "latency_ms_p99" not in row
+    assert row["latency_ms_p50_median"] == theirs["latency_ms_p50_median"] == 3.1
+    assert theirs["latency_ms_p50"] == 3.4375
+    assert row["latency_ms_p99_median"] == pytest.approx(3.2)
+    text = CliRunner().invoke(main, ["compare", str(again), str(two_gpus[1])]).output
+    header = next(line for line in text.splitlines() if line.startswith("objective"))
+    assert "median ms" in header and "median p99" in header and "p50 ms" not in header
+
+
+def test_the_plot_path_printed_is_the_file_written(tmp_path, two_gpus):
+    runner = CliRunner()
+    out = runner.invoke(main, ["compare", *map(str, two_gpus), "--plot", str(tmp_path / "fronts")])
+    assert out.exit_code == 0, out.output
+    assert f"plot written to {tmp_path / 'fronts.png'}" in out.output
+    assert (tmp_path / "fronts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "fronts").exists()
+    out = runner.invoke(main, ["compare", *map(str, two_gpus), "--plot", str(tmp_path / "f.svg")])
+    assert f"plot written to {tmp_path / 'f.svg'}" in out.output
+    assert b"<svg" in (tmp_path / "f.svg").read_bytes()[:500]
+    assert ".svg" in " ".join(runner.invoke(main, ["compare", "--help"]).output.split())
+
+
+def test_device_memory_and_host_memory_get_no_ratio(tmp_path, two_gpus):
+    import matplotlib
+
+    host = write_study(tmp_path, "host-rss", changes={
+        label: {"vram_bytes_steady_reserved": None} for label in ALL_LABELS})
+    c = compare([two_gpus[0], host])
+    assert [s.memory_kind for s in c.studies] == ["cuda_reserved", "host_max_rss"]
+    assert all(b.memory_vs_a is None for b in c.best)
+    rows = [line for line in render(c).splitlines() if line.startswith("latency ")]
+    assert rows and all("GiB (" not in line for line in rows)
+    assert best(compare(two_gpus), 1, "latency", "B").memory_vs_a == pytest.approx(1.0)
+    # The plot's memory axis says they are not one quantity (text kept as text in the SVG).
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        svg = plot(c, tmp_path / "fronts.svg").read_text()
+    assert "not one quantity: A cuda_reserved, B host_max_rss" in svg
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        assert "not one quantity" not in plot(compare(two_gpus), tmp_path / "same.svg").read_text()
+
+
+def test_a_study_without_a_verified_config_at_a_batch_size_is_said_so(tmp_path, two_gpus):
+    # At batch size 8 eager ran out of memory, so the search ran no compiled config there.
+    not_run = "not run: at batch size 8 the model fails without compiling (trial 5, eager: oom)"
+    skipped = {c.key: {"message": not_run} for c in configs([8]) if c.compiled}
+    broken = write_study(tmp_path, "broken-bs8", changes=skipped, fail={
+        c.key: Status.OOM if not c.compiled else Status.WORKLOAD_ERROR for c in configs([8])})
+    c = compare([two_gpus[0], broken])
+    assert c.absent == {8: ["B has no verified config at batch size 8: of its 5 trials there, "
+                            "4 not run, 1 oom"]}
+    t = transfer(c, 8, "A", "B")
+    assert (t.outcome, t.detail) == ("not_run", not_run[len("not run: "):])
+    text = render(c)
+    assert "\n  (B has no verified config at batch size 8: of its 5 trials there, 4 not run, " \
+           "1 oom)\n" in text
+    assert "A's inductor:max-autotune on B: not run there: at batch size 8 the model fails " \
+           "without compiling (trial 5, eager: oom); B has no verified config at batch size 8" \
+           in text
+    assert "did not pass there" not in text
+    # The other way, a study that never ran a batch size says so too.
+    only_one = write_study(tmp_path, "only-bs1", trial_configs=configs(batch_sizes=[1]))
+    assert compare([only_one, two_gpus[0]]).absent == {8: ["A did not measure batch size 8"]}
+
+
+def test_a_batch_size_that_failed_in_every_study_is_said_so(tmp_path):
+    fail = {c.key: Status.OOM for c in configs([8])}
+    a = write_study(tmp_path, "a", fail=fail)
+    b = write_study(tmp_path, "b", gpu="NVIDIA L4", fail=fail)
+    c = compare([a, b])
+    assert c.batch_sizes == [1, 8]
+    text = render(c)
+    assert "batch size 8: best config per objective\n  (no study has a verified config at " \
+           "this batch size)\n  (A has no verified config at batch size 8: of its 5 trials " \
+           "there, 5 oom)\n  (B has no verified config" in text
+
+
+def test_labels_name_the_precision_where_the_studies_differ_in_it(tmp_path, two_gpus):
+    bf16 = write_study(tmp_path, "bf16", workload=Workload("resnet18", "cuda", dtype="bfloat16"))
+    c = compare([two_gpus[0], bf16])
+    assert best(c, 1, "latency", "A").label == "inductor:max-autotune fp32"
+    assert best(c, 1, "latency", "B").label == "inductor:max-autotune bf16"
+    assert "A's inductor:max-autotune fp32 on B: not measured there; B's best is " \
+           "inductor:max-autotune bf16" in render(c)
+    assert best(compare(two_gpus), 1, "latency", "A").label == "inductor:max-autotune"
+
+
+def test_a_small_ratio_keeps_two_significant_digits(tmp_path):
+    slow = write_study(tmp_path, "slow", speed=0.002, trial_configs=configs([1]))
+    fast = write_study(tmp_path, "fast", gpu="NVIDIA L4", trial_configs=configs([1]))
+    c = compare([slow, fast])
+    b = best(c, 1, "latency", "B")
+    assert b.latency_vs_a == pytest.approx(0.002)
+    row = next(line for line in render(c).splitlines()
+               if line.startswith("latency ") and " B " in line)
+    assert f"{b.latency_ms_p50_median:.3f} (0.0020x)" in row
+
+
+def test_compare_is_public_and_refuses_one_path(two_gpus):
+    import tuner
+
+    assert tuner.compare is compare and "compare" in dir(tuner)
+    for one in (str(two_gpus[0]), two_gpus[0]):
+        with pytest.raises(UserError, match="give a list of studies to compare"):
+            tuner.compare(one)
+
+
+def test_studies_without_any_verified_config_are_an_error(tmp_path):
+    fail = {c.key: Status.OOM for c in configs()}
+    a = write_study(tmp_path, "a", fail=fail)
+    b = write_study(tmp_path, "b", gpu="NVIDIA L4", fail=fail)
+    out = CliRunner().invoke(main, ["compare", str(a), str(b)])
+    assert out.exit_code == 1 and out.output.count("\n") == 1, out.output
+    assert out.output == ("Error: nothing to compare: no study has a verified config (A: none of "
+                          "its 10 trials finished and matched eager; B: none of its 10 trials "
+                          "finished and matched eager)\n")
+
+
+def test_the_readme_excerpt_is_the_real_output():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    start = readme.index("An excerpt:\n\n```\n", readme.index("## Comparing GPU models"))
+    excerpt = readme[start:].split("```\n")[1].splitlines()
+    out = CliRunner().invoke(main, ["compare", str(root / "studies" / "h200-resnet18"),
+                                    str(root / "studies" / "cpu-resnet18")])
+    assert out.exit_code == 0, out.output
+    # Some of the output's lines, in its order.
+    rest = iter(out.output.splitlines())
+    assert len(excerpt) > 3 and all(line in rest for line in excerpt), excerpt

@@ -1,5 +1,6 @@
 """The Python API as a type checker and an editor see it: mypy knows ``tuner.recommend``'s
-signature through the lazy ``import tuner``, and tab completion offers the public names."""
+and ``tuner.compare``'s signatures through the lazy ``import tuner``, and tab completion offers
+the public names."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import tuner
 rec = tuner.recommend("studies/x", batch_size={batch_size})
 model = rec.apply(torch.nn.Linear(4, 4))
 print(rec.config.label, tuner.UserError, tuner.Constraints, tuner.MismatchWarning)
+print(tuner.compare(["studies/x", "studies/y"]).batch_sizes)
 """
 # The tuner package is read (its own errors silenced: the check is of the user's script); the
 # big libraries under it are not, which keeps a cold run at seconds instead of a minute.
@@ -53,6 +55,6 @@ def test_mypy_rejects_a_wrong_argument_type(tmp_path):
 
 
 def test_the_public_names_are_listed_and_importable():
-    assert {"recommend", "Recommendation", "Constraints", "MismatchWarning", "UserError"} <= set(
-        dir(tuner))
-    from tuner import Constraints, MismatchWarning, UserError, recommend  # noqa: F401
+    assert {"recommend", "Recommendation", "Constraints", "MismatchWarning", "UserError",
+            "compare"} <= set(dir(tuner))
+    from tuner import Constraints, MismatchWarning, UserError, compare, recommend  # noqa: F401

@@ -6,6 +6,7 @@ The Python API, for production code::
 
     rec = tuner.recommend("studies/resnet50-cuda", batch_size=32, max_vram_gb=20)
     model = rec.apply(model)
+    side_by_side = tuner.compare(["studies/resnet50-h200", "studies/resnet50-l4"])
 
 ``import tuner`` stays light (no pandas, no torch): the names below load on first use.
 """
@@ -17,15 +18,18 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import UserError
 from tuner.version import __version__ as __version__
 
-__all__ = ["Constraints", "MismatchWarning", "Recommendation", "UserError", "recommend"]
+__all__ = ["Constraints", "MismatchWarning", "Recommendation", "UserError", "compare",
+           "recommend"]
 
 if TYPE_CHECKING:
     from tuner.data.select import Constraints
+    from tuner.use.compare import compare
     from tuner.use.environment import MismatchWarning
     from tuner.use.recommend import Recommendation, recommend
 
 _LAZY = {"recommend": "tuner.use.recommend", "Recommendation": "tuner.use.recommend",
-         "Constraints": "tuner.data.select", "MismatchWarning": "tuner.use.environment"}
+         "Constraints": "tuner.data.select", "MismatchWarning": "tuner.use.environment",
+         "compare": "tuner.use.compare"}
 
 
 def __getattr__(name: str) -> Any:

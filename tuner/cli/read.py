@@ -159,7 +159,9 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
 @studies_dir_option
 @json_option
 @click.option("--plot", "plot_file", type=GivenPath(dir_okay=False, path_type=Path),
-              help="Also write a PNG of the Pareto fronts (latency vs memory per batch size).")
+              help="Also write a plot of the Pareto fronts (latency vs memory per batch size): "
+                   "PNG, or the format FILE's extension names (.svg, .pdf); FILE without one "
+                   "gets .png.")
 @user_errors
 def compare(studies, studies_dir, as_json, plot_file) -> None:
     """Compare studies side by side, e.g. one model on two GPU models.
@@ -170,7 +172,9 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
     others: the same compile, precision and memory format, found in each study whatever
     dimensions it searched (an inductor option at the value its mode runs without it counts
     as unset). Differences that confound the comparison (torch version, workload, shape
-    schedule) are named.
+    schedule, kind of memory) are named, and a study with no verified config at a batch size
+    is named under its table with why. The same study given twice, or studies none of which
+    has a verified config, is an error.
 
     \b
     Examples:
@@ -183,8 +187,8 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
 
     result = compare_([study_path(s, studies_dir) for s in studies])
     if plot_file is not None:
-        plot(result, plot_file)
-        click.echo(f"plot written to {plot_file}", err=True)
+        written = plot(result, plot_file)  # the file's own name: .png added where it has none
+        click.echo(f"plot written to {written}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

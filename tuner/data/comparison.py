@@ -32,7 +32,9 @@ class Best:
     label: str
     config_key: str
     trial_number: int
-    latency_ms_p50: float | None  # tuner.data.select.LATENCY: a finalist's median over processes
+    # tuner.data.select.LATENCY, named as in show --json and trials.parquet: a finalist's median
+    # p50 over its processes, any other row's own p50
+    latency_ms_p50_median: float | None
     throughput_per_s: float | None
     peak_memory_bytes: float | None
     compile_s_cold: float | None
@@ -40,10 +42,10 @@ class Best:
     speedup_vs_eager: float | None
     latency_vs_a: float | None = None
     throughput_vs_a: float | None = None
-    memory_vs_a: float | None = None
-    compile_vs_a: float | None = None
+    memory_vs_a: float | None = None  # None where A's memory is another kind (memory_kind)
+    compile_vs_a: float | None = None  # None where either config is eager: it compiles nothing
     # the tail per request, tuner.data.select.TAIL_P99 (a finalist's median over processes)
-    latency_ms_p99: float | None = None
+    latency_ms_p99_median: float | None = None
     p99_vs_a: float | None = None
     # the whole shape schedule, recompiles included (the traffic objective); None without one
     schedule_total_s: float | None = None
@@ -60,9 +62,10 @@ class Transfer:
     target: str
     label: str
     config_key: str
-    outcome: str  # on_front | off_front | failed | not_measured
-    detail: str  # the failure status when failed
-    target_latency_ms: float | None
+    # on_front | off_front | failed | not_run (the search skipped it there) | not_measured
+    outcome: str
+    detail: str  # failed: why (its status, or what an ok row lacks); not_run: why not
+    target_latency_ms: float | None  # tuner.data.select.LATENCY, as latency_ms_p50_median
     target_best_label: str | None
     target_best_latency_ms: float | None
     slowdown_vs_target_best: float | None  # target_latency / target best; 1.0 = it is the best
@@ -72,7 +75,7 @@ class Transfer:
 @dataclasses.dataclass(frozen=True)
 class Point:
     label: str
-    latency_ms_p50: float  # tuner.data.select.LATENCY, as the front is chosen
+    latency_ms_p50_median: float  # tuner.data.select.LATENCY, as the front is chosen
     peak_memory_bytes: float | None
 
 
@@ -84,6 +87,8 @@ class Comparison:
     transfers: list[Transfer]
     confounders: list[str]
     fronts: dict[str, dict[int, list[Point]]]  # tag -> batch size -> Pareto points
+    # batch size -> why each study without a verified config there is not in its table
+    absent: dict[int, list[str]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

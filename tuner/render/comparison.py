@@ -19,9 +19,13 @@ def render(c: Comparison) -> str:
         w = s.workload
         lines.append(f"  {s.tag}  {s.name}: {w.get('model')} {w.get('dtype')} on "
                      f"{w.get('device')}, measured on {where(s)}")
+    lines.append("(median ms, median p99: per request, a finalist's median over its processes, "
+                 "any other config's own: trials.parquet's latency_ms_p50_median, "
+                 "latency_ms_p99_median)")
     lines += [f"note: {note}" for note in c.confounders]
     for bs in c.batch_sizes:
         lines += ["", f"batch size {bs}: best config per objective", _table(c, bs)]
+        lines += [f"  ({why})" for why in c.absent.get(bs, [])]
         moves = [t for t in c.transfers if t.batch_size == bs]
         if moves:
             lines.append("transfer of each study's fastest config to the others:")
@@ -40,11 +44,11 @@ def _table(c: Comparison, bs: int) -> str:
         return "  (no study has a verified config at this batch size)"
     # The shape schedule's whole time, where a study replayed one (the traffic objective).
     traffic = any(b.schedule_total_s is not None for b in rows)
-    headers = ["objective", "study", "config", "p50 ms", "p99 ms", "items/s", "memory",
+    headers = ["objective", "study", "config", "median ms", "median p99", "items/s", "memory",
                "compile s", *(["traffic s"] if traffic else []), "vs own eager"]
     body = [[b.objective, b.study, b.label,
-             _with_ratio(b.latency_ms_p50, "{:.3f}", b.latency_vs_a),
-             _with_ratio(b.latency_ms_p99, "{:.3f}", b.p99_vs_a),
+             _with_ratio(b.latency_ms_p50_median, "{:.3f}", b.latency_vs_a),
+             _with_ratio(b.latency_ms_p99_median, "{:.3f}", b.p99_vs_a),
              _with_ratio(b.throughput_per_s, "{:,.0f}", b.throughput_vs_a),
              _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
              _compile_cell(b),
@@ -54,14 +58,20 @@ def _table(c: Comparison, bs: int) -> str:
 
 
 def plot(comparison: Comparison, path: str | Path) -> Path:
-    """Write a PNG: per batch size, each study's Pareto front, latency vs memory, every point
-    labelled with its config and every front with its study, so no legend is needed."""
+    """Write a PNG (or the format ``path``'s extension names, as matplotlib does: .svg, .pdf):
+    per batch size, each study's Pareto front, latency vs memory, every point labelled with
+    its config and every front with its study, so no legend is needed. Returns the path
+    written: a path without an extension gets .png, as matplotlib would add it."""
     from matplotlib.figure import Figure
 
     path = Path(path)
-    sizes = comparison.batch_sizes
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
+    sizes = [bs for bs in comparison.batch_sizes
+             if any(comparison.fronts[s.tag].get(bs) for s in comparison.studies)]
     if not sizes:
         raise UserError("nothing to plot: no study has a verified config")
+    memory = _memory_label(comparison.studies)
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
     colour = {s.tag: colours[i % len(colours)] for i, s in enumerate(comparison.studies)}
     fig = Figure(figsize=(6.5 * len(sizes), 5.5 + 0.3 * len(comparison.studies)),
@@ -73,27 +83,27 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
         every = [p for points in fronts.values() for p in points]
         if not every:
             continue
-        log_x = max(p.latency_ms_p50 for p in every) / max(
-            min(p.latency_ms_p50 for p in every), 1e-9) > 20
+        log_x = max(p.latency_ms_p50_median for p in every) / max(
+            min(p.latency_ms_p50_median for p in every), 1e-9) > 20
         place = _Labeller(every, log_x)
         for s in comparison.studies:
             points, c = fronts[s.tag], colour[s.tag]
             if not points:
                 continue
-            ax.scatter([p.latency_ms_p50 for p in points],
+            ax.scatter([p.latency_ms_p50_median for p in points],
                        [_memory(p) / GIB for p in points], color=c, s=36, zorder=3)
             stair = _front_2d(points)
-            ax.step([p.latency_ms_p50 for p in stair], [_memory(p) / GIB for p in stair],
+            ax.step([p.latency_ms_p50_median for p in stair], [_memory(p) / GIB for p in stair],
                     where="post", color=c, alpha=0.6, zorder=2)
             first = stair[0]
             dx, ha = place.side(first)
-            ax.annotate(f"{s.tag}: {s.name}", (first.latency_ms_p50, _memory(first) / GIB),
+            ax.annotate(f"{s.tag}: {s.name}", (first.latency_ms_p50_median, _memory(first) / GIB),
                         fontsize=9, fontweight="bold", color=c, xytext=(dx, -13),
                         textcoords="offset points", ha=ha)
             for p in points:
                 lift = place(p)
                 dx, ha = place.side(p)
-                ax.annotate(p.label, (p.latency_ms_p50, _memory(p) / GIB), fontsize=7,
+                ax.annotate(p.label, (p.latency_ms_p50_median, _memory(p) / GIB), fontsize=7,
                             color=c, xytext=(dx, lift), textcoords="offset points", ha=ha,
                             arrowprops=dict(arrowstyle="-", color=c, lw=0.5, alpha=0.5)
                             if lift > 3 else None)
@@ -101,7 +111,7 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
             ax.set_xscale("log")
         ax.set_title(f"batch size {bs}")
         ax.set_xlabel("median latency per call (ms), lower is better")
-        ax.set_ylabel("memory while serving (GiB), lower is better")
+        ax.set_ylabel(memory)
         ax.grid(True, alpha=0.3)
     # One line per study, so long GPU and torch names are never cut off at the figure's edge.
     title = "\n".join(["Pareto fronts (latency, memory, warm-up) per batch size"] + [
@@ -114,12 +124,22 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
     return path
 
 
+def _memory_label(studies: list[StudyRef]) -> str:
+    """The memory axis's title; where the studies measured different kinds of memory, it says
+    so rather than calling them one quantity."""
+    kinds = {s.memory_kind for s in studies} - {None}
+    if len(kinds) < 2:
+        return "memory while serving (GiB), lower is better"
+    each = ", ".join(f"{s.tag} {s.memory_kind}" for s in studies if s.memory_kind)
+    return f"memory while serving (GiB), lower is better\nnot one quantity: {each}"
+
+
 def _transfer_sentence(t: Transfer) -> str:
     head = f"{t.source}'s {t.label} on {t.target}:"
     if not t.target_measured_batch_size:
         theirs = f"{t.target} did not measure batch size {t.batch_size}"
     elif t.target_best_latency_ms is None:
-        theirs = f"{t.target} has no verified config"
+        theirs = f"{t.target} has no verified config at batch size {t.batch_size}"
     else:
         theirs = f"{t.target}'s best is {t.target_best_label} ({t.target_best_latency_ms:.3f} ms)"
     if t.outcome == "not_measured":
@@ -127,6 +147,8 @@ def _transfer_sentence(t: Transfer) -> str:
             f"{head} not measured there; {theirs}")
     if t.outcome == "failed":
         return f"{head} did not pass there ({t.detail}); {theirs}"
+    if t.outcome == "not_run":
+        return f"{head} not run there: {t.detail}; {theirs}"
     where = f"{'on' if t.outcome == 'on_front' else 'NOT on'} {t.target}'s Pareto front"
     if t.slowdown_vs_target_best is None or t.slowdown_vs_target_best <= 1.0:
         return f"{head} {where}, {t.target_latency_ms:.3f} ms, the fastest there"
@@ -154,7 +176,7 @@ class _Labeller:
         return (-4.0, "right") if right else (4.0, "left")
 
     def _x(self, p: Point) -> float:
-        return math.log10(p.latency_ms_p50) if self.log_x else p.latency_ms_p50
+        return math.log10(p.latency_ms_p50_median) if self.log_x else p.latency_ms_p50_median
 
     def __call__(self, p: Point) -> float:
         x, y = self._x(p) / self.x_span, (p.peak_memory_bytes or 0.0) / self.y_span
@@ -171,7 +193,7 @@ def _memory(p: Point) -> float:
 def _front_2d(points: list[Point]) -> list[Point]:
     """The latency/memory non-dominated points, by latency: the staircase drawn per study."""
     out: list[Point] = []
-    for p in sorted(points, key=lambda p: (p.latency_ms_p50, _memory(p))):
+    for p in sorted(points, key=lambda p: (p.latency_ms_p50_median, _memory(p))):
         if not out or _memory(p) < _memory(out[-1]):
             out.append(p)
     return out
@@ -186,7 +208,8 @@ def _compile_cell(b: Best) -> str:
 
 def _with_ratio(value: float | None, fmt: str, ratio: float | None) -> str:
     text = cell(value, fmt)
-    return text if ratio is None else f"{text} ({ratio:.2f}x)"
+    # Two significant digits below 0.1: a CPU against a GPU is 0.0035x, not 0.00x.
+    return text if ratio is None else f"{text} ({ratio:{'.2f' if ratio >= 0.1 else '#.2g'}}x)"
 
 
 def _grid(headers: list[str], body: list[list[str]]) -> str:

@@ -21,6 +21,10 @@ FINGERPRINT_FIELDS = ("device_kind", "gpu_name", "gpu_compute_capability", "gpu_
                       "driver", "cuda", "torch", "triton", "torchvision", "python", "tuner",
                       "host", "cpu")
 SCHEDULE_REPEATS = 3  # a shape schedule is replayed this many times over: samples per shape
+# How the record of a config the search decided not to run begins
+# (tuner.study.record.record_not_run); here, so that readers of a file need no Optuna.
+NOT_RUN = "not run: "
+
 
 class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change what str() of a member gives)
     """How a trial ended. Every status but ``ok`` is a failure stored as data."""

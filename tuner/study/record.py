@@ -21,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.data.rows import plain
 from tuner.spec.config import TrialConfig
-from tuner.spec.records import TrialResult
+from tuner.spec.records import NOT_RUN, TrialResult
 from tuner.spec.space import SearchSpace
 from tuner.study.fronts import Fronts
 from tuner.study.params import params_of, suggest
@@ -32,10 +32,6 @@ from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, MESSAGE_ATTR, RESULT_ATTR
 SUMMARY_COLUMNS = ("latency_ms_p50", "latency_ms_p99", "stream_ms_p50", "speedup_vs_eager",
                    "peak_memory_bytes", "compile_s_cold", "correct", "graph_breaks",
                    "recompiles")
-
-
-# How the record of a config the search decided not to run begins (see record_not_run).
-NOT_RUN = "not run: "
 
 
 def was_run(record: Mapping[str, Any]) -> bool:

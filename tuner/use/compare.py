@@ -4,7 +4,9 @@ Per batch size, each study's best config per objective with its numbers and thei
 first study's, the speedup over each study's own eager baseline, and transfer: does one study's
 fastest config stay on another's Pareto front, and how much slower than that study's own best
 is it there. Differences that confound a hardware comparison (torch version, workload, cold vs
-warm compile, kind of memory) are named.
+warm compile, kind of memory) are named; where the studies' workloads differ in precision or
+memory format, each label says which its config ran (``inductor:default bf16``). The same study
+given twice, or studies none of which has a verified config, is a :class:`UserError`.
 
 Rows count as :func:`tuner.data.select.eligible` says and the best is
 :func:`tuner.data.select.best`'s, as for :func:`tuner.recommend` and ``tuner show``; a best
@@ -14,7 +16,9 @@ over its processes).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import string
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,17 +30,25 @@ from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed, ran_eager_only
 from tuner.data.equivalent import RAN, ran_keys
-from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, pareto
+from tuner.data.rows import config_of
+from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, failed_again, pareto
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
+from tuner.spec.records import NOT_RUN, Status
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",
                   "shape_schedule")
+# The workload's keys a config may set itself (tuner.spec.config.TrialConfig): a label leaves
+# them out where the config did not.
+_RAN_WITH = ("dtype", "channels_last", "cudnn_benchmark")
 SCHEDULE = OBJECTIVES["traffic"].column
 
 
 def compare(paths: Sequence[str | Path]) -> Comparison:
     """Compare two or more studies (folders or Parquet files); A is the first."""
+    if isinstance(paths, (str, bytes, os.PathLike)):  # a str is a sequence: of its characters
+        raise UserError(f"give a list of studies to compare, e.g. compare([{str(paths)!r}, "
+                        "'studies/other']), not one path")
     if len(paths) < 2:
         raise UserError("give at least two studies to compare (folders or trials.parquet files)")
     if len(paths) > len(string.ascii_uppercase):
@@ -57,12 +69,26 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
                            lambda v: listed(v) > 1).any()),
                        trials=len(df), verified=len(ok))
         loaded.append((ref, df, ok))
+    refs = [ref for ref, _, _ in loaded]
+    same = duplicates([(ref, df) for ref, df, _ in loaded])
+    if same:  # every ratio would be 1: a mistake, not a comparison
+        raise UserError(same[0])
+    if not any(ref.verified for ref in refs):
+        raise UserError("nothing to compare: no study has a verified config (" + "; ".join(
+            f"{ref.tag}: {_none_verified(ref)}" for ref in refs) + ")")
+    # A precision or memory format the studies' workloads differ in: named in every label.
+    differ = [k for k in _RAN_WITH if len({repr(ref.workload.get(k)) for ref in refs}) > 1]
+    if differ:
+        for i, (ref, df, ok) in enumerate(loaded):
+            df = _labelled(df, ref.workload, differ)
+            loaded[i] = (ref, df, df.loc[ok.index])
 
-    sizes = sorted({int(b) for _, _, ok in loaded for b in ok["batch_size"].dropna().unique()})
+    # Every batch size any study tried: one that failed everywhere is said so, not left out.
+    sizes = sorted({int(b) for _, df, _ in loaded for b in df["batch_size"].dropna().unique()})
     bests: list[Best] = []
     transfers: list[Transfer] = []
-    refs = [ref for ref, _, _ in loaded]
     fronts: dict[str, dict[int, list[Point]]] = {ref.tag: {} for ref in refs}
+    absent: dict[int, list[str]] = {}
     for bs in sizes:
         at = {ref.tag: ok[ok["batch_size"] == bs] for ref, _, ok in loaded}
         tried = {ref.tag: df[df["batch_size"] == bs] for ref, df, _ in loaded}
@@ -71,6 +97,8 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
             if not rows.empty:
                 fronts[tag][bs] = [Point(str(r["label"]), float(r[LATENCY]),
                                          _num(r["peak_memory_bytes"])) for _, r in rows.iterrows()]
+        # A study with no verified config here is not in the table: why, in words.
+        absent[bs] = [_absent(bs, ref.tag, tried[ref.tag]) for ref in refs if at[ref.tag].empty]
         for objective in OBJECTIVES:
             first: pd.Series | None = None
             for ref in refs:
@@ -85,8 +113,8 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
             for target in refs:
                 if source.tag != target.tag and not at[source.tag].empty:
                     transfers.append(_transfer(bs, source.tag, target.tag, at, tried, front))
-    notes = duplicates([(ref, df) for ref, df, _ in loaded]) + confounders(refs)
-    return Comparison(refs, sizes, bests, transfers, notes, fronts)
+    return Comparison(refs, sizes, bests, transfers, confounders(refs), fronts,
+                      {bs: lines for bs, lines in absent.items() if lines})
 
 
 def duplicates(studies: list[tuple[StudyRef, pd.DataFrame]]) -> list[str]:
@@ -96,11 +124,11 @@ def duplicates(studies: list[tuple[StudyRef, pd.DataFrame]]) -> list[str]:
     for i, (a, df_a) in enumerate(studies):
         for b, df_b in studies[i + 1:]:
             if Path(a.path).resolve() == Path(b.path).resolve():
-                out.append(f"{a.tag} and {b.tag} are the same file ({a.path}): the study is "
-                           "compared with itself; give two different studies")
+                out.append(f"{a.tag} and {b.tag} are the same file ({a.path}): the study would "
+                           "be compared with itself; give two different studies")
             elif df_a.equals(df_b):
                 out.append(f"{a.tag} and {b.tag} hold the same trials ({a.path}, {b.path}): one "
-                           "is a copy of the other, so the study is compared with itself")
+                           "is a copy of the other; give two different studies")
     return out
 
 
@@ -130,9 +158,7 @@ def confounders(studies: list[StudyRef]) -> list[str]:
                    "memory, host_max_rss the process's resident memory")
     for s in studies:
         if not s.verified:
-            out.append(f"study {s.tag} has no verified config: " + (
-                "it holds no trial yet" if not s.trials else
-                f"none of its {s.trials} trials finished and matched eager"))
+            out.append(f"study {s.tag} has no verified config: {_none_verified(s)}")
     # Only a study with verified configs has finalists, measured once or again.
     again = {s.tag: s.measured_again for s in studies if s.verified}
     if len(set(again.values())) > 1:
@@ -149,6 +175,59 @@ def confounders(studies: list[StudyRef]) -> list[str]:
 
 
 # -- pieces ------------------------------------------------------------------------------------
+def _none_verified(study: StudyRef) -> str:
+    return ("it holds no trial yet" if not study.trials else
+            f"none of its {study.trials} trials finished and matched eager")
+
+
+def _labelled(df: pd.DataFrame, workload: dict[str, Any], keys: list[str]) -> pd.DataFrame:
+    """``df`` with each label naming the workload's value of each of ``keys`` its config did not
+    set: between a float32 and a bfloat16 study, "inductor:default" names two different runs."""
+    def label(row: pd.Series) -> str:
+        config = config_of(row)
+        unset = {k: workload[k] for k in keys
+                 if getattr(config, k) is None and workload.get(k) is not None}
+        return dataclasses.replace(config, **unset).label if unset else str(row["label"])
+
+    return df.assign(label=df.apply(label, axis=1)) if len(df) else df
+
+
+def _why_not(rows: pd.DataFrame) -> list[str]:
+    """Why each of ``rows`` (none of them eligible) is not compared, as
+    :func:`tuner.data.select.eligible` decides: a failure's status, a config the search did not
+    run and why, or what an ok row lacks. What comes before a ":" is the reason in short."""
+    again, eager_only = failed_again(rows), ran_eager_only(rows)
+    out = []
+    for i, row in rows.iterrows():
+        message = str(row.get("message") or "")
+        if message.startswith(NOT_RUN):
+            out.append(message.splitlines()[0])
+        elif row["status"] != Status.OK.value:
+            out.append(str(row["status"]))
+        elif again[i]:
+            # The rows keep how many re-measurements failed, not how (the study's storage does).
+            failed = int(row["repeats_failed"])
+            fine = max(listed(row.get("latency_ms_p50_repeats")) - 1, 0)  # its own p50 first
+            out.append(f"failed when measured again: {failed} of {failed + fine} "
+                       "re-measurements in fresh processes did not finish ok")
+        elif eager_only[i]:
+            out.append("compiled nothing, ran eager")
+        elif _num(row.get("latency_ms_p50")) is None:
+            out.append("no latency measured")
+        else:
+            out.append("not verified correct")
+    return out
+
+
+def _absent(bs: int, tag: str, tried: pd.DataFrame) -> str:
+    """Why study ``tag`` has no verified config at batch size ``bs``, in a line."""
+    if tried.empty:
+        return f"{tag} did not measure batch size {bs}"
+    short = pd.Series([why.split(":")[0] for why in _why_not(tried)]).value_counts()
+    return (f"{tag} has no verified config at batch size {bs}: of its {len(tried)} trials there, "
+            + ", ".join(f"{n} {why}" for why, n in sorted(short.items())))
+
+
 def _measured(rows: pd.DataFrame, objective: str) -> bool:
     """Whether any row has the objective's value: a study without a shape schedule has no
     traffic time, and a best row picked from blanks would be a guess."""
@@ -163,16 +242,21 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
         a, b = _num(first.get(column)), _num(row.get(column))
         return None if a in (None, 0) or b is None else b / a
 
-    compiled = str(row["backend"]) != EAGER  # eager's first call compiles nothing
+    # Eager's first call compiles nothing: no compile time, on either side of a ratio.
+    compiled = str(row["backend"]) != EAGER
+    compiles = compiled and first is not None and str(first["backend"]) != EAGER
+    # Device memory against a process's resident memory is no ratio (the notes say so).
+    same_memory = first is not None and first.get("memory_kind") == row.get("memory_kind")
     return Best(
         batch_size=bs, objective=objective, study=tag, label=str(row["label"]),
         config_key=str(row["config_key"]), trial_number=int(row["trial_number"]),
-        latency_ms_p50=_num(row[LATENCY]), throughput_per_s=_num(row["throughput_per_s"]),
+        latency_ms_p50_median=_num(row[LATENCY]), throughput_per_s=_num(row["throughput_per_s"]),
         peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),
         time_to_steady_s=_num(row["time_to_steady_s"]), speedup_vs_eager=_num(row["speedup_vs_eager"]),
         latency_vs_a=ratio(LATENCY), throughput_vs_a=ratio("throughput_per_s"),
-        memory_vs_a=ratio("peak_memory_bytes"), compile_vs_a=ratio("compile_s_cold") if compiled else None,
-        latency_ms_p99=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
+        memory_vs_a=ratio("peak_memory_bytes") if same_memory else None,
+        compile_vs_a=ratio("compile_s_cold") if compiles else None,
+        latency_ms_p99_median=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
         schedule_total_s=_num(row.get(SCHEDULE)), schedule_vs_a=ratio(SCHEDULE),
         compiled=compiled)
 
@@ -189,14 +273,15 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
     measured = not tried[target].empty
     same = theirs[theirs[RAN] == ran]
     if same.empty:
-        # Not verified on the target: did it fail there, or was it never tried?
+        # Not verified on the target: did it fail there, was it not run, or never tried?
         there = tried[target][tried[target][RAN] == ran]
         if not there.empty:
-            status = ", ".join(sorted({str(s) for s in there["status"]}))
-            if status == "ok":
-                status = ("compiled nothing, ran eager" if ran_eager_only(there).all()
-                          else "not verified correct")
-            return Transfer(bs, source, target, label, key, "failed", status, None,
+            why = sorted(set(_why_not(there)))
+            if all(w.startswith(NOT_RUN) for w in why):
+                return Transfer(bs, source, target, label, key, "not_run",
+                                "; ".join(w[len(NOT_RUN):] for w in why), None,
+                                best_label, best_ms, None, measured)
+            return Transfer(bs, source, target, label, key, "failed", ", ".join(why), None,
                             best_label, best_ms, None, measured)
         return Transfer(bs, source, target, label, key, "not_measured", "", None,
                         best_label, best_ms, None, measured)
