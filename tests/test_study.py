@@ -415,3 +415,66 @@ def test_a_proposal_already_measured_is_answered_by_the_nearest_config_left(tmp_
     assert after[2:] == [TrialConfig("inductor", 1, "default", True, channels_last=True).key,
                          TrialConfig("eager", 1, channels_last=True).key]
     assert len(asked) == len(runner.calls) + len(after)  # one measured proposal per new config
+
+
+@pytest.mark.parametrize("theirs, ours, told", [("0", "0", True), ("1", "0", False),
+                                                 (None, None, True), ("0", None, False)])
+def test_a_cuda_search_beside_another_on_the_same_gpus_is_told(tmp_path, monkeypatch, theirs,
+                                                               ours, told):
+    # Another search of the study on this host holds a trial, seeing CUDA_VISIBLE_DEVICES=theirs.
+    def sees(gpus: str | None) -> None:
+        if gpus is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+
+    sees(theirs)
+    other = Search(make_spec(tmp_path), FakeRunner())
+    trial, number = other.claims.ask(other.fronts.of(1))
+    assert other.claims.claim(trial, number, SPACE.configs()[0])
+    other.claims.stop_heartbeat()
+    sees(ours)
+    said: list[str] = []
+    Search(make_spec(tmp_path), FakeRunner(), on_message=said.append)._warn_of_neighbours()
+    beside = [m for m in said if "same GPU" in m]
+    assert bool(beside) is told, said
+    if told:
+        assert beside[0].startswith("1 trial(s) of this study run in other processes on this "
+                                    "host's same GPU")
+        assert f"CUDA_VISIBLE_DEVICES={ours or 'unset'}" in beside[0]
+    assert not [m for m in said if "CPU cores" in m]  # that is the CPU's line
+
+
+def test_a_cpu_search_beside_another_is_told_they_share_the_cores(tmp_path):
+    cpu = Workload(model="resnet18", device="cpu")
+    space = build_space(device="cpu", batch_sizes=[1], backends=["eager", "inductor"],
+                        modes=["default"], available_backends=BACKENDS, available_modes=MODES)
+    other = Search(make_spec(tmp_path, space=space, workload=cpu), FakeRunner())
+    trial, number = other.claims.ask(other.fronts.of(1))
+    assert other.claims.claim(trial, number, space.configs()[0])
+    other.claims.stop_heartbeat()
+    said: list[str] = []
+    Search(make_spec(tmp_path, space=space, workload=cpu), FakeRunner(),
+           on_message=said.append)._warn_of_neighbours()
+    assert any("1 trial(s) of this study run in other processes on this host: they share its "
+               "CPU cores" in m for m in said), said
+
+
+@pytest.mark.parametrize("theirs, ours, told", [("0", "1", False), ("1", "1", True)])
+def test_a_fleets_workers_pinned_to_other_gpus_are_not_told_of_each_other(tmp_path, monkeypatch,
+                                                                        theirs, ours, told):
+    # A fleet's workers share one environment; each pins its trials through its runner's.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def pinned(gpu: str) -> FakeRunner:
+        runner = FakeRunner()
+        runner.env = {"CUDA_VISIBLE_DEVICES": gpu}
+        return runner
+
+    other = Search(make_spec(tmp_path), pinned(theirs))
+    trial, number = other.claims.ask(other.fronts.of(1))
+    assert other.claims.claim(trial, number, SPACE.configs()[0])
+    other.claims.stop_heartbeat()
+    said: list[str] = []
+    Search(make_spec(tmp_path), pinned(ours), on_message=said.append)._warn_of_neighbours()
+    assert any("same GPU (CUDA_VISIBLE_DEVICES=1)" in m for m in said) is told, said

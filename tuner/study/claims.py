@@ -90,6 +90,9 @@ class Claims:
         self._finish = finish
         self._retry_held = retry_held
         self._heartbeat: Heartbeat | None = None
+        # The GPUs this worker's trials see (CUDA_VISIBLE_DEVICES, as its runner pins them), kept
+        # with each claim: a search beside another on the same GPUs is told (Search).
+        self.gpus: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
 
     @property
     def heartbeat_s(self) -> int | None:
@@ -183,7 +186,7 @@ class Claims:
         # Owner first: a RUNNING trial holds its config only once it names a process that can
         # be checked for life (see state and reap_dead).
         trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid(),
-                                         "heartbeat_s": self.heartbeat_s})
+                                         "heartbeat_s": self.heartbeat_s, "gpus": self.gpus})
         trial.set_user_attr(KEY_ATTR, config.key)
         trial.set_user_attr(CONFIG_ATTR, config.to_dict())
         # Each claimant writes its claim before it reads, so of two that claim at once at least

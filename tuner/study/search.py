@@ -89,6 +89,9 @@ class Search:
         self.study = self.fronts.main
         self.claims = Claims(self.fronts, spec.space, self.on_message, finish=self._finish,
                              retry_held=spec.retry_failed)
+        # A fleet's worker pins its trials to one GPU through its runner's environment.
+        pinned = (getattr(runner, "env", None) or {}).get("CUDA_VISIBLE_DEVICES")
+        self.claims.gpus = pinned or self.claims.gpus
         self._rows = TrialRows()  # each trial's row, kept between the exports after each trial
         self._pacer = ExportPacer()  # how often those exports write the files
         self._retrying: set[int] = set()  # held broken batch sizes this run tries again
@@ -427,11 +430,21 @@ class Search:
         """Say so when something else shares this host's CPU as the search starts: timings of
         launch-bound configs depend on it (every row records it too: host_other_cpu_cores)."""
         host = socket.gethostname()
-        here = [t for t in self.fronts.trials(states=(TrialState.RUNNING,))
-                if (t.frozen.user_attrs.get(OWNER_ATTR) or {}).get("host") == host]
+        owners = [t.frozen.user_attrs.get(OWNER_ATTR) or {}
+                  for t in self.fronts.trials(states=(TrialState.RUNNING,))]
+        here = [o for o in owners if o.get("host") == host]
         if here and not self.spec.workload.device.startswith("cuda"):
             self.on_message(f"{len(here)} trial(s) of this study run in other processes on this "
                             "host: they share its CPU cores with this search's trials")
+        # On CUDA a fleet's workers each see one other GPU; a search beside another on the same
+        # GPUs (the same command started twice) times its trials against the other's.
+        gpus = self.claims.gpus
+        beside = [o for o in here if "gpus" in o and o["gpus"] == gpus]
+        if beside and self.spec.workload.device.startswith("cuda"):
+            self.on_message(f"{len(beside)} trial(s) of this study run in other processes on "
+                            f"this host's same GPU{'s' if gpus is None or ',' in gpus else ''} "
+                            f"(CUDA_VISIBLE_DEVICES={gpus or 'unset'}): their timings and this "
+                            "search's disturb each other")
         try:
             load = os.getloadavg()[0]
         except OSError:
