@@ -147,3 +147,17 @@ def test_a_factory_that_needs_more_than_the_batch_size_is_refused_before_any_tri
     assert_one_line_error(result, "tests.models:takes_no_argument takes no argument",
                           "def factory(batch_size)")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- a study folder whose first trial has not finished: said so, not "no such file" -------------
+
+@pytest.mark.parametrize("command", ["show", "recommend"])
+def test_a_study_with_no_finished_trial_yet_says_so(tmp_path, command):
+    folder = tmp_path / STUDY
+    folder.mkdir()
+    (folder / "study.db").write_bytes(b"")  # made as the search starts
+    for given in ([str(folder)], [STUDY, "--studies-dir", str(tmp_path)]):
+        result = invoke(command, *given)
+        assert_one_line_error(result, f"study {folder} has no finished trial to read yet",
+                              "a search writes its trials.parquet once its first trial finishes")
+        assert "no such file" not in result.stderr

@@ -221,3 +221,174 @@ def test_redact_hides_a_password_up_to_the_last_at():
     assert redact(url) == "postgresql://u:***@127.0.0.1/t1"
     assert scrub(f"cannot open {url}: no", url) == "cannot open postgresql://u:***@127.0.0.1/t1: no"
     assert redact("postgresql://u:s:e@h/db") == "postgresql://u:***@h/db"  # ':' may stay in one
+
+
+# -- a study.db that fails while in use: one line with the database's own words and what next ----
+
+KEPT = "trials.parquet beside it keeps what was measured (tuner show reads it)"
+
+
+def damage(db: Path) -> None:
+    """Zero two pages in the middle of a SQLite file, as a disk error or a crash of a copy
+    would (dd if=/dev/zero bs=4096 count=2 seek=5 conv=notrunc)."""
+    with db.open("r+b") as f:
+        f.seek(5 * 4096)
+        f.write(bytes(2 * 4096))
+
+
+def test_a_damaged_study_db_is_one_line_with_the_databases_words_and_what_to_do(tmp_path):
+    # Optuna said "StorageInternalError: An exception is raised during the commit. This
+    # typically happens due to invalid data in the commit, e.g. exceeding max length." after
+    # a traceback; SQLite's own words were in the chain of causes.
+    folder = made(tmp_path)
+    damage(folder / layout.DB_FILE)
+    for args in (search_args(tmp_path), ["worker", "--study", STUDY, "--studies-dir",
+                                         str(tmp_path), "--export-only"]):
+        result = invoke(*args)
+        assert_one_line_error(result, f"storage {folder.resolve() / layout.DB_FILE} failed "
+                              "(database disk image is malformed)",
+                              "restore study.db from a copy and run the same command again",
+                              KEPT)
+        assert "StorageInternalError" not in result.stderr and "commit" not in result.stderr
+
+
+def test_a_study_db_that_is_not_a_database_says_to_restore_it(tmp_path):
+    folder = made(tmp_path)
+    (folder / layout.DB_FILE).write_bytes(b"not sqlite at all " * 100)
+    result = invoke(*search_args(tmp_path))
+    assert_one_line_error(result, "file is not a database",
+                          "restore study.db from a copy and run the same command again", KEPT)
+
+
+def failing_write(monkeypatch, said: str) -> None:
+    """The search's next store of a trial fails in SQLite as Optuna raises it: the database's
+    own error, in SQLAlchemy's, in Optuna's StorageInternalError."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    from tuner.study import search
+
+    def store(*args, **kwargs):
+        try:
+            try:
+                raise sqlite3.OperationalError(said)
+            except sqlite3.OperationalError as exc:
+                raise OperationalError("INSERT INTO trial_values ...", (), exc) from exc
+        except OperationalError as exc:
+            raise optuna.exceptions.StorageInternalError(
+                "An exception is raised during the commit. This typically happens due to "
+                "invalid data in the commit, e.g. exceeding max length. ") from exc
+
+    monkeypatch.setattr(search, "store_result", store)
+
+
+@pytest.mark.parametrize("said, words", [
+    ("database or disk is full", ["free disk space and the same command resumes", KEPT]),
+    ("attempt to write a readonly database",
+     ["make study.db and its folder writable", "copy the study folder into a writable folder",
+      "the same command then resumes", KEPT]),
+    ("disk I/O error", ["once it works again, run the same command again"]),
+], ids=["full", "read-only", "other"])
+def test_a_study_db_that_fails_mid_search_is_one_line_with_why_and_what_next(
+        tmp_path, monkeypatch, said, words):
+    folder = made(tmp_path, trials="2")  # 2 of its 4 configs: the resume stores more
+    failing_write(monkeypatch, said)
+    result = invoke(*search_args(tmp_path, "-q"))
+    assert_one_line_error(result, f"storage {folder.resolve() / layout.DB_FILE} failed ({said})",
+                          *words)
+
+
+def test_a_full_disk_while_writing_the_files_names_the_file_and_what_next(tmp_path,
+                                                                           monkeypatch):
+    # It said "Error: Error writing bytes to file. Detail: [errno 28] No space left on device".
+    from tuner.data import files
+
+    folder = made(tmp_path, trials="2")
+
+    def full(table, where, **kwargs):
+        raise OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(files.pq, "write_table", full)
+    result = invoke(*search_args(tmp_path, "-q"))
+    assert_one_line_error(result, f"cannot write {folder / layout.TRIALS_FILE}: No space left on "
+                          "device; study.db holds every trial, so once you free disk space the "
+                          "same command writes the file again")
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_fleet_worker_whose_storage_fails_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    import io
+    import sys
+
+    from tests.fakes import FakeRunner
+    from tuner.cli import fleet_worker, measure
+    from tuner.launch import runner as runners
+    from tuner.launch.runner import LaunchSettings
+    from tuner.study import fleet, storage
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    make_storage(url)
+
+    def run_worker(*args, **kwargs):
+        import sqlite3
+
+        from sqlalchemy.exc import OperationalError
+
+        try:
+            raise OperationalError("COMMIT", (), sqlite3.OperationalError(
+                "database or disk is full"))
+        except OperationalError as exc:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during "
+                                                         "the commit.") from exc
+
+    monkeypatch.setattr(measure, "run_worker", run_worker)
+    monkeypatch.setattr(runners, "make_runner", lambda settings, shared=None: FakeRunner())
+    monkeypatch.setattr(sys, "stdin", io.StringIO(fleet.GO))  # the study is ready
+    plan = fleet.Fleet(fleet.plan_of("w", tmp_path, LaunchSettings(60), 0, None, None, False,
+                                     "resnet18"), [0]).plan(0, 0)
+    assert fleet_worker.main([plan.to_json()]) == 1
+    err = capsys.readouterr().err
+    assert err == f"Error: storage {tmp_path / 'study.db'} failed (database or disk is full): " \
+        "free disk space and the same command resumes\n"
+    assert storage._last_opened == url
+
+
+# -- the folder renamed, or not writable: what to do with the study that is there ----------------
+
+def test_a_search_in_a_renamed_study_folder_gets_the_name_to_give_it_back(tmp_path):
+    # It said "its study.db has no study 'renamed' ... restore study.db", though study.db was
+    # there, holding the study of the folder's old name.
+    folder = made(tmp_path / "studies")
+    renamed = tmp_path / "studies" / "renamed"
+    folder.rename(renamed)
+    before = fingerprint(renamed)
+    result = invoke(*search_args(tmp_path / "studies", name="renamed"))
+    assert_one_line_error(result, f"{renamed} holds study '{STUDY}', not 'renamed'",
+                          f"rename the folder back to {STUDY}")
+    assert "restore study.db" not in result.stderr
+    assert fingerprint(renamed) == before
+
+
+def test_a_study_folder_that_cannot_be_written_says_to_copy_it_not_to_start_anew(
+        tmp_path, monkeypatch):
+    # "pass --studies-dir to a writable folder" started a new study there, from nothing. Root
+    # writes into read-only folders, so the folder's write test fails here as it would there.
+    import tempfile
+
+    from tuner.study import storage
+
+    folder = made(tmp_path / "studies")
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(storage.tempfile, "NamedTemporaryFile", read_only)
+    result = invoke(*search_args(tmp_path / "studies"))
+    assert_one_line_error(result, f"cannot write to {folder}: Permission denied; copy the folder "
+                          f"{STUDY}/ into a writable folder first and pass that as --studies-dir",
+                          "another --studies-dir starts a new study")
+    # A new study has nothing to copy: any writable --studies-dir does.
+    result = invoke(*search_args(tmp_path / "new"))
+    assert_one_line_error(result, "Permission denied; pass --studies-dir to a writable folder")
+    monkeypatch.setattr(storage.tempfile, "NamedTemporaryFile", tempfile.NamedTemporaryFile)

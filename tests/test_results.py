@@ -279,6 +279,85 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
     assert list(back["latency_ms_p50"]) == [10.0]
 
 
+def test_a_write_removes_what_a_killed_write_left_but_not_a_temp_file_being_written(tmp_path):
+    # A SIGKILL between writing the temporary file and renaming it left .trials.parquet.*.tmp
+    # in the study folder for good: cleaned only where write() itself raised.
+    import os
+    import time
+
+    path = tmp_path / layout.TRIALS_FILE
+    old, live = tmp_path / f".{path.name}.k1ll3d00.tmp", tmp_path / f".{path.name}.wr1t1ng0.tmp"
+    other = tmp_path / f".{layout.PARETO_FILE}.k1ll3d00.tmp"  # another file's: left to its write
+    mine = tmp_path / ".notes.tmp"  # not the tuner's: never touched
+    for leftover in (old, live, other, mine):
+        leftover.write_bytes(b"PAR1 half a file")
+    long_ago = time.time() - files.STALE_TEMP_S - 60
+    for leftover in (old, other, mine):
+        os.utime(leftover, (long_ago, long_ago))
+    files.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [layout.TRIALS_FILE, live.name, other.name, mine.name])
+    files.write(frame((EAGER1, ok(10.0))), tmp_path / layout.PARETO_FILE, {"study": "s"})
+    assert not other.exists() and live.exists() and mine.exists()
+
+
+def test_a_write_is_on_disk_before_its_rename(tmp_path, monkeypatch):
+    import os
+
+    done: list[str] = []
+    synced: list[int] = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(files.os, "fsync",
+                        lambda fd: done.append("fsync") or synced.append(fd) or fsync(fd))
+    monkeypatch.setattr(files.os, "replace", lambda a, b: done.append("rename") or replace(a, b))
+    files.write(frame((EAGER1, ok(10.0))), tmp_path / layout.TRIALS_FILE, {"study": "s"})
+    assert done == ["fsync", "rename"]
+    with pytest.raises(OSError):  # and its descriptor closed
+        os.fstat(synced[0])
+
+
+def test_a_full_disk_names_the_file_and_that_the_storage_holds_every_trial(tmp_path, monkeypatch):
+    # pyarrow's own error, as the CLI printed it: "Error writing bytes to file. Detail:
+    # [errno 28] No space left on device", naming no file.
+    path = tmp_path / layout.TRIALS_FILE
+    files.write(frame((EAGER1, ok(10.0))), path, {"study": "s"})
+
+    def full(table, where, **kwargs):
+        with open(where, "wb") as f:
+            f.write(b"PAR1 half")
+        raise OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(files.pq, "write_table", full)
+    with pytest.raises(UserError) as exc:
+        files.write(frame((EAGER1, ok(99.0))), path, {"study": "s", "storage": "study.db"})
+    assert str(exc.value) == (f"cannot write {path}: No space left on device; study.db holds "
+                              "every trial, so once you free disk space the same command "
+                              "writes the file again")
+    assert [p.name for p in tmp_path.iterdir()] == [layout.TRIALS_FILE]  # no temp file left
+    assert list(files.read(path)[0]["latency_ms_p50"]) == [10.0]  # the old file, whole
+
+
+def test_a_file_that_cannot_be_replaced_is_named_not_its_temp_file(tmp_path, monkeypatch):
+    # chattr +i trials.parquet: the rename's error named the temporary file, gone by then.
+    import errno
+    import os
+
+    path = tmp_path / layout.TRIALS_FILE
+
+    def immutable(src, dst):
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src), None, str(dst))
+
+    monkeypatch.setattr(files.os, "replace", immutable)
+    with pytest.raises(UserError) as exc:
+        files.write(frame((EAGER1, ok(10.0))), path,
+                    {"study": "s", "storage": "postgresql://u:***@db/tuner"})
+    assert str(exc.value) == (f"cannot write {path}: Operation not permitted; "
+                              "postgresql://u:***@db/tuner holds every trial: make trials.parquet "
+                              "and its folder writable (chmod u+w; chattr -i) and the same command "
+                              "writes the file again")
+    assert ".tmp" not in str(exc.value) and list(tmp_path.iterdir()) == []
+
+
 def test_columns_no_row_filled_read_back_empty(tmp_path):
     """A frame's empty text and list columns come back as NaN floats from pandas; Arrow reads
     those as empty in text, but cannot make lists of them: the file holds empty cells."""
@@ -324,6 +403,21 @@ def test_reading_a_corrupt_file_fails_clearly(tmp_path):
 def test_reading_a_missing_path_fails_clearly(tmp_path):
     assert "no such file" in one_line_error(tmp_path / "nope.parquet")
     assert "no such file" in one_line_error(tmp_path)  # a folder without a study
+
+
+def test_reading_a_study_before_its_first_trial_finished_says_so(tmp_path):
+    # It said "trials.parquet: no such file (give a study folder or a tuner Parquet file)" of a
+    # study folder that was one: the search had made its study.db, and no trial had finished.
+    folder = tmp_path / "studies" / "s"
+    folder.mkdir(parents=True)
+    (folder / layout.DB_FILE).write_bytes(b"")
+    for given in (folder, folder / layout.TRIALS_FILE):
+        message = one_line_error(given)
+        assert message.startswith(f"study {folder} has no finished trial to read yet: a search "
+                                  "writes its trials.parquet once its first trial finishes")
+        assert f"`tuner worker --study s --studies-dir {tmp_path / 'studies'} --export-only` " \
+            "writes it again from study.db" in message
+        assert "no such file" not in message
 
 
 def test_a_newer_schema_version_asks_to_upgrade(tmp_path):

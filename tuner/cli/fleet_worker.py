@@ -48,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:  # a storage failing while in use: one line, as user_errors says it
+        from tuner.study.storage import storage_failure
+
+        failure = storage_failure(exc)
+        if failure is None:
+            raise
+        print(f"Error: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -36,7 +36,26 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except OSError as exc:  # the machine, not the input: a full disk, say (> /dev/full)
             where = f" ({exc.filename})" if exc.filename else ""
             raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
+        except Exception as exc:
+            failure = storage_failure(exc)
+            if failure is None:
+                raise
+            raise click.ClickException(_with_its_source(failure)) from exc
     return wrapper
+
+
+def storage_failure(exc: Exception) -> UserError | None:
+    """A study storage that failed while in use (a damaged study.db, a full disk), as one line
+    (:func:`tuner.study.storage.storage_failure`); None for any other error. Only where
+    SQLAlchemy was imported, which any storage imports: a command that opened none (``tuner
+    show``) does not import Optuna to find out."""
+    import sys
+
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from tuner.study.storage import storage_failure as failure
+
+    return failure(exc)
 
 
 _SPACE_FILE = "tuner.space_file"  # ctx.meta: (path, {option: the file key whose values it took})

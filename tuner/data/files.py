@@ -8,9 +8,12 @@ never sees half a file.
 
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +77,10 @@ def _filled(value: Any) -> bool:
 
 
 def write(df: pd.DataFrame, path: Path, metadata: dict[str, Any]) -> None:
-    """Atomically write ``df`` with the tuner's metadata (JSON values under ``tuner.*`` keys)."""
+    """Atomically write ``df`` with the tuner's metadata (JSON values under ``tuner.*`` keys);
+    first remove what killed writes of ``path`` left (:func:`remove_stale_temps`). A file that
+    cannot be written (a full disk, a read-only file) is a one-line :class:`UserError` naming
+    it; ``metadata["storage"]``, where given, is named as what holds every trial."""
     table = to_table(df)
     meta = dict(table.schema.metadata or {})
     meta.update({f"tuner.{k}".encode(): json.dumps(v, default=_plain).encode()
@@ -82,15 +88,63 @@ def write(df: pd.DataFrame, path: Path, metadata: dict[str, Any]) -> None:
     meta[b"tuner.schema_version"] = str(SCHEMA_VERSION).encode()
     table = table.replace_schema_metadata(meta)
     path = Path(path)
+    remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, readable_mode())
-    os.close(fd)
     try:
+        os.fchmod(fd, readable_mode())
         pq.write_table(table, tmp)
+        # On disk before the rename, as tuner.files.write_bytes_atomic does: else a crash of
+        # the machine soon after could leave the new name on an empty or partial file.
+        os.fsync(fd)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _cannot_write(path, exc, metadata.get("storage")) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)
+
+
+# A temporary file of write() older than this is a leftover of a process killed while writing
+# it (SIGKILL, a lost machine: its cleanup never ran), never one being written: a writer makes
+# it just before writing, writes it in one go and renames it at once (a search's whole time
+# per trial, this write included, stayed under a second up to 1,500 trials:
+# benchmarks/study-growth-cpu-large.md), and its mtime moves with every write. Minutes, not
+# seconds, so that a writer stalled on a slow or shared disk, or a clock a little off between
+# the hosts sharing a folder, keeps its file.
+STALE_TEMP_S = 15 * 60
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove what :func:`write` left of ``path`` in a process killed while writing it
+    (``.<name>.<random>.tmp`` beside it), older than :data:`STALE_TEMP_S`. Best effort: a
+    file another process removes first, or one this one may not remove, is left to it."""
+    now = time.time()
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if now - leftover.stat().st_mtime > STALE_TEMP_S:
+                leftover.unlink()
+        except OSError:
+            pass
+
+
+def _cannot_write(path: Path, exc: OSError, storage: str | None) -> UserError:
+    """One line for a study file that could not be written: the file itself (not the temporary
+    one, gone by now, that an error of the rename names), why, and what to do. pyarrow's own
+    error names no file and hides errno in its text ("Error writing bytes to file. Detail:
+    [errno 28] No space left on device")."""
+    text = str(exc)
+    full = exc.errno == errno.ENOSPC or f"[errno {errno.ENOSPC}]" in text.lower()
+    why = os.strerror(errno.ENOSPC) if full else (exc.strerror or _one_line(text))
+    held = f"{storage or 'the study storage'} holds every trial"
+    if full:
+        return UserError(f"cannot write {path}: {why}; {held}, so once you free disk space the "
+                         "same command writes the file again")
+    return UserError(f"cannot write {path}: {why}; {held}: make {path.name} and its folder "
+                     "writable (chmod u+w; chattr -i) and the same command writes the file "
+                     "again")
 
 
 def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -104,6 +158,14 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     if path.is_dir():
         path = path / TRIALS_FILE
     if not path.exists():
+        if path.name == TRIALS_FILE and (path.parent / DB_FILE).is_file():
+            # A study whose search started (study.db is made first) but has not written its
+            # files: the first write is after the first trial.
+            raise UserError(f"study {path.parent} has no finished trial to read yet: a search "
+                            f"writes its {TRIALS_FILE} once its first trial finishes (if trials "
+                            f"finished and the file is gone, `tuner worker --study "
+                            f"{path.parent.name} --studies-dir {path.parent.parent} "
+                            f"--export-only` writes it again from {DB_FILE})")
         raise UserError(f"{path}: no such file (give a study folder or a tuner Parquet file)")
     try:
         table = pq.read_table(path)

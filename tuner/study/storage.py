@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.data.select import PARETO_OBJECTIVES, Constraints
 from tuner.errors import UserError
-from tuner.spec.layout import StudyLayout
+from tuner.spec.layout import TRIALS_FILE, StudyLayout
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
@@ -189,6 +189,8 @@ def _refuse_new_study_over_results(spec: StudySpec,
     elif storage is not None and _holds(storage, spec.name):
         return
     elif spec.storage is None:
+        if storage is not None and (renamed := _renamed_folder(spec.layout, storage, spec.name)):
+            raise renamed
         lacks, fix = f"its study.db has no study {spec.name!r}", f"restore study.db, {other}"
     else:
         lacks = f"--storage {redact(spec.storage)} has no study {spec.name!r}"
@@ -237,8 +239,14 @@ def ensure_folder(spec: StudySpec) -> None:
             with tempfile.NamedTemporaryFile(dir=spec.directory, prefix=".write-test-"):
                 pass
     except OSError as exc:
-        raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; "
-                        "pass --studies-dir to a writable folder") from exc
+        fix = "pass --studies-dir to a writable folder"
+        if spec.storage is None and (spec.layout.db.exists() or spec.layout.results()):
+            # The study lives in this folder's study.db: under another --studies-dir without
+            # it, the same command would start a new study from nothing.
+            fix = (f"copy the folder {spec.directory.name}/ into a writable folder first and "
+                   "pass that as --studies-dir (without the copy, another --studies-dir starts "
+                   "a new study)")
+        raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; {fix}") from exc
 
 
 def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
@@ -333,15 +341,52 @@ def _no_such_study(name: str, storage: str | None, layout: StudyLayout,
                    opened: optuna.storages.BaseStorage, argument: str) -> UserError:
     """Why the storage holds no study ``name``, naming ``argument``; a study folder renamed
     since (its study.db holds one study, of another name) gets the name to give it back."""
-    names = [s.study_name for s in opened.get_all_studies()]
-    held = [n for n in names if ":" not in n]  # not the per-batch-size studies, <name>:bs<N>
-    if storage is None and len(held) == 1:
-        return UserError(f"{layout.directory} holds study {held[0]!r}, not {name!r}: a study is "
-                         f"found by its folder's name, so rename the folder back to {held[0]}")
+    if storage is None and (renamed := _renamed_folder(layout, opened, name)):
+        return renamed
+    held = _held(opened)
     where = layout.db if storage is None else redact(storage)
     there = f" (it holds {', '.join(map(repr, held[:5]))})" if held else ""
     return UserError(f"no study {name!r} in {where}{there}: check {argument}, or start it with "
                      f"`tuner search --name {name}{' --storage ...' if storage else ''}`")
+
+
+def _held(opened: optuna.storages.BaseStorage) -> list[str]:
+    """The names of the tuner studies in a storage (not the per-batch-size studies,
+    ``<name>:bs<N>``)."""
+    return [s.study_name for s in opened.get_all_studies() if ":" not in s.study_name]
+
+
+def _renamed_folder(layout: StudyLayout, opened: optuna.storages.BaseStorage,
+                    name: str) -> UserError | None:
+    """A study folder renamed since its study was made: its study.db (``opened``) holds one
+    study, of another name than ``name``, the folder's, and the folder's trials.parquet (if
+    any) is of that study too, not of ``name`` (another study's study.db copied in). The error
+    says which, and to rename the folder back; None otherwise."""
+    held = _held(opened)
+    if len(held) != 1 or held[0] == name or _files_study(layout) not in (None, held[0]):
+        return None
+    return UserError(f"{layout.directory} holds study {held[0]!r}, not {name!r}: a study is "
+                     f"found by its folder's name, so rename the folder back to {held[0]}")
+
+
+def _files_study(layout: StudyLayout) -> str | None:
+    """The study named in the metadata of the folder's trials.parquet; None where there is no
+    such file, or it cannot be read."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(layout.trials_file).metadata or {}).get(b"tuner.study")
+        return None if raw is None else str(json.loads(raw))
+    except (OSError, ValueError):
+        return None
+
+
+# The storage this process opened last, for :func:`storage_failure` to name: Optuna's error,
+# raised deep inside it long after the storage was opened, names none. A command opens one
+# study's storage, so the last one opened is the one that failed.
+_last_opened: str | None = None
 
 
 def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None,
@@ -352,10 +397,14 @@ def make_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None]
     it being the study's own SQLite file."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    global _last_opened
     try:
-        return _make_storage(url, on_stale)
+        storage = _make_storage(url, on_stale)
     except (ValueError, ImportError, OSError, SQLAlchemyError) as exc:
         raise _cannot_open(url, exc, given) from None
+    if ":memory:" not in url:  # import_ahead's, which holds no study
+        _last_opened = url
+    return storage
 
 
 def import_ahead() -> None:
@@ -431,9 +480,70 @@ def _open_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None
 
 def _cannot_open(url: str, exc: Exception, given: bool = True) -> UserError:
     """One line, no secret: where (--storage, when the user gave the URL), the URL with its
-    password masked, and why in a few words rather than the driver's paragraph."""
+    password masked, why in a few words rather than the driver's paragraph, and what to do
+    where the file itself is the trouble (damaged, full, read-only)."""
     where = "--storage" if given else "storage"
-    return UserError(f"cannot open {where} {redact(url)}: {scrub(_cause(url, exc), url)}")
+    cause = scrub(_cause(url, exc), url)
+    step = _next_step(url, cause)
+    return UserError(f"cannot open {where} {redact(url)}: {cause}{f'; {step}' if step else ''}")
+
+
+def storage_failure(exc: BaseException) -> UserError | None:
+    """A storage that failed while in use, as one line; None where ``exc`` is not that. Optuna
+    raises StorageInternalError "An exception is raised during the commit. This typically
+    happens due to invalid data in the commit, e.g. exceeding max length." for whatever the
+    database said (a damaged file, a full disk, a read-only file): the driver's own words are
+    in the chain of causes, SQLAlchemy's error holding them as ``orig``. The line has those
+    words, the storage (:data:`_last_opened`, its password masked) and what to do next."""
+    import sqlite3
+
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    kinds = (optuna.exceptions.StorageInternalError, SQLAlchemyError, sqlite3.Error)
+    if not any(isinstance(e, kinds) for e in chain):
+        return None
+    driver: BaseException = \
+        next((e.orig for e in chain if isinstance(e, DBAPIError) and e.orig is not None), None) \
+        or next((e for e in chain if isinstance(e, sqlite3.Error)), None) \
+        or next((e for e in chain if isinstance(e, SQLAlchemyError)), exc)
+    text = str(driver)
+    reason = " ".join(next((line for line in text.splitlines() if line.strip()),
+                           type(driver).__name__).split())
+    url = _last_opened
+    if url is None:
+        return UserError(f"the study's storage failed ({reason}): once it works again, run "
+                         "the same command again")
+    reason = scrub(reason, url)
+    file = _sqlite_file(url)
+    step = _next_step(url, reason) or "once it works again, run the same command again"
+    return UserError(f"storage {file or redact(url)} failed ({reason}): {step}")
+
+
+def _next_step(url: str, reason: str) -> str | None:
+    """What to do about a storage whose database said ``reason``, where that is the file
+    (damaged, full disk, read-only), else None. What the study measured is in its
+    trials.parquet too, written after the trials, which ``tuner show`` reads without the
+    storage; the storage holds every trial, so a resumed search or worker rewrites the file."""
+    said = reason.lower()
+    file = _sqlite_file(url)
+    kept = f"; {TRIALS_FILE} beside it keeps what was measured (tuner show reads it)" \
+        if file is not None and (file.parent / TRIALS_FILE).is_file() else ""
+    what = "it" if file is None else file.name
+    if any(word in said for word in ("malformed", "not a database", "encrypted")):
+        return f"the file is damaged: restore {what} from a copy and run the same command " \
+               f"again{kept}"
+    if any(word in said for word in ("disk is full", "no space left")):
+        return f"free disk space and the same command resumes{kept}"
+    if file is not None and "readonly" in said:
+        return (f"make {what} and its folder writable (chmod u+w; chattr -i), or copy the study "
+                "folder into a writable folder and pass that as --studies-dir; the same "
+                f"command then resumes{kept}")
+    return None
 
 
 def _cause(url: str, exc: Exception) -> str:
