@@ -514,6 +514,12 @@ def test_shapes_with_a_sequence_length_parse_round_trip_and_need_a_factory_that_
     for bad in ("8x", "x8", "8x0", "0x8", "8x8x8", "8*128"):
         with pytest.raises(UserError, match=f"shape schedule entry '{re.escape(bad)}'"):
             parse_shapes(bad)
+    # Past the int32 range, before any trial (else a traceback once the rows are written).
+    assert parse_shapes(f"{2**31 - 1}x{2**31 - 1}") == ((2**31 - 1, 2**31 - 1),)
+    for bad in (f"{2**31}", f"8x{2**31}", f"{2**63}"):
+        with pytest.raises(UserError, match=f"shape schedule entry '{bad}' is more than "
+                                            "2147483647"):
+            parse_shapes(bad)
     w = Workload(model="tuner.examples:text_encoder", shape_schedule=(8, (8, 128)))
     assert w.to_dict()["shape_schedule"] == [8, [8, 128]]
     assert Workload.from_dict(json.loads(json.dumps(w.to_dict()))) == w  # as Optuna stores it

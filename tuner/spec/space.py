@@ -31,14 +31,7 @@ from tuner.spec.config import (
     TrialConfig,
     option_column,
 )
-from tuner.spec.workload import check_precision
-
-# The largest batch size a study takes: the int32 range. A batch past it is beyond any device
-# (one 224x224 RGB float32 image is 0.6 MB, so 2**31 of them 1.3 PB), so a larger one is a
-# typo. Near 2**63 the rows' int64 columns (tuner.data.schema: batch_size, and the byte counts
-# that grow with it) overflow when the rows are written, a traceback after the trials ran: it
-# is refused here, before any trial.
-MAX_BATCH_SIZE = 2**31 - 1
+from tuner.spec.workload import MAX_BATCH_SIZE, check_precision
 
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}

@@ -57,6 +57,14 @@ def check_precision(precision: str, device: str) -> None:
 Shape = int | tuple[int, int]
 
 
+# The largest batch size (or sequence length) a study takes: the int32 range. A batch past it
+# is beyond any device (one 224x224 RGB float32 image is 0.6 MB, so 2**31 of them 1.3 PB), so a
+# larger one is a typo. Near 2**63 the rows' int64 columns (tuner.data.schema: batch_size, and
+# the byte counts that grow with it) overflow when the rows are written, a traceback after the
+# trials ran: it is refused before any trial (tuner.spec.space.build_space, parse_shapes).
+MAX_BATCH_SIZE = 2**31 - 1
+
+
 def parse_shapes(text: str) -> tuple[Shape, ...]:
     """``1,8,8x128`` -> (1, 8, (8, 128)); anything else is a one-line error."""
     shapes: list[Shape] = []
@@ -67,6 +75,10 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
             raise UserError(f"shape schedule entry {item!r} is not a batch size or BATCHxSEQ_LEN "
                             "of positive integers: pass e.g. --shape-schedule 1,8,32 or "
                             "8x128,8x512")
+        if any(int(g) > MAX_BATCH_SIZE for g in match.groups() if g is not None):
+            raise UserError(f"shape schedule entry {item!r} is more than {MAX_BATCH_SIZE} "
+                            "(2**31 - 1), more than any device holds: pass e.g. "
+                            "--shape-schedule 1,8,32")
         batch, seq_len = match.groups()
         shapes.append(int(batch) if seq_len is None else (int(batch), int(seq_len)))
     return tuple(shapes)
