@@ -109,6 +109,13 @@ def test_an_option_that_changes_nothing_scores_nothing_though_eager_loses(tmp_pa
     latency = b.importances["latency"]
     assert latency["backend"] == pytest.approx(1.0)
     assert latency["opt_epilogue_fusion"] == latency["opt_freezing"] == 0.0
+    # The options are judged among the 8 inductor rows, and the output says so below the
+    # header's "best 5" of all 10.
+    assert b.judged_among == {"opt_epilogue_fusion": 8, "opt_freezing": 8}
+    lines = CliRunner().invoke(main, ["show", str(study), "--importance"]).output.splitlines()
+    assert "batch size 1: 10 verified rows, importance for being among the best 5" in lines
+    assert ("  opt_epilogue_fusion, opt_freezing: judged among the 8 rows they apply to, the "
+            "best 4 of them") in lines
 
 
 def test_a_parameter_that_applies_to_too_few_rows_is_not_judged(tmp_path):

@@ -86,6 +86,8 @@ class BatchImportance:
     note: str | None = None
     # parameters that vary but apply to too few rows to be judged, and why
     unjudged: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # parameters judged among fewer rows than all (those they apply to), and how many
+    judged_among: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def best_rows(self) -> int:
@@ -97,7 +99,7 @@ class BatchImportance:
                 "parameters": list(self.parameters),
                 "importances": {o: dict(v) for o, v in self.importances.items()},
                 "skipped": dict(self.skipped), "note": self.note,
-                "unjudged": dict(self.unjudged)}
+                "unjudged": dict(self.unjudged), "judged_among": dict(self.judged_among)}
 
 
 def parameters_of(trials: pd.DataFrame) -> list[str]:
@@ -160,6 +162,8 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
     groups = _groups(encoded)
     unjudged = {p: f"applies to {len(index)} rows, too few to judge (at least {MIN_ROWS})"
                 for index, group in groups for p in group if len(index) < MIN_ROWS}
+    fewer = {p: len(index) for index, group in groups for p in group
+             if MIN_ROWS <= len(index) < len(rows)}
     found: dict[str, dict[str, float]] = {}
     skipped: dict[str, str] = {}
     for objective in IMPORTANCE_OBJECTIVES:
@@ -187,7 +191,7 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
                 found[objective] = dict(sorted(((p, v / total) for p, v in raw.items()),
                                                key=lambda item: -item[1]))
     return BatchImportance(batch_size, len(rows), tuple(params), found, skipped,
-                           unjudged=unjudged)
+                           unjudged=unjudged, judged_among=fewer)
 
 
 def _groups(encoded: pd.DataFrame) -> list[tuple[pd.Index, list[str]]]:

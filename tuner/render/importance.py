@@ -11,6 +11,7 @@ from tuner.data.importance import (
     TOP_FRACTION,
     TOP_ROWS,
     BatchImportance,
+    top_rows,
 )
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
@@ -35,6 +36,13 @@ def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
         lines.append(table(b))
         lines += [f"  {objective}: {why}" for objective, why in b.skipped.items()]
         lines += [f"  {p}: {why}" for p, why in b.unjudged.items()]
+        # The header's "best N" is of every row; these take the same share of their own rows.
+        by_rows: dict[int, list[str]] = {}
+        for p, n in b.judged_among.items():
+            by_rows.setdefault(n, []).append(p)
+        lines += [f"  {', '.join(ps)}: judged among the {n} rows "
+                  f"{'they apply' if len(ps) > 1 else 'it applies'} to, the best {top_rows(n)} "
+                  "of them" for n, ps in sorted(by_rows.items())]
     return "\n".join(lines)
 
 
