@@ -236,7 +236,7 @@ def test_plot_says_which_batch_sizes_have_no_front(tmp_path):
     out = CliRunner().invoke(main, ["plot", str(study), "--out", str(tmp_path / "p")])
     assert out.exit_code == 0, out.output
     assert out.stdout == f"{tmp_path / 'p' / 'half-pareto-bs1.png'}\n"
-    why = "no row finished and matched eager (2 oom, 1 finished unverified or left out)"
+    why = "no row finished and matched eager (1 not verified correct, 2 oom)"
     assert out.stderr.splitlines() == [
         "batch size 1: no importance plot: 3 verified rows, too few for importances "
         "(at least 4)",

@@ -33,7 +33,7 @@ from tuner.data.noise import p50s_of, rank_within_noise, within_noise
 from tuner.data.rows import num
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
-from tuner.spec.records import Status
+from tuner.spec.records import NOT_RUN, Status
 
 GIB = 2**30
 # The latency rows are ranked, recommended and compared by (tuner.data.derive.median_p50).
@@ -64,6 +64,33 @@ def failed_again(df: pd.DataFrame) -> pd.Series:
     if "repeats_failed" not in df:
         return pd.Series(False, index=df.index)
     return pd.to_numeric(df["repeats_failed"], errors="coerce").fillna(0).gt(0)
+
+
+def why_left_out(rows: pd.DataFrame) -> list[str]:
+    """Why each of ``rows`` (none of them eligible) is left out, as :func:`eligible` decides: a
+    failure's status, a config the search did not run and why, or what an ok row lacks. What
+    comes before a ":" is the reason in short."""
+    again, eager_only = failed_again(rows), ran_eager_only(rows)
+    out = []
+    for i, row in rows.iterrows():
+        message = str(row.get("message") or "")
+        if message.startswith(NOT_RUN):
+            out.append(message.splitlines()[0])
+        elif row["status"] != Status.OK.value:
+            out.append(str(row["status"]))
+        elif again[i]:
+            # The rows keep how many re-measurements failed, not how (the study's storage does).
+            failed = int(row["repeats_failed"])
+            fine = max(listed(row.get("latency_ms_p50_repeats")) - 1, 0)  # its own p50 first
+            out.append(f"failed when measured again: {failed} of {failed + fine} "
+                       "re-measurements in fresh processes did not finish ok")
+        elif eager_only[i]:
+            out.append("compiled nothing, ran eager")
+        elif num(row.get("latency_ms_p50")) is None:
+            out.append("no latency measured")
+        else:
+            out.append("not verified correct")
+    return out
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:

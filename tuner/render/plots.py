@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
-from tuner.data.select import GIB, LATENCY, eligible, pareto
+from tuner.data.select import GIB, LATENCY, eligible, pareto, why_left_out
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import Status
@@ -54,9 +54,8 @@ def no_fronts(trials: pd.DataFrame) -> dict[int, str]:
     ok = eligible(trials)
     notes = {}
     for bs, rows in trials[~trials["batch_size"].isin(ok["batch_size"])].groupby("batch_size"):
-        ended = ", ".join(f"{n} {status}" if status != Status.OK.value else
-                          f"{n} finished unverified or left out"
-                          for status, n in rows["status"].value_counts().items())
+        short = pd.Series([why.split(":")[0] for why in why_left_out(rows)]).value_counts()
+        ended = ", ".join(f"{n} {why}" for why, n in sorted(short.items()))
         notes[int(bs)] = f"no row finished and matched eager ({ended})"
     return notes
 

@@ -28,13 +28,13 @@ import pandas as pd
 
 from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
-from tuner.data.derive import listed, ran_eager_only
+from tuner.data.derive import listed
 from tuner.data.equivalent import RAN, ran_keys
 from tuner.data.rows import config_of
-from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, failed_again, pareto
+from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, pareto, why_left_out
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
-from tuner.spec.records import NOT_RUN, Status
+from tuner.spec.records import NOT_RUN
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",
                   "shape_schedule")
@@ -192,38 +192,11 @@ def _labelled(df: pd.DataFrame, workload: dict[str, Any], keys: list[str]) -> pd
     return df.assign(label=df.apply(label, axis=1)) if len(df) else df
 
 
-def _why_not(rows: pd.DataFrame) -> list[str]:
-    """Why each of ``rows`` (none of them eligible) is not compared, as
-    :func:`tuner.data.select.eligible` decides: a failure's status, a config the search did not
-    run and why, or what an ok row lacks. What comes before a ":" is the reason in short."""
-    again, eager_only = failed_again(rows), ran_eager_only(rows)
-    out = []
-    for i, row in rows.iterrows():
-        message = str(row.get("message") or "")
-        if message.startswith(NOT_RUN):
-            out.append(message.splitlines()[0])
-        elif row["status"] != Status.OK.value:
-            out.append(str(row["status"]))
-        elif again[i]:
-            # The rows keep how many re-measurements failed, not how (the study's storage does).
-            failed = int(row["repeats_failed"])
-            fine = max(listed(row.get("latency_ms_p50_repeats")) - 1, 0)  # its own p50 first
-            out.append(f"failed when measured again: {failed} of {failed + fine} "
-                       "re-measurements in fresh processes did not finish ok")
-        elif eager_only[i]:
-            out.append("compiled nothing, ran eager")
-        elif _num(row.get("latency_ms_p50")) is None:
-            out.append("no latency measured")
-        else:
-            out.append("not verified correct")
-    return out
-
-
 def _absent(bs: int, tag: str, tried: pd.DataFrame) -> str:
     """Why study ``tag`` has no verified config at batch size ``bs``, in a line."""
     if tried.empty:
         return f"{tag} did not measure batch size {bs}"
-    short = pd.Series([why.split(":")[0] for why in _why_not(tried)]).value_counts()
+    short = pd.Series([why.split(":")[0] for why in why_left_out(tried)]).value_counts()
     return (f"{tag} has no verified config at batch size {bs}: of its {len(tried)} trials there, "
             + ", ".join(f"{n} {why}" for why, n in sorted(short.items())))
 
@@ -276,7 +249,7 @@ def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
         # Not verified on the target: did it fail there, was it not run, or never tried?
         there = tried[target][tried[target][RAN] == ran]
         if not there.empty:
-            why = sorted(set(_why_not(there)))
+            why = sorted(set(why_left_out(there)))
             if all(w.startswith(NOT_RUN) for w in why):
                 return Transfer(bs, source, target, label, key, "not_run",
                                 "; ".join(w[len(NOT_RUN):] for w in why), None,
