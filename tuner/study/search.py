@@ -149,9 +149,8 @@ class Search:
             told = [(n, c) for n, c in state.compile_timeouts.items() if n not in skipped_modes]
             skipped_modes.update(n for n, _ in told)
             # Only where the state read here has a config left to skip: each skip reads it again.
-            told = [(n, c) for n, c in told if any(
-                (o.batch_size, o.backend, o.mode) == (c.batch_size, c.backend, c.mode)
-                and not state.taken(o.key) for o in configs)]
+            told = [(n, c) for n, c in told
+                    if any(not state.taken(o.key) for o in _same_mode(c, configs))]
             if sum(self._skip_mode(config, number, not_run) for number, config in told):
                 state = claims.state()
             if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
@@ -319,10 +318,8 @@ class Search:
             f"--compile-timeout at batch size {config.batch_size}; this mode's other configs "
             "there are skipped (a new study with a larger --compile-timeout measures them)")
         taken = self.claims.state()
-        skipped = [other for other in self.spec.space.configs()
-                   if (other.batch_size, other.backend, other.mode) == (
-                       config.batch_size, config.backend, config.mode)
-                   and other.key != config.key and not taken.taken(other.key)]
+        skipped = [other for other in _same_mode(config, self.spec.space.configs())
+                   if not taken.taken(other.key)]
         for other in skipped:
             record_not_run(self.fronts, self.spec.space, other, why)
             not_run.add(other.key)
@@ -486,6 +483,13 @@ def _slow_contenders(slow: pd.DataFrame) -> str:
     return (f"also measured again: trial{'s' if len(slow) > 1 else ''} {numbers}, off the front "
             "but measured on a slow host core, where a launch-bound config reads slow: had its "
             "p50 been as much faster as its core was slow, it would be on the front")
+
+
+def _same_mode(config: TrialConfig, configs: list[TrialConfig]) -> list[TrialConfig]:
+    """The other configs of ``config``'s backend and mode at its batch size: what a compile past
+    --compile-timeout skips (Search._skip_mode)."""
+    return [o for o in configs if o.key != config.key and (o.batch_size, o.backend, o.mode) ==
+            (config.batch_size, config.backend, config.mode)]
 
 
 def _any_ok(df: pd.DataFrame) -> bool:
