@@ -254,7 +254,7 @@ def test_two_processes_confirming_one_study_keep_both_their_measurements_and_sha
             result = super().run(request, workdir, abort, cache_dir)
             trial = next(n for n, key in configs.items() if key == request.config.key)
             stored = finalists.repeats_of(s.study, storage).get(trial, [])
-            other = {**finalists._record("warm", result), "host": "other"}
+            other = {**finalists._record("warm", result, request.config.key), "host": "other"}
             finalists._keep(s.study, storage, trial, [*stored, other])
             return result
 
@@ -274,7 +274,9 @@ def test_two_processes_confirming_one_study_keep_both_their_measurements_and_sha
 def test_a_finalist_another_process_measured_meanwhile_is_not_measured_again(tmp_path):
     s, _ = search(tmp_path, repeats=0)
     storage = s.claims.storage
-    front = set(select.pareto(s.export().trials)["trial_number"].astype(int))
+    df = s.export().trials
+    front = set(select.pareto(df)["trial_number"].astype(int))
+    configs = {int(r["trial_number"]): r["config_key"] for _, r in df.iterrows()}
 
     class Ahead(FakeRunner):
         """During its first re-measurement, another process measures every other finalist."""
@@ -285,7 +287,7 @@ def test_a_finalist_another_process_measured_meanwhile_is_not_measured_again(tmp
                 first = int(workdir.parent.name)  # trials/<N>/repeat-<k>
                 for n in front - {first}:
                     finalists._keep(s.study, storage, n, [
-                        {**finalists._record("warm", result), "host": "other"}
+                        {**finalists._record("warm", result, configs[n]), "host": "other"}
                         for _ in range(3)])
             return result
 
@@ -328,7 +330,7 @@ def test_without_the_trials_cache_the_first_repeat_compiles_cold_then_warm(tmp_p
 def test_a_warm_repeat_that_missed_the_cache_gives_no_warm_compile_time():
     result = FakeRunner().run(TrialRequest(TrialConfig("inductor", 1, "default", False),
                                            make_spec_workload()), None)
-    record = finalists._record("warm", result)  # FakeRunner without a cache: a miss
+    record = finalists._record("warm", result, "k")  # FakeRunner without a cache: a miss
     assert record["fxgraph_cache_misses"] == 1
     columns = noise.repeat_columns(result, [record], "k")
     assert columns["compile_s_warm"] is None and columns["latency_ms_p50_repeats"] == [

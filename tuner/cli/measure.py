@@ -474,6 +474,8 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     runner = runners.make_runner(launch, spec.layout.cache_root)
     try:
         search_ = Search(spec, runner, on_message=say)
+        if redo:  # first: the front is chosen without them (and they may be another's)
+            search_.forget_repeats()
         if search_.current().pareto.empty:
             raise UserError(f"nothing to confirm: no trial of study {spec.name!r} finished ok "
                             f"and matched eager (`tuner show {shlex.quote(str(spec.directory))} "

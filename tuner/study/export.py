@@ -21,7 +21,7 @@ from tuner.spec.layout import DB_FILE, StudyLayout
 from tuner.spec.records import TrialResult
 from tuner.spec.workload import Workload
 from tuner.study.broken import breaks_batch
-from tuner.study.finalists import repeats_of
+from tuner.study.finalists import misfiled, repeats_of
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import stored_result, was_run
 from tuner.study.redact import redact
@@ -110,6 +110,16 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
     records = [(t, stored, TrialConfig.from_dict(t.frozen.user_attrs[CONFIG_ATTR]))
                for t in sorted(fronts.trials(), key=lambda t: t.number)
                if (stored := stored_result(t.frozen)) is not None]
+    if (wrong := misfiled(repeats, {t.number: config.key for t, stored, config in records
+                                    if was_run(stored)})) is not None:
+        number, of, config_key = wrong
+        raise UserError(
+            f"study {name!r}: the re-measurements stored for trial {number} are of {of}, but "
+            f"trial {number} is {config_key or 'no measured config'}: the storage's trials "
+            "were renumbered (optuna.copy_study gives every trial a new id, and the tuner "
+            "numbers trials by it), so each finalist's repeats would count for another config. "
+            "Copy a SQLite study's study.db as a file instead, or forget them here and measure "
+            "the finalists again: `tuner confirm` with --redo")
     for t, stored, config in _latest(records):
         result, row = rows.row(name, t.number, config, workload, stored)
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,

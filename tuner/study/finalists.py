@@ -16,10 +16,11 @@ If the trial's cache is gone (measured on another host, say), the first repeat c
 into it and the next is the warm one. Eager finalists are plain repeats. The p50s of all
 processes give a spread and an interval (:mod:`tuner.data.noise`).
 
-The re-measurements are kept in the Optuna storage as one list per trial, in the study's user
+The re-measurements are kept in the Optuna storage as one list per trial, in the study's system
 attribute ``tuner.repeats.<trial number>`` (Optuna allows no writes to a finished trial). They
-are not trials: they never count towards ``--trials``, and the search never sees them.
-"""
+are not trials: they never count towards ``--trials``, and the search never sees them. Each
+record names its config, so that a storage whose trials were renumbered under them
+(``optuna.copy_study``) is told (:func:`misfiled`)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import statistics
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -200,6 +201,20 @@ def repeats_of(study: optuna.Study, storage: optuna.storages.BaseStorage
             if k.startswith(REPEATS_ATTR) and k[len(REPEATS_ATTR):].isdigit()}
 
 
+def misfiled(repeats: Mapping[int, list[dict[str, Any]]], keys: Mapping[int, str]
+             ) -> tuple[int, str, str | None] | None:
+    """A trial whose stored re-measurements are of another config, as (its number, the config
+    they are of, the trial's config, None for no measured trial), or None if none is. Then the
+    trials were renumbered under their re-measurements: ``optuna.copy_study`` gives each trial a
+    new id, and a tuner number is that id (:mod:`tuner.study.fronts`). ``keys``: each measured
+    trial's config key, by number. Records made before they named their config are not checked."""
+    for number, records in sorted(repeats.items()):
+        of = next((r["config_key"] for r in records if r.get("config_key")), None)
+        if of is not None and of != keys.get(number):
+            return number, of, keys.get(number)
+    return None
+
+
 def _keep(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
           records: list[dict[str, Any]]) -> None:
     storage.set_study_system_attr(storage.get_study_id_from_name(study.study_name),
@@ -283,7 +298,8 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
                     shutil.rmtree(empty, ignore_errors=True)
             if result.status is Status.INTERRUPTED:
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
-            records[:] = _merged(study, storage, number, [*records, _record(kind, result)])
+            records[:] = _merged(study, storage, number,
+                                 [*records, _record(kind, result, config.key)])
             _keep(study, storage, number, records)
             measured += 1
             failed += not result.ok
@@ -354,10 +370,12 @@ def _next(spec: StudySpec, number: int, config: TrialConfig,
                               save_artifacts=str(saved.resolve()), references=references), cache
 
 
-def _record(kind: str, result: TrialResult) -> dict[str, Any]:
-    """What a re-measurement keeps in the storage: its numbers, not its samples."""
+def _record(kind: str, result: TrialResult, key: str) -> dict[str, Any]:
+    """What a re-measurement of the config ``key`` keeps in the storage: its numbers, not its
+    samples."""
     fp = result.fingerprint or {}
     return {
+        "config_key": key,  # whose it is: a trial's number can change (renumbered)
         "kind": kind, "status": result.status.value, "message": result.message[:300],
         "latency_ms_p50": result.latency_ms_p50, "latency_ms_p90": result.latency_ms_p90,
         "latency_ms_p99": result.latency_ms_p99, "latency_ms_iqr": result.latency_ms_iqr,

@@ -329,6 +329,13 @@ class Search:
                             "config(s) there are skipped")
         return len(skipped)
 
+    def forget_repeats(self) -> None:
+        """Forget every trial's re-measurements (``--redo``), saying how many had some."""
+        if forgotten := finalists.forget(self.study, self.claims.storage):
+            self.on_message(f"--redo: the re-measurements of {forgotten} trial"
+                            f"{'s' if forgotten > 1 else ''} are forgotten; a stop from here "
+                            "on resumes without --redo")
+
     def confirm(self, repeats: int | str | finalists.Repeats,
                 redo: bool = False) -> finalists.ConfirmSummary:
         """Re-measure the finalists (see :mod:`tuner.study.finalists`); ``stop_after_trial``
@@ -339,10 +346,8 @@ class Search:
             finalists.Repeats.parse(repeats)
         rounds: list[finalists.ConfirmSummary] = []
         before: set[int] = set()
-        if redo and (forgotten := finalists.forget(self.study, self.claims.storage)):
-            self.on_message(f"--redo: the re-measurements of {forgotten} trial"
-                            f"{'s' if forgotten > 1 else ''} are forgotten; a stop from here "
-                            "on resumes without --redo")
+        if redo:
+            self.forget_repeats()
         try:
             # The front is on the finalists' medians: one measured slower may leave it, and a
             # trial that joins it in its place is measured again in turn, until none is left.
