@@ -500,3 +500,40 @@ def test_apply_and_the_snippet_give_the_memory_format_the_trial_ran(tmp_path, co
     assert model.weight.is_contiguous() and \
         not model.weight.is_contiguous(memory_format=torch.channels_last)
     assert "model.to(memory_format=torch.contiguous_format)" in rec.snippet()
+
+
+def test_apply_refuses_what_is_not_a_model_or_is_already_compiled(tmp_path, compile_calls):
+    # torch.compile of an OptimizedModule returns a plain function, not the Module apply promises
+    rec = recommend(cpu_study(tmp_path, "inductor:default"))
+    model = nn.Linear(4, 2).eval()
+    compiled = rec.apply(model)
+    with pytest.raises(UserError, match=r"already compiled \(OptimizedModule\): pass the module "
+                                        r"itself, model._orig_mod"):
+        rec.apply(compiled)
+    for wrong in (lambda x: x, None, torch.zeros(2)):
+        with pytest.raises(UserError, match="apply takes a torch.nn.Module, not "):
+            rec.apply(wrong)
+    assert len(compile_calls) == 1
+    with pytest.raises(UserError, match="warm_start must be True or False, not 'no'"):
+        rec.apply(model, warm_start="no")  # truthy: it would do the opposite
+
+
+def test_a_study_that_is_not_a_path_and_a_flag_that_is_not_a_bool_are_user_errors(study):
+    for wrong in (None, 123, [str(study)]):
+        with pytest.raises(UserError, match=r"a study is a folder or its trials.parquet \(a str "
+                                            "or Path\\), not "):
+            recommend(wrong, batch_size=1)
+    with pytest.raises(UserError, match="a study is a folder"):
+        compare([study, None])
+    with pytest.raises(UserError, match="strict must be True or False, not 'false'"):
+        recommend(study, batch_size=1, strict="false")  # truthy: it would refuse
+
+
+def test_limits_are_real_numbers_not_bools(study):
+    import numpy as np
+
+    with pytest.raises(UserError, match="max_p99_ms=True: give a positive number"):
+        recommend(study, batch_size=1, max_p99_ms=True)  # not a limit of 1 ms
+    rec = recommend(study, batch_size=1, max_vram_gb=np.int64(20))  # read from a DataFrame
+    assert rec.constraints.max_vram_gb == 20.0
+    json.dumps(rec.to_dict())  # plain numbers, without a default=

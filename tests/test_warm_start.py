@@ -172,9 +172,21 @@ def test_the_snippet_says_when_it_cannot_warm_start(fake_study):
     namespace: dict = {}
     exec(compile(rec.snippet(), "snippet", "exec"), namespace)
     rec.artifacts_path.unlink()
-    with pytest.warns(UserWarning, match=r"no warm start: .* is missing or was saved by torch "
-                                         f"{re.escape(torch.__version__)}; the first call "
-                                         "compiles cold"):
+    with pytest.warns(UserWarning, match=r"no warm start: .* is missing or unreadable, or was "
+                                         f"saved by torch {re.escape(torch.__version__)} and "
+                                         "this is .*; the first call compiles cold"):
+        namespace["compile_model"](torch.nn.Linear(4, 2).eval())
+
+
+def test_the_snippet_says_when_torch_cannot_read_the_artifacts(fake_study):
+    # As apply does: torch returns None for bytes it cannot read (the fake's), and logs only.
+    if not artifacts.supported():
+        pytest.skip("this torch has no load_cache_artifacts")
+    rec = recommend(fake_study)
+    assert rec.artifacts_found
+    namespace: dict = {}
+    exec(compile(rec.snippet(), "snippet", "exec"), namespace)
+    with pytest.warns(UserWarning, match="no warm start: .* is missing or unreadable"):
         namespace["compile_model"](torch.nn.Linear(4, 2).eval())
 
 
@@ -219,3 +231,14 @@ def test_a_study_without_artifacts_applies_as_before(tmp_path):
         rec = tuner.recommend(study, batch_size=1)
     assert rec.artifacts_path is None and rec.load_artifacts() is False
     assert "load_cache_artifacts" not in rec.snippet()
+
+
+def test_the_no_warm_start_warning_points_at_the_callers_line(fake_study):
+    # Whether from apply or load_artifacts itself: the user's line, to see and to filter by module.
+    rec = recommend(fake_study)
+    rec.artifacts_path.unlink()
+    for call in (rec.load_artifacts, lambda: rec.apply(torch.nn.Linear(4, 2).eval())):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert [w.filename for w in caught] == [__file__], [str(w.message) for w in caught]

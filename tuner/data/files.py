@@ -236,6 +236,9 @@ def refuse_front_only(path: Path) -> None:
 def load(study: Path | str) -> tuple[pd.DataFrame, dict[str, Any], Path]:
     """A whole study (its folder or trials file; not :data:`PARETO_FILE`, see
     :func:`refuse_front_only`): its rows, metadata and the file they came from."""
+    if not isinstance(study, (str, os.PathLike)):  # Path(None) would be a TypeError's traceback
+        raise UserError(f"a study is a folder or its {TRIALS_FILE} (a str or Path), not "
+                        f"{study!r}: give its path")
     path = Path(study)
     if path.is_dir():
         path = path / TRIALS_FILE

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -216,9 +217,14 @@ class Constraints:
 
     def __post_init__(self) -> None:
         for name, value in self.to_dict().items():
-            if value is not None and not (isinstance(value, (int, float)) and value > 0
-                                          and math.isfinite(value)):
+            if value is None:
+                continue
+            # Any real number (numpy's from a DataFrame too, kept as a float: JSON-able); True
+            # is not a limit of 1.
+            if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                    and value > 0 and math.isfinite(value)):
                 raise UserError(f"{name}={value!r}: give a positive number")
+            object.__setattr__(self, name, float(value))  # frozen
 
     def to_dict(self) -> dict[str, float | None]:
         return dataclasses.asdict(self)

@@ -127,11 +127,14 @@ def snippet(rec: Recommended) -> str:
                      "# the study ran it contiguous")
     if rec.config.compiled:
         if warm is not None:
-            lines += ["    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
-                      "        torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())",
-                      "    else:",
-                      '        warnings.warn(f"no warm start: {ARTIFACTS} is missing or was saved '
-                      'by torch {ARTIFACTS_TORCH}; the first call compiles cold")']
+            # load_cache_artifacts returns None for bytes it cannot read (it only logs why)
+            lines += ["    loaded = None",
+                      "    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
+                      "        loaded = torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())",
+                      "    if loaded is None:",
+                      '        warnings.warn(f"no warm start: {ARTIFACTS} is missing or unreadable, '
+                      'or was saved by torch {ARTIFACTS_TORCH} and this is {torch.__version__}; '
+                      'the first call compiles cold")']
         args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
         lines.append(f"    return torch.compile(model, {args})")
     else:

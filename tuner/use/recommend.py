@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -112,11 +113,16 @@ class Recommendation:
         ``torch.compiler.cudagraph_mark_step_begin()`` before each call; do the same, and
         ``.clone()`` any output you keep past the next call (reading an overwritten one raises
         a RuntimeError).
+
+        Raises:
+            UserError: ``model`` is not a ``torch.nn.Module``, or is already compiled (an
+                ``OptimizedModule``: pass the module it wraps, ``model._orig_mod``).
         """
         import torch
 
         from tuner.trial.build import apply_global_knobs
 
+        _check_flag("warm_start", warm_start)
         self._check_model(model)
         apply_global_knobs(self.workload)
         if self.workload.channels_last:
@@ -126,7 +132,7 @@ class Recommendation:
         if not self.config.compiled:
             return model
         if warm_start:
-            self.load_artifacts()
+            self.load_artifacts(_stacklevel=3)
         # torch.compile wraps a Module in an OptimizedModule, itself a Module; torch types the
         # result as a plain callable
         return cast("torch.nn.Module", torch.compile(model, **self.config.compile_kwargs()))
@@ -156,7 +162,7 @@ class Recommendation:
         artifacts/ has none)."""
         return self.artifacts_path is not None and self.artifacts_path.exists()
 
-    def load_artifacts(self) -> bool:
+    def load_artifacts(self, _stacklevel: int = 2) -> bool:
         """Load the study's compile artifacts of this config into this process's compile
         caches (``torch.compiler.load_cache_artifacts``); True if they were loaded.
 
@@ -182,14 +188,24 @@ class Recommendation:
         else:
             _, problem = artifacts.load(path)
         if problem:
+            # At the line that called apply (or this method): the user's, to see and filter.
             warnings.warn(f"apply: no warm start from study {self.study!r}: {problem}; the first "
-                          "call compiles cold", MismatchWarning, stacklevel=3)
+                          "call compiles cold", MismatchWarning, stacklevel=_stacklevel)
             return False
         return True
 
     def _check_model(self, model: torch.nn.Module) -> None:
         import torch
 
+        # An OptimizedModule exists only once dynamo is imported (an import of a second or so,
+        # not made for an eager config): torch.compile of one returns a plain function.
+        frames = sys.modules.get("torch._dynamo.eval_frame")
+        if frames is not None and isinstance(model, frames.OptimizedModule):
+            raise UserError(f"apply: the model is already compiled ({type(model).__name__}): "
+                            "pass the module itself, model._orig_mod")
+        if not isinstance(model, torch.nn.Module):
+            raise UserError(f"apply takes a torch.nn.Module, not {type(model).__name__}: pass "
+                            "the model (its memory format and mode are set and checked)")
         w = self.workload
         problems = []
         dtype = tensor_dtype(w.dtype)  # tf32 holds float32 tensors
@@ -282,9 +298,10 @@ def recommend(
     earlier trial.
 
     Raises:
-        UserError: unreadable study, unknown objective or batch size, nothing meets the limits
-            (the message names the closest config and the limit it breaks), or, with
-            ``strict``, another environment.
+        UserError: unreadable study (or one that is not a path), unknown objective or batch
+            size, a limit that is not a positive number, ``strict`` not a bool, nothing meets
+            the limits (the message names the closest config and the limit it breaks), or,
+            with ``strict``, another environment.
 
     Example:
         >>> rec = recommend("studies/resnet18-cuda", batch_size=32, max_compile_s=60)  # doctest: +SKIP
@@ -292,6 +309,7 @@ def recommend(
     """
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    _check_flag("strict", strict)
     if batch_size is not None and (isinstance(batch_size, bool)
                                    or not isinstance(batch_size, numbers.Integral)):
         # "32" would be "not measured" beside a list that holds 32; True would be batch size 1
@@ -441,6 +459,12 @@ def _workload(meta: dict[str, Any], row: pd.Series) -> Workload:
 def _row_fingerprint(row: pd.Series) -> dict[str, Any]:
     fp = {k: plain(row.get(f"fp_{k}")) for k in FINGERPRINT_FIELDS}
     return fp if any(v is not None for v in fp.values()) else {}
+
+
+def _check_flag(name: str, value: object) -> None:
+    """``value`` is True or False: a string such as "false" is truthy, and would do the opposite."""
+    if value not in (True, False):
+        raise UserError(f"{name} must be True or False, not {value!r}")
 
 
 def _list(values: list[int]) -> str:
