@@ -129,3 +129,43 @@ def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
     assert "Pareto-optimal configs" in stdout  # the report of what was measured
     leftovers = [p.name for p in (tmp_path / STUDY).iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+def test_sigterm_abandons_the_trial_in_flight_and_exits_143(tmp_path):
+    # 128 + SIGTERM, as a shell reports a process SIGTERM killed; Ctrl-C's is 130 (above).
+    proc = subprocess.Popen(command(tmp_path, 30.0), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    try:
+        for line in proc.stderr:
+            if line.startswith("  running "):
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, rest
+    assert "stopped by the user (the trial in flight was abandoned)" in rest
+
+
+def test_sigterm_stops_tuner_confirm_with_143(tmp_path):
+    searched = subprocess.run([*command(tmp_path, 0.0), "--confirm", "0", "-q"],
+                              capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
+    assert searched.returncode == 0, searched.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "30",
+                             "confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env(), cwd=tmp_path)
+    try:
+        for line in proc.stderr:
+            if line.startswith("confirming "):  # its handlers are in place
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, rest
+    assert "stopped by the user" in rest

@@ -9,6 +9,7 @@ import io
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -293,6 +294,117 @@ def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypat
     assert summary.stop_reason == "stopped by the user" and summary.stopped
     assert sorted(summary.trials["trial_number"]) == sorted(t.number for t in in_flight)
     assert (summary.trials["status"] == "ok").all()
+
+
+def test_sigterm_stops_every_worker_and_the_fleet_reads_their_143_as_stopped(tmp_path,
+                                                                              monkeypatch):
+    # A SIGTERM'd worker exits 143 (128 + SIGTERM), not 130: the fleet still reports "stopped",
+    # not a worker error.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = workers.create(tmp_path, "termed", storage=None)
+    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "30")
+    fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
+    fleet.start(spec)
+    for proc in fleet._procs:
+        workers.wait_for_trial(spec, proc.pid)
+    fleet.send_signal(signal.SIGTERM)
+    fleet.wait()
+    summary = fleet.finish()
+    assert [e.returncode for e in fleet.exits] == [fleets.EXIT_TERMINATED] * 2 == [143] * 2
+    assert summary.stop_reason == "stopped by the user" and summary.stopped
+    assert summary.new == 0  # both trials in flight were abandoned, and left no row
+
+
+def test_a_fleet_stopped_while_its_workers_start_reports_stopped_not_a_worker_error(
+        tmp_path, monkeypatch):
+    # SIGTERM to `tuner search --gpus` 3.3 s in (the workers starting) said "Error: the worker
+    # on GPU 0 stopped with exit code -15 ... (its error is above)": none was above.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = workers.create(tmp_path, "early-stop", storage=None, space=workers.SPACE_SMALL)
+    fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
+    fleet.spawn()
+    fleet.send_signal(signal.SIGTERM)  # before the workers' interpreters are up
+    fleet.start(spec)
+    fleet.wait()
+    assert all(e.returncode in (0, -signal.SIGTERM, 143) for e in fleet.exits), fleet.exits
+    summary = fleet.finish()
+    assert summary.stop_reason == "stopped by the user" and summary.stopped
+
+
+def test_a_fleet_stopped_before_its_workers_began_is_stopped_though_they_exit_0(tmp_path,
+                                                                               monkeypatch):
+    # A worker still waiting for the go exits 0 when stopped; the summary said "all 2 workers
+    # finished; 0 new trials" for a fleet the user had stopped.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = workers.create(tmp_path, "not-begun", storage=None, space=workers.SPACE_SMALL)
+    fleet = fleets.Fleet.of(spec, [0], LaunchSettings(timeout_s=60), quiet=True)
+    fleet.run(spec)
+    assert [e.returncode for e in fleet.exits] == [0]
+    assert fleet.finish().stop_reason == "all 1 workers finished"
+    fleet.passed_on.append(signal.SIGINT)
+    assert fleet.finish().stopped
+
+
+def test_a_fleets_worker_killed_by_a_signal_is_named_as_such_not_an_error_above(tmp_path,
+                                                                                 monkeypatch):
+    # A worker SIGKILLed (the out-of-memory killer) was "stopped with exit code -9 (its error
+    # is above)": it wrote none. Its trial is measured again by the other worker.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    spec = workers.create(tmp_path, "oom-killed", storage=None, space=workers.SPACE_SMALL)
+    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "1")
+    for name, value in workers.FAST_HEARTBEAT.items():
+        monkeypatch.setenv(name, value)
+    fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
+    fleet.start(spec)
+    workers.wait_for_trial(spec, fleet._procs[1].pid)
+    fleet._procs[1].kill()
+    fleet.wait()
+    with pytest.raises(UserError) as raised:
+        fleet.finish()
+    assert str(raised.value) == ("the worker on GPU 1 was killed by SIGKILL, leaving no error; "
+                                 "the study keeps what was measured")
+    workers.assert_every_config_measured_once(spec)
+
+
+@pytest.mark.parametrize("raised, code", [(KeyboardInterrupt, 130), ("sigterm", 143)])
+def test_a_fleets_worker_stopped_while_it_joins_its_study_exits_quietly(
+        tmp_path, monkeypatch, capfd, raised, code):
+    # Ctrl-C passed on while the worker joined its study printed a traceback and exited -2.
+    import os
+
+    from tuner.cli import fleet_worker, measure
+    from tuner.launch import runner as runners
+
+    made: list[FakeRunner] = []
+    monkeypatch.setattr(runners, "make_runner",
+                        lambda settings, shared=None: made.append(FakeRunner()) or made[-1])
+
+    def joining(plan, storage, as_json, runner):
+        if raised == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at once
+        else:
+            raise raised
+
+    monkeypatch.setattr(measure, "run_worker", joining)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(fleets.GO))
+    got: list[int] = []
+    # Ours, in case the worker's is not in place: the test fails rather than pytest dying.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        plan = fleets.Fleet(fleets.plan_of("joins", tmp_path, LaunchSettings(60), 0, None, None,
+                                           True, "resnet18"), [0]).plan(0, 0)
+        started = time.monotonic()
+        try:
+            exited: object = fleet_worker.main([plan.to_json()])
+        except KeyboardInterrupt:  # caught here: let out, it would stop pytest itself
+            exited = "KeyboardInterrupt"
+        assert exited == code
+        assert time.monotonic() - started < 4 and got == []
+        assert signal.getsignal(signal.SIGTERM) is not fleet_worker._terminated  # put back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert capfd.readouterr().err == ""
 
 
 def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):

@@ -6,15 +6,20 @@ Started before its study exists (the plan's ``wait_for_go``), it first starts it
 template process, which imports torch for seconds, then waits for GO on stdin: the study is
 ready. Anything else (the command found a bad input, or was stopped) and it exits, measuring
 nothing. What it needs to join the study (the commands, pandas, SQLAlchemy: 0.5-0.8 s) it
-imports while the template imports and it waits, not before the template starts."""
+imports while the template imports and it waits, not before the template starts.
+
+Stopped (Ctrl-C or SIGTERM passed on by the fleet) before its search's own handlers are in
+place, it exits quietly: 0 before the go, 130 or 143 after it (tuner.launch.signals)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import UserError
+from tuner.launch.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, installed
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 
 if TYPE_CHECKING:
@@ -26,7 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m tuner.cli.fleet_worker PLAN_JSON", file=sys.stderr)
         return 2
-    plan = WorkerPlan.from_json(argv[0])
+    with installed({signal.SIGTERM: _terminated}):  # the search puts its own in place
+        return _work(WorkerPlan.from_json(argv[0]))
+
+
+def _work(plan: WorkerPlan) -> int:
     runner = None
     if plan.wait_for_go:
         try:
@@ -35,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 runner.start_template(plan.factory_module)
             _import_ahead()
             told = sys.stdin.readline()
-        except KeyboardInterrupt:  # stopped by the user before the study was ready
+        except (KeyboardInterrupt, _Terminated):  # stopped before the study was ready
             told = ""
         if told != GO:
             if runner is not None:
@@ -45,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         measure.run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner)
+    except KeyboardInterrupt:  # joining the study: nothing measured yet, the runner closed
+        return EXIT_INTERRUPTED
+    except _Terminated:
+        return EXIT_TERMINATED
     except UserError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
@@ -57,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {failure}", file=sys.stderr)
         return 1
     return 0
+
+
+class _Terminated(BaseException):
+    """SIGTERM while the worker starts, before its search handles it (tuner.cli.run)."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
 
 
 def _import_ahead() -> None:

@@ -39,6 +39,7 @@ from tuner.cli.options import (
     with_space_file,
 )
 from tuner.errors import UserError
+from tuner.launch import signals
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space_file import SpaceFile
 from tuner.trial.prebuild import PrebuildRequest
@@ -278,11 +279,12 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             "mode's other configs at that batch size are each tried up to --timeout; give a "
             "--compile-timeout below --timeout")
     if fleet is not None and chosen is not None:
-        def confirm_after() -> bool:  # once the workers are done: here, on the first GPU
+        def confirm_after(received: list[int]) -> bool:
+            # once the workers are done: here, on the first GPU
             on_first = runners.LaunchSettings(timeout_s, launch.prestart, gpu=chosen[0])
             return run.run_confirm(
                 Search(spec, runners.make_runner(on_first, spec.layout.cache_root),
-                       on_message=say), say, repeats)
+                       on_message=say), say, repeats, received=received)
 
         run.run_fleet(fleet, spec, say, as_json,
                       then=confirm_after if repeats.any else None)
@@ -483,10 +485,11 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     except BaseException:
         runner.close()
         raise
-    stopped = run.run_confirm(search_, say, plan, redo=redo)
+    received: list[int] = []
+    stopped = run.run_confirm(search_, say, plan, redo=redo, received=received)
     run.print_study(spec.layout, as_json)
     if stopped:
-        sys.exit(130)
+        sys.exit(signals.exit_code(received))
 
 
 def _default_device() -> str:

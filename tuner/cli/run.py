@@ -24,18 +24,19 @@ def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, "
         f"target {spec.n_trials or configs} trials; progress below, Ctrl-C stops after a trial")
-    with signals.installed(signals.stop_handlers(search, say, "trial")):
+    received: list[int] = []
+    with signals.installed(signals.stop_handlers(search, say, "trial", received)):
         summary = search.run()
     finish(summary, say, as_json)
     if search.stop_after_trial.is_set() or search.abort.is_set():
-        sys.exit(130)
+        sys.exit(signals.exit_code(received))
 
 
 def run_fleet(fleet: Any, spec: Any, say: Callable[[str], None], as_json: bool,
-              then: Callable[[], bool] | None = None) -> None:
+              then: Callable[[list[int]], bool] | None = None) -> None:
     """Run one worker per GPU (tuner.study.fleet.Fleet) on ``spec``'s study in the foreground;
-    Ctrl-C is passed on. ``then``, if the workers were not stopped, runs next (it returns True
-    if stopped)."""
+    Ctrl-C and SIGTERM are passed on. ``then``, if the workers were not stopped, runs next (it
+    returns True if stopped, and appends the signals it received to the list it is given)."""
     received: list[int] = []
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
@@ -53,16 +54,18 @@ def run_fleet(fleet: Any, spec: Any, say: Callable[[str], None], as_json: bool,
         summary = fleet.run(spec)
     stopped = bool(received) or summary.stopped
     if then is not None and not stopped:
-        stopped = then()
+        stopped = then(received)
     finish(summary, say, as_json)
     if stopped:
-        sys.exit(130)
+        sys.exit(signals.exit_code(received))
 
 
-def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: bool = False) -> bool:
+def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: bool = False,
+                received: list[int] | None = None) -> bool:
     """Re-measure the finalists in the foreground (tuner.study.finalists): Ctrl-C stops after
-    the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped."""
-    with signals.installed(signals.stop_handlers(search, say, "re-measurement")):
+    the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped;
+    the signals it got are appended to ``received`` (signals.exit_code)."""
+    with signals.installed(signals.stop_handlers(search, say, "re-measurement", received)):
         summary = search.confirm(repeats, redo=redo)
     failed = f", {summary.failed} failed (left out of the fronts)" if summary.failed else ""
     # Nothing measured and not stopped: every finalist had its --repeats from earlier runs.

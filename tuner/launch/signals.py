@@ -6,8 +6,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
+
+# How a run that a signal stopped exits, after saving what it measured: 128 + the signal's
+# number, as a shell reports a process the signal killed. A fleet reads both as "stopped".
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: SIGTERM (a scheduler, `timeout`, `kill`)
+STOPPED_EXITS = frozenset({EXIT_INTERRUPTED, EXIT_TERMINATED})
 
 
 class Stoppable(Protocol):
@@ -15,14 +21,21 @@ class Stoppable(Protocol):
     abort: threading.Event  # kill the one in flight
 
 
+def exit_code(received: Sequence[int]) -> int:
+    """The exit code of a run stopped after the signals ``received``: SIGTERM's where it came,
+    else Ctrl-C's (also for a run stopped otherwise)."""
+    return EXIT_TERMINATED if signal.SIGTERM in received else EXIT_INTERRUPTED
 
 
-def stop_handlers(run: Stoppable, say: Callable[[str], None],
-                  what: str) -> dict[int, Callable[[int, Any], None]]:
+def stop_handlers(run: Stoppable, say: Callable[[str], None], what: str,
+                  received: list[int] | None = None) -> dict[int, Callable[[int, Any], None]]:
     """Ctrl-C stops after the ``what`` in flight, a second Ctrl-C abandons it; SIGTERM (a
-    scheduler, `timeout`) abandons it at once."""
+    scheduler, `timeout`) abandons it at once. Each signal is appended to ``received``, for
+    :func:`exit_code`."""
+    got: list[int] = [] if received is None else received
 
     def on_sigint(signum: int, frame: Any) -> None:
+        got.append(signum)
         if run.stop_after_trial.is_set():
             run.abort.set()
             say(f"aborting the {what} in flight ...")
@@ -31,6 +44,7 @@ def stop_handlers(run: Stoppable, say: Callable[[str], None],
             say(f"stopping after the current {what} (Ctrl-C again to abandon it)")
 
     def on_sigterm(signum: int, frame: Any) -> None:
+        got.append(signum)
         run.stop_after_trial.set()
         run.abort.set()
 

@@ -23,14 +23,17 @@ import pandas as pd
 
 from tuner.errors import UserError
 from tuner.launch.runner import LaunchSettings
+from tuner.launch.signals import EXIT_INTERRUPTED as EXIT_STOPPED
+from tuner.launch.signals import EXIT_TERMINATED, STOPPED_EXITS
 from tuner.spec.records import Status
 from tuner.spec.workload import factory_module
 from tuner.study.export import export_study
-from tuner.study.plan import EXIT_STOPPED, GO, STORAGE_ENV, WorkerPlan
+from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 from tuner.study.search import STOPPED, Search, SearchSummary
 from tuner.study.spec import StudySpec
 
-__all__ = ["EXIT_STOPPED", "GO", "STORAGE_ENV", "Fleet", "WorkerExit", "WorkerPlan", "plan_of"]
+__all__ = ["EXIT_STOPPED", "EXIT_TERMINATED", "GO", "STORAGE_ENV", "Fleet", "WorkerExit",
+           "WorkerPlan", "plan_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Fleet:
         self.storage = storage
         self.python = python
         self.exits: list[WorkerExit] = []
+        self.passed_on: list[int] = []  # the signals send_signal passed on to the workers
         self._procs: list[subprocess.Popen] = []
         self._spec: StudySpec | None = None
 
@@ -128,6 +132,7 @@ class Fleet:
                 proc.stdin.close()
 
     def send_signal(self, signum: int) -> None:
+        self.passed_on.append(signum)
         for proc in self._procs:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -143,17 +148,24 @@ class Fleet:
         spec = self._spec
         assert spec is not None, "finish() follows start()"
         exported = export_study(self._fronts, spec)
-        failed = [e for e in self.exits if e.returncode not in (0, EXIT_STOPPED)]
+        failed = [e for e in self.exits if e.returncode != 0 and not self.stopped(e)]
         if failed:
-            raise UserError("; ".join(f"the worker on GPU {e.gpu} stopped with exit code "
-                                      f"{e.returncode}" for e in failed)
-                            + " (its error is above); the study keeps what was measured")
-        stopped = any(e.returncode == EXIT_STOPPED for e in self.exits)
+            raise UserError("; ".join(f"the worker on GPU {e.gpu} {_ended(e.returncode)}"
+                                      for e in failed) + "; the study keeps what was measured")
+        # Workers told to stop before their search began exit 0 (still waiting for the go)
+        # or by the signal itself: the fleet was stopped all the same.
+        stopped = bool(self.passed_on) or any(self.stopped(e) for e in self.exits)
         measured = _measured(exported.trials)
         return SearchSummary(
             spec.directory, measured, measured - self._measured_before,
             STOPPED if stopped else f"all {len(self.exits)} workers finished",
             exported.trials, exported.pareto, stopped=stopped)
+
+    def stopped(self, worker: WorkerExit) -> bool:
+        """Whether ``worker`` exited as a stopped search does (130 for Ctrl-C, 143 for
+        SIGTERM), or was killed by a signal this fleet passed on before it could handle it
+        (while it started)."""
+        return worker.returncode in STOPPED_EXITS or -worker.returncode in self.passed_on
 
     def run(self, spec: StudySpec) -> SearchSummary:
         try:
@@ -185,6 +197,18 @@ def compile_threads(workers: int) -> int:
     would start a worker per core, and two at once would share each core two ways."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(32, (cores or 1) // max(1, workers)))
+
+
+def _ended(returncode: int) -> str:
+    """How a worker that failed ended: an error it wrote, or a signal that left it no word (the
+    out-of-memory killer's SIGKILL, say)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}, leaving no error"
+    return f"stopped with exit code {returncode} (its error is above)"
 
 
 def _measured(df: pd.DataFrame) -> int:

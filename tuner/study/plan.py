@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 # The storage URL reaches the workers in their environment, never in argv: `ps` shows argv to
 # every user of the host, and the URL may hold a password. `tuner worker` reads it from here too.
 STORAGE_ENV = "TUNER_STORAGE"
-EXIT_STOPPED = 130  # a worker (or search) stopped by the user
 GO = "go\n"  # what a fleet's waiting workers read on stdin once the study is ready
 
 
