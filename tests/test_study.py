@@ -478,3 +478,20 @@ def test_a_fleets_workers_pinned_to_other_gpus_are_not_told_of_each_other(tmp_pa
     said: list[str] = []
     Search(make_spec(tmp_path), pinned(ours), on_message=said.append)._warn_of_neighbours()
     assert any("same GPU (CUDA_VISIBLE_DEVICES=1)" in m for m in said) is told, said
+
+
+def test_progress_counts_the_trials_other_workers_finished_while_this_one_ran(tmp_path):
+    # A fleet's worker used to count only the study as it stood before its trial: with 8
+    # workers, each said "1 of N" for its first trial.
+    class OthersMeasureMeanwhile(FakeRunner):
+        def run(self, request, workdir, abort=None, cache_dir=None):
+            if not self.calls:  # another worker measures two configs while this trial runs
+                other = Search(make_spec(tmp_path), FakeRunner(), on_trial=lambda event: (
+                    event.number == 2 and other.stop_after_trial.set()))
+                other.run()
+            return super().run(request, workdir, abort, cache_dir=cache_dir)
+
+    events = []
+    Search(make_spec(tmp_path, n_trials=4), OthersMeasureMeanwhile(),
+           on_trial=events.append).run()
+    assert [e.number for e in events] == [3, 4]

@@ -238,7 +238,7 @@ class Search:
                                 "result is dropped and the config is measured again")
                 continue
             new += 1
-            measured = len(state.measured) + 1
+            measured = _measured_now(state, config, exported.trials)
             self.on_trial(TrialEvent(
                 number=measured, target=spec.n_trials or len(configs), trial_number=number,
                 config=config, result=result,
@@ -495,6 +495,16 @@ def _same_mode(config: TrialConfig, configs: list[TrialConfig]) -> list[TrialCon
     --compile-timeout skips (Search._skip_mode)."""
     return [o for o in configs if o.key != config.key and (o.batch_size, o.backend, o.mode) ==
             (config.batch_size, config.backend, config.mode)]
+
+
+def _measured_now(state: StudyState, config: TrialConfig, trials: pd.DataFrame) -> int:
+    """How many configs the study holds measured once ``config``'s trial is recorded: those of
+    ``state`` (read before the trial), this one, and those whose rows other workers wrote while
+    it ran (``trials``, read after it). Without these a fleet's workers each counted only their
+    own: with 8, each said 1 of N for its first trial."""
+    rows = trials[trials["status"] != Status.INTERRUPTED.value]
+    since = set(rows["config_key"]) - state.recorded
+    return len(state.measured | {config.key} | since)
 
 
 def _any_ok(df: pd.DataFrame) -> bool:
