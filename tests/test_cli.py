@@ -278,3 +278,18 @@ def test_show_lists_the_shape_schedule_replay_of_every_trial(tmp_path):
 def test_a_sequence_length_for_a_torchvision_model_is_a_one_line_error(tmp_path):
     result = invoke(*search_args(tmp_path, shape_schedule="1x64"))
     assert_one_line_error(result, "1x64", "only a factory model takes")
+
+
+def test_ctrl_c_before_a_search_begins_exits_130_with_one_line_not_aborted(tmp_path, monkeypatch):
+    # The first seconds of a search (checks, importing torch) are before its own Ctrl-C
+    # handler: click said "Aborted!" and exited 1 there, as if the search had failed.
+    from tuner.launch import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "make_runner", interrupted)
+    result = invoke(*search_args(tmp_path))
+    assert result.exit_code == 130, result.output
+    # CliRunner names the program "main"; the installed command, "tuner"
+    assert re.fullmatch(r"stopped by Ctrl-C \(\w+ search\)", result.stderr.strip()), result.stderr

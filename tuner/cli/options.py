@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tuner.errors import UserError
+from tuner.launch.signals import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from tuner.spec.space_file import SpaceFile
@@ -100,6 +101,13 @@ class OneLineErrors(click.Group):
             sub = f"{ctx.command_path} {ctx.invoked_subcommand}" if ctx.invoked_subcommand \
                 else ctx.command_path
             raise one_line(exc, sub) from None
+        except KeyboardInterrupt:
+            # Ctrl-C before the command's own handler is in place (a search checks its inputs
+            # and imports torch for seconds first): a stopped run's exit code and one line,
+            # not click's "Aborted!" with exit code 1, which reads as a failure.
+            command = " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
+            click.echo(f"stopped by Ctrl-C ({command})", err=True)
+            raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def one_line(exc: click.UsageError, where: str = "tuner") -> click.ClickException:
