@@ -93,7 +93,9 @@ def test_an_unchecked_row_is_eligible_nowhere(tmp_path):
     shown = invoke("show", str(study), "--json")
     assert [r["label"] for r in json.loads(shown.stdout)["pareto"]] == ["eager"]
     assert recommend(study, batch_size=1).config.label == "eager"
-    assert 1 not in report.verdicts(trials)  # nothing compiled to judge
+    assert report.verdicts(trials)[1] == (  # nothing compiled to judge, and it says why
+        "compiling did not work at batch size 1: no compiled config finished and matched eager "
+        "(1 not verified correct). Use eager (6.250 ms).")
 
 
 def _measured_again(p50s: list[float]) -> dict[str, object]:

@@ -273,3 +273,19 @@ def test_plot_bad_input_is_a_one_line_error(knobs, tmp_path):
         assert out.output.startswith("Error: ") and words in out.output
         assert out.output.count("\n") == 1
     assert not (broken / "plots").exists()
+
+
+def test_plot_without_matplotlib_is_a_one_line_error_that_writes_nothing(knobs, tmp_path,
+                                                                          monkeypatch):
+    # A dependency, but an environment installed with --no-deps can lack it: a traceback from
+    # inside the first figure, after the plots folder was made.
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    out = CliRunner().invoke(main, ["plot", str(knobs), "--out", str(tmp_path / "plots")])
+    assert out.exit_code == 1, out.output
+    assert out.output.startswith("Error: tuner plot needs matplotlib") and \
+        out.output.count("\n") == 1
+    assert not (tmp_path / "plots").exists()

@@ -6,6 +6,7 @@ import pandas as pd
 
 from tuner.data import schema
 from tuner.render import study as report
+from tuner.spec.records import Status
 
 
 def test_eager_rows_show_no_compile_time():
@@ -38,3 +39,106 @@ def test_a_study_with_no_trials_says_so_in_both_views():
     assert text.splitlines()[-1] == report.NO_TRIALS
     assert view.render(importances(trials), meta).splitlines()[-1] == \
         "no trials recorded yet: there is nothing to rank"
+
+
+def _frame(*trials):
+    from tests.test_results import frame
+
+    return frame(*trials)
+
+
+def test_the_verdict_compares_with_eager_in_the_compiled_configs_precision():
+    # Launch-bound: compiled float32 is the fastest row, while eager is faster in bfloat16. Its
+    # `vs eager` is against eager float32 (another precision is another model's accuracy); the
+    # sentence must say the same figure, not 1.0 against the bfloat16 eager's 3.0 ms.
+    from tests.test_results import ok
+    from tuner.spec.space import TrialConfig
+
+    def at(backend, dtype):
+        return TrialConfig(backend, 1, None if backend == "eager" else "reduce-overhead",
+                           None if backend == "eager" else False, dtype=dtype)
+
+    df = _frame((at("eager", "float32"), ok(4.0, compile_s=0.0)),
+                (at("eager", "bfloat16"), ok(3.0, compile_s=0.0)),
+                (at("inductor", "float32"), ok(1.0)), (at("inductor", "bfloat16"), ok(1.05)))
+    top = df.set_index("config_key").loc[at("inductor", "float32").key]
+    assert top["speedup_vs_eager"] == 4.0
+    assert report.verdicts(df)[1].startswith(
+        f"batch size 1: {top['label']} is 4.00x faster than eager fp32 (1.000 vs 4.000 ms)")
+
+
+def test_the_verdict_names_only_a_config_the_table_shows():
+    # A row without a warm-up time is on no front (the table), so the sentence does not name it.
+    from tests.test_results import EAGER1, inductor, ok
+    from tuner.data.select import pareto
+
+    no_warmup = ok(3.0)
+    no_warmup.compile_s_cold = None
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0)),
+                (inductor(1, "reduce-overhead"), no_warmup))
+    assert set(pareto(df)["label"]) == {"eager", "inductor:default"}
+    assert report.verdicts(df)[1].startswith(
+        "batch size 1: inductor:default is 1.25x faster than eager (8.000 vs 10.000 ms)")
+
+
+def test_a_p50_of_zero_or_inf_is_no_measurement_and_no_traceback():
+    # A damaged or hand-edited file: a zero p50 made the verdict divide by zero, an inf one a
+    # "0.00x" speedup. Neither is a latency: the row is left out, and says why.
+    from tests.test_results import EAGER1, inductor, ok
+    from tuner.data.select import eligible, why_left_out
+
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(0.0)),
+                (inductor(1, "reduce-overhead"), ok(float("inf"))), (inductor(1, "max-autotune"), ok(5.0)))
+    assert list(eligible(df)["label"]) == ["eager", "inductor:max-autotune"]
+    assert why_left_out(df.iloc[[1, 2]]) == ["no latency measured (p50 0.0 ms)",
+                                             "no latency measured (p50 inf ms)"]
+    assert report.verdicts(df)[1].startswith("batch size 1: inductor:max-autotune is 2.00x")
+
+
+def test_show_json_carries_every_column_of_the_table_by_its_parquet_name():
+    # `stream ms` was on the table but not in --json; with --all a failed row had no status; a
+    # count with an empty cell elsewhere in its column came out as 0.0, where the Parquet has 0.
+    import json
+
+    from tests.test_results import EAGER1, failed, inductor, ok
+    from tuner.data.select import pareto
+
+    compiled = ok(8.0, stream=6.0)
+    compiled.graph_breaks = 0  # eager's is empty: the column reads back as floats
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0, stream=7.0)), (inductor(1), compiled),
+                (inductor(1, "reduce-overhead"), failed()))
+    meta = {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cuda"}}
+    rows = json.loads(json.dumps(report.as_json(df, pareto(df), meta)))["pareto"]
+    assert {column for column, _, _ in report._TABLE} <= set(rows[0])
+    assert [r["stream_ms_p50"] for r in rows] == [6.0, 7.0]
+    assert rows[0]["graph_breaks"] == 0 and isinstance(rows[0]["graph_breaks"], int)
+    every = report.as_json(df, df, meta)["pareto"]
+    assert [(r["status"], r["message"]) for r in every][2] == ("compile_error", "it broke")
+
+
+def test_every_trial_table_says_why_a_row_is_left_out():
+    # `tuner show --all`: a failed trial's row was all dashes with no note, and an unverified
+    # one read like any other.
+    from tests.test_results import EAGER1, failed, inductor, ok
+
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0, correct=None)),
+                (inductor(1, "reduce-overhead"), failed(Status.TIMEOUT)))
+    eager, unverified, timeout = report.table(df, every_trial=True).splitlines()[1:]
+    assert "left out" not in eager
+    assert unverified.endswith("left out: not verified correct")
+    assert timeout.endswith("left out: timeout")
+
+
+def test_a_batch_size_with_eager_alone_says_why_in_its_sentence():
+    # Every compile failed (a CPU box without a compiler, say), or the search has measured only
+    # the eager baseline so far: the table showed eager and no sentence at all.
+    from tests.test_results import EAGER1, EAGER8, failed, inductor, ok
+
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), failed()),
+                (inductor(1, "reduce-overhead"), failed(Status.CRASH)),
+                (EAGER8, ok(40.0, compile_s=0.0)))
+    sentences = report.verdicts(df)
+    assert sentences[1] == ("compiling did not work at batch size 1: no compiled config finished "
+                            "and matched eager (1 compile_error, 1 crash). Use eager (10.000 ms).")
+    assert sentences[8] == ("batch size 8: only eager has been measured (40.000 ms), nothing "
+                            "compiled to compare it with yet.")

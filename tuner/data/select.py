@@ -2,7 +2,8 @@
 
 * :func:`eligible`: a row may be compared, ranked and recommended when its trial finished, its
   output was checked against eager and matched (``correct`` is True: what could not be checked
-  is not vouched for), it has a latency, a compiled config really ran compiled code, and, for a
+  is not vouched for), it has a latency (a positive, finite number: a p50 of 0 or inf is no
+  measurement, and no speedup can be taken from it), a compiled config really ran compiled code, and, for a
   finalist, none of its re-measurements in fresh processes failed (crashed, computed a wrong
   result, ...): a config that fails one process in several is not one to serve.
 * :func:`pareto`: the eligible rows no other eligible row of the same batch size beats on all
@@ -53,10 +54,17 @@ def eligible(df: pd.DataFrame) -> pd.DataFrame:
     """The rows that may be compared, ranked and recommended (see the module's docstring)."""
     verified = df["correct"].map(lambda v: v is True or (v is not None and v == True))  # noqa: E712
     keep = (df["status"] == Status.OK.value) & verified.astype(bool)
-    keep &= pd.to_numeric(df["latency_ms_p50"], errors="coerce").notna()
+    keep &= measured_latency(df)
     keep &= ~ran_eager_only(df)
     keep &= ~failed_again(df)
     return df[keep]
+
+
+def measured_latency(df: pd.DataFrame) -> pd.Series:
+    """Rows whose p50, and median p50 where measured again, are positive finite numbers."""
+    own = pd.to_numeric(df["latency_ms_p50"], errors="coerce")
+    return pd.Series(np.isfinite(own) & own.gt(0) & np.isfinite(median_p50(df))
+                     & median_p50(df).gt(0), index=df.index).astype(bool)
 
 
 def failed_again(df: pd.DataFrame) -> pd.Series:
@@ -71,7 +79,7 @@ def why_left_out(rows: pd.DataFrame) -> list[str]:
     """Why each of ``rows`` (none of them eligible) is left out, as :func:`eligible` decides: a
     failure's status, a config the search did not run and why, or what an ok row lacks. What
     comes before a ":" is the reason in short."""
-    again, eager_only = failed_again(rows), ran_eager_only(rows)
+    again, eager_only, timed = failed_again(rows), ran_eager_only(rows), measured_latency(rows)
     out = []
     for i, row in rows.iterrows():
         message = str(row.get("message") or "")
@@ -87,11 +95,19 @@ def why_left_out(rows: pd.DataFrame) -> list[str]:
                        "re-measurements in fresh processes did not finish ok")
         elif eager_only[i]:
             out.append("compiled nothing, ran eager")
-        elif num(row.get("latency_ms_p50")) is None:
-            out.append("no latency measured")
+        elif not timed[i]:
+            out.append("no latency measured" if num(row.get("latency_ms_p50")) is None
+                       else f"no latency measured (p50 {row['latency_ms_p50']} ms)")
         else:
             out.append("not verified correct")
     return out
+
+
+def left_out_counts(rows: pd.DataFrame) -> str:
+    """How many of ``rows`` (none of them eligible) are left out for each reason, in short:
+    ``2 compile_error, 1 crash``."""
+    short = pd.Series([why.split(":")[0] for why in why_left_out(rows)]).value_counts()
+    return ", ".join(f"{n} {why}" for why, n in sorted(short.items()))
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:

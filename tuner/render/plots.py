@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
-from tuner.data.select import GIB, LATENCY, eligible, pareto, why_left_out
+from tuner.data.select import GIB, LATENCY, eligible, left_out_counts, pareto
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import Status
@@ -31,6 +31,11 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
     ok = eligible(trials)
     if ok.empty:
         raise UserError(f"nothing to plot: study {name} has no row that finished and matched eager")
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError as exc:  # a dependency, but an install can lack it
+        raise UserError(f"tuner plot needs matplotlib, which this Python cannot import ({exc}): "
+                        "pip install 'matplotlib>=3.7'") from None
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -54,9 +59,7 @@ def no_fronts(trials: pd.DataFrame) -> dict[int, str]:
     ok = eligible(trials)
     notes = {}
     for bs, rows in trials[~trials["batch_size"].isin(ok["batch_size"])].groupby("batch_size"):
-        short = pd.Series([why.split(":")[0] for why in why_left_out(rows)]).value_counts()
-        ended = ", ".join(f"{n} {why}" for why, n in sorted(short.items()))
-        notes[int(bs)] = f"no row finished and matched eager ({ended})"
+        notes[int(bs)] = f"no row finished and matched eager ({left_out_counts(rows)})"
     return notes
 
 

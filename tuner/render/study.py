@@ -8,10 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
-from tuner.data.derive import listed, ran_eager, ran_eager_only
+from tuner.data import schema
+from tuner.data.derive import baseline_of, listed, ran_eager, ran_eager_only
 from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO, p99_of_few_calls
-from tuner.data.select import LATENCY, best, eligible, failed_again
+from tuner.data.select import (
+    LATENCY,
+    best,
+    comparable,
+    eligible,
+    failed_again,
+    left_out_counts,
+    why_left_out,
+)
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.layout import DB_FILE
 from tuner.spec.records import SCHEDULE_REPEATS, Status
@@ -92,12 +102,18 @@ def notes(row: pd.Series) -> str:
     return "; ".join(out)
 
 
-def table(rows: pd.DataFrame) -> str:
-    """Fixed-width text table of some rows (one batch size, typically)."""
+def table(rows: pd.DataFrame, every_trial: bool = False) -> str:
+    """Fixed-width text table of some rows (one batch size, typically). ``every_trial``
+    (``tuner show --all``): the rows no view compares say why, first in their notes."""
     rows, columns = _with_confirmed(rows)
     headers = [h for _, h, _ in columns] + ["notes"]
-    body = [[_table_cell(r, c, f) for c, _, f in columns] + [notes(r)]
-            for _, r in rows.iterrows()]
+    why: dict[Any, str] = {}
+    if every_trial:
+        left = rows[~rows.index.isin(eligible(rows).index)]
+        why = dict(zip(left.index, why_left_out(left)))
+    body = [[_table_cell(r, c, f) for c, _, f in columns]
+            + ["; ".join(filter(None, (f"left out: {why[i]}" if i in why else "", notes(r))))]
+            for i, r in rows.iterrows()]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
@@ -192,20 +208,39 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
     suggests (:func:`confirm_command`).
 
     The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
-    eligible rows count, and a compiled config within noise of eager is no faster than it.
+    eligible rows count (those the front is chosen from, so a config said to pay is on the
+    table), a compiled config within noise of eager is no faster than it, and eager is that of
+    the compiled config's precision, as its ``vs eager`` is (:func:`baseline_of`).
     """
     out: dict[int, str] = {}
     confirm = confirm_command(folder, storage)
-    ok = eligible(trials)
+    ok = comparable(trials)
     for bs, group in ok.groupby("batch_size"):
         eager = group[group["backend"] == "eager"]
         compiled = group[group["backend"] != "eager"]
-        if eager.empty or compiled.empty:
+        if compiled.empty:  # eager alone: say so, and why no compiled config counts
+            e = float(best(eager, "latency")[LATENCY])
+            tried = trials[(trials["batch_size"] == bs) & (trials["backend"] != "eager")]
+            out[int(bs)] = (f"batch size {bs}: only eager has been measured ({e:.3f} ms), "
+                            "nothing compiled to compare it with yet." if tried.empty else
+                            f"compiling did not work at batch size {bs}: no compiled config "
+                            f"finished and matched eager ({left_out_counts(tried)}). Use eager "
+                            f"({e:.3f} ms).")
             continue
-        fastest_eager = best(eager, "latency")
-        e = float(fastest_eager[LATENCY])
+        if eager.empty:
+            continue
         top = best(compiled, "latency")
         t = float(top[LATENCY])
+        # Another precision is another model's accuracy, never the baseline.
+        baseline = baseline_of(compiled)[top.name]
+        same = pd.Series([key == baseline for key in baseline_of(eager)], index=eager.index)
+        if not same.any():
+            continue
+        fastest_eager = best(eager[same], "latency")
+        e = float(fastest_eager[LATENCY])
+        # Where eager ran in several precisions, the sentence names the one it compares with.
+        eager_name = "eager" if same.all() else fastest_eager["label"]
+        eager = eager[same]
         winner = best(pd.concat([compiled, eager]), "latency")
         warmup = f"{top['time_to_steady_s']:.1f} s"
         if winner["backend"] == "eager" and t < e:
@@ -213,13 +248,13 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
             done = max(listed(r.get("latency_ms_p50_repeats")) for r in (top, fastest_eager)) - 1
             out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
                             f"compiled config, {top['label']} ({t:.3f} ms), "
-                            f"and eager ({e:.3f} ms) are within noise of each other (a t-test "
+                            f"and {eager_name} ({e:.3f} ms) are within noise of each other (a t-test "
                             "over their fresh processes' p50s does not separate them at 95%), "
                             f"and it costs {warmup} to "
                             f"warm up; `{confirm} --repeats {max(5, done + 3)}` measures "
                             "both again in more processes, which may tell them apart. Use eager.")
         elif winner["backend"] == "eager":
-            out[int(bs)] = (f"compiling does not pay at batch size {bs}: eager ({e:.3f} ms) is "
+            out[int(bs)] = (f"compiling does not pay at batch size {bs}: {eager_name} ({e:.3f} ms) is "
                             f"faster than the best compiled config, {top['label']} "
                             f"({t:.3f} ms), and that one costs {warmup} to "
                             "warm up. Use eager.")
@@ -234,7 +269,7 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
                        if unconfirmed and _flag(top.get("noisy"))
                        and _flag(fastest_eager.get("noisy")) else "")
             out[int(bs)] = (f"batch size {bs}: {top['label']} is "
-                            f"{e / t:.2f}x faster than eager "
+                            f"{e / t:.2f}x faster than {eager_name} "
                             f"({t:.3f} vs {e:.3f} ms){payback}.{caution}")
     # Configs that ran eager under a compiled label are named, never counted as compiled.
     done = trials[(trials["status"] == Status.OK.value) & ran_eager_only(trials)]
@@ -297,7 +332,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                      f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
         lines.append("(p50, p90, p99: what one request waits, each call then synchronize; stream: "
                      "per call back to back, what a busy server pays)")
-        lines.append(table(group))
+        lines.append(table(group, every_trial))
         if note := _noise_note(group):
             lines.append(note)
         if int(bs) in sentences:
@@ -376,6 +411,20 @@ def schedule_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# Counts, bytes and ranks are integers in the Parquet; a column with an empty cell reads back
+# as floats, and JSON says them as the Parquet does.
+_INTEGERS = {f.name for f in schema.SCHEMA if pa.types.is_integer(f.type)}
+
+
+def _plain(column: str, value: Any) -> Any:
+    """A JSON value of a cell: a list as a list, an integer column's number as an int."""
+    if is_list(value) and hasattr(value, "tolist"):
+        return value.tolist()
+    if column in _INTEGERS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             folder: Path | None = None) -> dict[str, Any]:
     keep = ["batch_size", "label", "backend", "mode", "dynamic", "latency_ms_p50",
@@ -389,10 +438,14 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             "latency_ms_p50_ci_low",
             "latency_ms_p50_ci_high", "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
             "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown",
-            "gpu_time_ms"]
+            "gpu_time_ms",
+            # the rest of the table's columns and of what its notes are made from
+            "stream_ms_p50", "status", "message", "dtype", "channels_last", "cudnn_benchmark",
+            "cache_start", "measure_calls", "host_other_cpu_cores", "host_steal_cores",
+            "cudagraph_skips", "correctness_note",
+            *(c for c in pareto.columns if schema.is_option_column(c))]
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
-    rows = [{k: (v.tolist() if is_list(v) and hasattr(v, "tolist") else v)
-             for k, v in row.items()} for row in rows]
+    rows = [{k: _plain(k, v) for k, v in row.items()} for row in rows]
     sentences = verdicts(trials, folder, meta.get("storage"))
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
