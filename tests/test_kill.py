@@ -99,22 +99,30 @@ def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
     assert set(front["batch_size"]) == {1, 2}
 
 
-def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
-    proc = subprocess.Popen(command(tmp_path, 0.5), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
-    started = []
+def signal_at(proc: subprocess.Popen, prefix: str, signum: int, nth: int = 1
+              ) -> tuple[list[str], str, str]:
+    """Send ``signum`` to ``proc`` once its stderr has shown ``nth`` lines starting with
+    ``prefix``; then its exit. Returns those lines, its stdout and the rest of its stderr."""
+    seen: list[str] = []
     try:
         for line in proc.stderr:
-            if line.startswith("  running "):
-                started.append(line.strip())
-                if len(started) == 2:  # the second trial is in flight: Ctrl-C once
-                    proc.send_signal(signal.SIGINT)
+            if line.startswith(prefix):
+                seen.append(line.strip())
+                if len(seen) == nth:
+                    proc.send_signal(signum)
                     break
         stdout, rest = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return seen, stdout or "", rest
+
+def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
+    proc = subprocess.Popen(command(tmp_path, 0.5), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    # the second trial is in flight: Ctrl-C once
+    started, stdout, rest = signal_at(proc, "  running ", signal.SIGINT, nth=2)
     assert proc.returncode == 130, rest
     assert "stopping after the current trial" in rest
     # how to go on, and that the finalists (--confirm auto) were not measured again
@@ -135,16 +143,7 @@ def test_sigterm_abandons_the_trial_in_flight_and_exits_143(tmp_path):
     # 128 + SIGTERM, as a shell reports a process SIGTERM killed; Ctrl-C's is 130 (above).
     proc = subprocess.Popen(command(tmp_path, 30.0), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
-    try:
-        for line in proc.stderr:
-            if line.startswith("  running "):
-                proc.send_signal(signal.SIGTERM)
-                break
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    _, _, rest = signal_at(proc, "  running ", signal.SIGTERM)
     assert proc.returncode == 143, rest
     assert "stopped by the user (the trial in flight was abandoned)" in rest
 
@@ -157,15 +156,6 @@ def test_sigterm_stops_tuner_confirm_with_143(tmp_path):
                              "confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env(), cwd=tmp_path)
-    try:
-        for line in proc.stderr:
-            if line.startswith("confirming "):  # its handlers are in place
-                proc.send_signal(signal.SIGTERM)
-                break
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    _, _, rest = signal_at(proc, "confirming ", signal.SIGTERM)  # its handlers are in place
     assert proc.returncode == 143, rest
     assert "stopped by the user" in rest

@@ -98,16 +98,18 @@ class OneLineErrors(click.Group):
         except click.UsageError as exc:
             # click's parser raises some errors (an option without its value) with no context:
             # the command being parsed is then the subcommand this group was invoking.
-            sub = f"{ctx.command_path} {ctx.invoked_subcommand}" if ctx.invoked_subcommand \
-                else ctx.command_path
-            raise one_line(exc, sub) from None
+            raise one_line(exc, _invoked(ctx)) from None
         except KeyboardInterrupt:
             # Ctrl-C before the command's own handler is in place (a search checks its inputs
             # and imports torch for seconds first): a stopped run's exit code and one line,
             # not click's "Aborted!" with exit code 1, which reads as a failure.
-            command = " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
-            click.echo(f"stopped by Ctrl-C ({command})", err=True)
+            click.echo(f"stopped by Ctrl-C ({_invoked(ctx)})", err=True)
             raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+def _invoked(ctx: click.Context) -> str:
+    """The command this group was invoking (``tuner search``), or the group itself."""
+    return " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
 
 
 def one_line(exc: click.UsageError, where: str = "tuner") -> click.ClickException:

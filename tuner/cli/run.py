@@ -64,9 +64,10 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
                 received: list[int] | None = None) -> bool:
     """Re-measure the finalists in the foreground (tuner.study.finalists): Ctrl-C stops after
     the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped;
-    the signals it got are appended to ``received`` (signals.exit_code)."""
+    the signals it got are appended to ``received`` (signals.exit_code). ``redo``: the caller
+    has forgotten the earlier re-measurements (Search.forget_repeats); it words the stop."""
     with signals.installed(signals.stop_handlers(search, say, "re-measurement", received)):
-        summary = search.confirm(repeats, redo=redo)
+        summary = search.confirm(repeats)
     failed = f", {summary.failed} failed (left out of the fronts)" if summary.failed else ""
     # Nothing measured and not stopped: every finalist had its --repeats from earlier runs.
     done = "; each already has its --repeats (--redo measures them again)" \
