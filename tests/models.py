@@ -310,3 +310,27 @@ def needs_two_arguments(batch_size: int, seq_len: int):
 
 def takes_no_argument():
     return tiny_cnn(1)
+
+
+class _ShortSequencesOnly(nn.Module):
+    """Raises, in eager as compiled, for a sequence longer than 64 (as a model past its
+    position embeddings does)."""
+
+    def forward(self, x):
+        if x.shape[1] > 64:
+            raise ValueError(f"sequence length {x.shape[1]} is more than 64")
+        return x * 2.0
+
+
+def short_sequences_only(batch_size: int, seq_len: int = 32):
+    return _ShortSequencesOnly(), torch.randn(batch_size, seq_len)
+
+
+def meta_weights(batch_size: int):
+    with torch.device("meta"):
+        model = TinyCNN()
+    return model, torch.randn(batch_size, 3, 16, 16)
+
+
+def meta_inputs(batch_size: int):
+    return TinyCNN(), torch.empty(batch_size, 3, 16, 16, device="meta")

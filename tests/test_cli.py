@@ -105,6 +105,9 @@ def test_search_again_resumes_and_measures_nothing_new(study):
 @pytest.mark.parametrize("options, words", [
     ({"model": "resnet19"}, ["unknown model 'resnet19'", "resnet18"]),
     ({"model": "tests.models:no_such_factory"}, ["no callable 'no_such_factory'"]),
+    ({"model": "tests.models:tiny_cn"}, ["no callable 'tiny_cn' (did you mean tiny_cnn?)"]),
+    ({"model": "tests.modles:tiny_cnn"}, ["cannot import 'tests.modles'",
+                                          "(did you mean tests.models?)"]),
     ({"backend": "warp-drive"}, ["unknown backend 'warp-drive'"]),
     ({"mode": "ludicrous"}, ["unknown mode 'ludicrous'"]),
     ({"mode": "reduce-overhead"}, ["needs a CUDA device"]),

@@ -103,6 +103,25 @@ def test_a_model_that_still_fails_at_every_batch_size_is_refused_again(tmp_path)
     assert again.runner.calls == []
 
 
+def test_the_last_error_keeps_a_workload_errors_advice(tmp_path):
+    # A trial's message is cut at 300 characters; the search's last line must keep as much,
+    # since the advice (what to change in the factory) comes at the end.
+    advice = "give the factory a second argument, def factory(batch_size, seq_len=...)"
+    long = f"factory tests.models:f raised ValueError: {'x' * 180}; {advice}"
+    assert 250 < len(long) <= 300
+
+    class SaysAtLength(FakeRunner):
+        def run(self, request, *args, **kwargs):
+            result = super().run(request, *args, **kwargs)
+            if result.status is Status.WORKLOAD_ERROR:
+                result.message = long
+            return result
+
+    with pytest.raises(UserError) as error:
+        search(tmp_path, SaysAtLength(fail={"eager": Status.WORKLOAD_ERROR})).run()
+    assert f"batch size 1: trial 1, eager: workload_error: {long};" in str(error.value)
+
+
 # -- a trial measured, then its search killed before Optuna was told ------------------------------
 
 class Killed(BaseException):

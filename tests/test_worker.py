@@ -4,6 +4,7 @@ and each failure kind produced for real."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -13,6 +14,7 @@ from tuner.launch.runner import ProcessRunner
 from tuner.spec.records import Status, TrialProtocol, TrialRequest
 from tuner.spec.space import TrialConfig
 from tuner.spec.workload import Workload
+from tuner.trial.protocol import run_trial
 
 pytestmark = pytest.mark.slow
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20)
@@ -62,6 +64,19 @@ def test_broken_factory_is_a_workload_error(tmp_path):
     r = run(tmp_path, "tests.models:raises", TrialConfig("eager", 1))
     assert r.status is Status.WORKLOAD_ERROR
     assert "broken on purpose" in r.message
+
+
+@pytest.mark.parametrize("model, said", [
+    ("tests.models:meta_weights", "returned a model with weights on the meta device"),
+    ("tests.models:meta_inputs", "returned inputs on the meta device"),
+], ids=["weights", "inputs"])
+def test_a_factory_that_returns_meta_tensors_is_a_workload_error(model, said):
+    # Shapes without values (init_empty_weights): a one-line record, not a crash's traceback.
+    # In this process: building fails before anything would need one of its own.
+    request = TrialRequest(TrialConfig("eager", 2), Workload(model=model, device="cpu"), QUICK)
+    r = run_trial(request, time.perf_counter())
+    assert r.status is Status.WORKLOAD_ERROR, r.message
+    assert r.message.startswith(f"factory {model} {said}")
 
 
 def test_factory_returning_the_wrong_thing_is_a_workload_error(tmp_path):
@@ -114,16 +129,31 @@ def test_a_wrong_output_at_a_schedule_shape_is_a_wrong_result(tmp_path):
     assert right.status is Status.OK, (right.message, right.stderr_tail)
 
 
+@pytest.mark.parametrize("config", [TrialConfig("aot_eager", 2, None, False),
+                                    TrialConfig("eager", 2)], ids=["compiled", "eager"])
+def test_a_model_that_fails_in_eager_at_a_schedule_shape_is_a_workload_error(tmp_path, config):
+    # Not the config's compile error: eager raises there too, so every config would.
+    r = run(tmp_path, "tests.models:short_sequences_only", config,
+            shape_schedule=((2, 32), (2, 128)))
+    assert r.status is Status.WORKLOAD_ERROR, (r.message, r.stderr_tail)
+    assert r.message.startswith("shape schedule: the model fails in eager at shape 2x128 of "
+                                "the schedule: ValueError: sequence length 128 is more than 64")
+
+
 @pytest.mark.parametrize("model, said", [
     ("tests.models:returns_unknown_type", "its output (_Output) holds no tensor that "
                                           "torch.utils._pytree sees"),
-    ("tests.models:random_in_eager", "two eager calls on the same inputs give different outputs"),
+    ("tests.models:random_in_eager", "two eager calls on the same inputs give different "
+                                     "outputs (max abs error"),
 ], ids=["unknown output type", "randomness"])
 def test_a_model_whose_output_cannot_be_checked_is_a_workload_error(tmp_path, model, said):
     # Every config, eager too, would otherwise be unchecked (correct None) or a wrong result.
     r = run(tmp_path, model, TrialConfig("eager", 2))
     assert r.status is Status.WORKLOAD_ERROR, (r.message, r.stderr_tail)
     assert r.message.startswith("the model cannot be checked: ") and said in r.message
+    if model.endswith("random_in_eager"):  # the tuner calls eval(): advice past it
+        assert "model.eval(), which the tuner calls, does not turn off" in r.message
+        assert "build the model in eval mode" not in r.message
 
 
 def test_backend_that_fails_to_compile_is_a_compile_error(tmp_path):

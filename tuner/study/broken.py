@@ -68,9 +68,17 @@ def retried(config: TrialConfig, status: str | Status | None) -> bool:
     return status is Status.WORKLOAD_ERROR or (not config.compiled and status is Status.TIMEOUT)
 
 
+# A breakage's message is cut where a record's is (tuner.trial.protocol.one_line: 300
+# characters), so the advice at the end of a workload error reaches the search's last line.
+MESSAGE_CHARS = 300
+
+
+def _first_line(message: str) -> str:
+    return message.splitlines()[0][:MESSAGE_CHARS] if message else ""
+
+
 def breakage(number: int, config: TrialConfig, result: TrialResult) -> Breakage:
-    first = result.message.splitlines()[0][:200] if result.message else ""
-    return Breakage(number, config.label, result.status, first)
+    return Breakage(number, config.label, result.status, _first_line(result.message or ""))
 
 
 def breakage_of(number: int, config: TrialConfig, record: Mapping[str, Any]) -> Breakage | None:
@@ -82,7 +90,7 @@ def breakage_of(number: int, config: TrialConfig, record: Mapping[str, Any]) -> 
     if status not in HELD:
         return None
     message = str(record.get("message") or "")
-    return Breakage(number, config.label, status, message.splitlines()[0][:200] if message else "")
+    return Breakage(number, config.label, status, _first_line(message))
 
 
 def not_run_result(batch_size: int, why: Breakage) -> TrialResult:

@@ -152,4 +152,12 @@ def _check_factory_result(spec: str, made: Any) -> tuple[Any, tuple[Any, ...]]:
     if not (isinstance(inputs, (tuple, list)) and inputs
             and all(isinstance(t, torch.Tensor) for t in inputs)):
         raise WorkloadError(f"factory {spec} must return a tensor or a tuple of tensors as inputs")
+    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+        raise WorkloadError(f"factory {spec} returned a model with weights on the meta device "
+                            "(shapes, no values: say, built under init_empty_weights or "
+                            "torch.device('meta')): build it with real weights on the CPU, or "
+                            "call model.to_empty(device='cpu') and initialise them")
+    if any(t.is_meta for t in inputs):
+        raise WorkloadError(f"factory {spec} returned inputs on the meta device (shapes, no "
+                            "values): return real tensors on the CPU, e.g. torch.randn(...)")
     return model, tuple(inputs)

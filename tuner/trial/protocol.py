@@ -206,7 +206,8 @@ def run_trial(request: TrialRequest, started: float,
         try:
             with torch.no_grad():
                 replay.replay_schedule(result, dataclasses.replace(request, workload=work), fn,
-                                      dev, mark_step, model)
+                                      dev, mark_step, model,
+                                      lambda exc: _is_oom(exc) or _is_cuda_error(exc))
         except build.WorkloadError as exc:
             return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
         except Exception as exc:  # noqa: BLE001
@@ -371,8 +372,9 @@ def _uncheckable(model, inputs, reference, dtype: str, first: bool) -> str | Non
                                    tolerance=tolerance)
     if again.correct is False:
         return (f"two eager calls on the same inputs give different outputs ({again.note}): "
-                "randomness such as dropout in training mode; build the model in eval mode, "
-                "deterministic, since each config is checked against eager")
+                "randomness in the forward that model.eval(), which the tuner calls, does not "
+                "turn off (say, F.dropout(x, training=True) or torch.rand in forward): make the "
+                "forward deterministic in eval mode, since each config is checked against eager")
     return None
 
 

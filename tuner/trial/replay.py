@@ -91,21 +91,29 @@ def measure_schedule(schedule: Sequence[Hashable], step: Callable[[Any], float],
 
 
 def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[..., Any], dev: Any,
-                    mark_step: bool, model: Callable[..., Any] | None = None) -> None:
+                    mark_step: bool, model: Callable[..., Any] | None = None,
+                    device_error: Callable[[BaseException], bool] = lambda exc: False) -> None:
     """Replay the workload's shape schedule on the same compiled callable, after the steady
     state, and fill the record's ``schedule_*`` fields (see :func:`measure_schedule`). Then,
     given the eager ``model``, check the compiled output at each shape against eager's: a
     recompile for a new shape is new code, and a wrong one is a wrong result
-    (``result.correct`` False, the shape named in its note)."""
+    (``result.correct`` False, the shape named in its note).
+
+    A compiled call that raises at a shape where eager ``model`` raises too is the model's
+    failure, not the config's: :class:`~tuner.trial.build.WorkloadError`, naming the shape
+    (a sequence length past a model's position embeddings, say). ``device_error``: whether an
+    error is the device's (out of memory, a CUDA error), after which eager is not tried."""
     import torch
 
     from tuner.spec import workload
-    from tuner.trial.build import build_inputs
+    from tuner.trial.build import WorkloadError, build_inputs
 
     inputs = {s: build_inputs(request.workload, s)
               for s in dict.fromkeys(request.workload.shape_schedule)}
+    current: list[Any] = []  # the shape of the step running now
 
     def step_output(shape: Any) -> Any:
+        current[:] = [shape]
         if mark_step:
             torch.compiler.cudagraph_mark_step_begin()
         return fn(*inputs[shape])
@@ -113,8 +121,19 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
     def step(shape: Any) -> float:
         return dev.time_call_s(lambda: step_output(shape))
 
-    figures = measure_schedule(request.workload.shape_schedule, step,
-                               _compilation_metrics if request.config.compiled else None)
+    try:
+        figures = measure_schedule(request.workload.shape_schedule, step,
+                                   _compilation_metrics if request.config.compiled else None)
+    except Exception as exc:
+        if model is None or not current or device_error(exc):
+            raise
+        try:
+            model(*inputs[current[0]])
+        except Exception as eager_exc:  # noqa: BLE001 - the model's own failure, named
+            raise WorkloadError(
+                f"the model fails in eager at shape {workload.shape_label(current[0])} of the "
+                f"schedule: {type(eager_exc).__name__}: {eager_exc}") from exc
+        raise
     shapes = list(figures.shapes)
     result.schedule_total_s = figures.total_s
     result.schedule_recompiles = figures.recompiles
