@@ -252,3 +252,20 @@ def test_there_is_no_gpu_time_off_cuda():
     from tuner.trial.device import Device
 
     assert Device("cpu").gpu_time_ms(lambda: None, 10) is None
+
+
+def test_an_eager_output_of_nan_alone_is_unchecked_and_says_so():
+    # Nothing finite to compare: correctness unknown, and the note says why (the report quotes
+    # it); with some finite values left, the check compares those.
+    import torch
+
+    from tuner.trial.checks import compare_outputs
+
+    nan = torch.full((2, 4), float("nan"))
+    check = compare_outputs(nan.clone(), nan, "float32")
+    assert check.correct is None
+    assert check.note == "no finite output values to compare: eager gives 8 NaN values"
+    some = torch.tensor([[1.0, float("nan")]])
+    check = compare_outputs(some.clone(), some, "float32")
+    assert check.correct is True
+    assert check.note == "eager output has 1 NaN values (compared NaN-aware)"

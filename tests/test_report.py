@@ -142,3 +142,27 @@ def test_a_batch_size_with_eager_alone_says_why_in_its_sentence():
                             "and matched eager (1 compile_error, 1 crash). Use eager (10.000 ms).")
     assert sentences[8] == ("batch size 8: only eager has been measured (40.000 ms), nothing "
                             "compiled to compare it with yet.")
+
+
+def test_a_batch_size_with_nothing_to_rank_says_why_and_what_the_check_said():
+    # A model whose eager output is NaN alone: every trial finished but none could be checked,
+    # so no front, no verdict, no failure: the report ended on its header without a word.
+    import dataclasses
+
+    from tests.test_results import EAGER1, EAGER8, failed, inductor, ok
+    from tuner.data.select import pareto
+
+    note = "no finite output values to compare: eager gives 8 NaN values"
+
+    def unchecked(p50):
+        return dataclasses.replace(ok(p50, correct=None), correctness_note=note)
+
+    df = _frame((EAGER1, unchecked(10.0)), (inductor(1), unchecked(8.0)),
+                (inductor(1, "reduce-overhead"), failed(Status.TIMEOUT)),
+                (EAGER8, ok(40.0, compile_s=0.0)))
+    meta = {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cpu"}}
+    text = report.render(df, pareto(df), meta)
+    assert ("batch size 1: no config to rank or recommend: none finished, matched eager and "
+            "measured a latency (2 not verified correct, 1 timeout). 2 could not be checked "
+            f"against eager: {note}. `tuner show --all` lists every trial.") in text
+    assert "batch size 8: no config to rank" not in text  # eager is on its front

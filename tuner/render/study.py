@@ -337,6 +337,10 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             lines.append(note)
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
+    if not every_trial:
+        for _, sentence in sorted(unranked(trials, pareto).items()):
+            lines.append("")
+            lines.append(sentence)
     replay = schedule_rows(trials)
     if replay:
         schedule = Workload.from_dict(workload).shape_schedule if workload else ()
@@ -361,6 +365,28 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
                      "fronts and recommendations: a re-measurement in a fresh process failed")
         lines += [f"  {d}" for d in dropped]
     return "\n".join(lines)
+
+
+def unranked(trials: pd.DataFrame, pareto: pd.DataFrame) -> dict[int, str]:
+    """Per batch size with trials but no row on a front, one sentence on why: how many trials
+    are left out for each reason and, where they finished but could not be checked, what the
+    check said (an eager output of NaN alone, say), so that a report never ends without a
+    word on a batch size it measured."""
+    out: dict[int, str] = {}
+    ranked = set(pareto["batch_size"]) if "batch_size" in pareto else set()
+    for bs, group in trials.groupby("batch_size"):
+        if bs in ranked:
+            continue
+        sentence = (f"batch size {bs}: no config to rank or recommend: none finished, matched "
+                    f"eager and measured a latency ({left_out_counts(group)})")
+        unchecked = group[(group["status"] == Status.OK.value) & group["correct"].isna()]
+        said = [str(n) for n in dict.fromkeys(unchecked.get("correctness_note", pd.Series()))
+                if isinstance(n, str) and n]
+        if said:
+            sentence += (f". {len(unchecked)} could not be checked against eager: "
+                         f"{'; '.join(said)}")
+        out[int(bs)] = sentence + ". `tuner show --all` lists every trial."
+    return out
 
 
 def left_out(trials: pd.DataFrame) -> list[str]:

@@ -157,7 +157,8 @@ def compare_outputs(actual: Any, expected: Any, dtype: str,
             return OutputCheck(False, err, tol, f"max abs error {err:.3g} at output scale {scale:.3g}")
     note = f"eager output has {nan_count} NaN values (compared NaN-aware)" if nan_count else ""
     if not finite_seen:
-        return OutputCheck(None, None, tol, note or "no finite output values to compare")
+        return OutputCheck(None, None, tol, "no finite output values to compare" + (
+            f": eager gives {nan_count} NaN values" if nan_count else ""))
     return OutputCheck(True, worst, tol, note)
 
 
