@@ -334,3 +334,19 @@ def meta_weights(batch_size: int):
 
 def meta_inputs(batch_size: int):
     return TinyCNN(), torch.empty(batch_size, 3, 16, 16, device="meta")
+
+
+def batch_size_keyword_only(*, batch_size: int = 1):
+    return tiny_cnn(batch_size)
+
+
+def seq_len_keyword_only(batch_size: int, *, seq_len: int = 16):
+    return short_sequences_only(batch_size, seq_len)
+
+
+def needs_a_keyword(batch_size: int, *, device: str):
+    return tiny_cnn(batch_size)
+
+
+def exits(batch_size: int):
+    sys.exit(3)

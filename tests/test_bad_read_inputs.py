@@ -149,6 +149,35 @@ def test_a_factory_that_needs_more_than_the_batch_size_is_refused_before_any_tri
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("model, shape_schedule, words", [
+    ("batch_size_keyword_only", "", ["takes batch_size keyword-only (after *), but a factory "
+                                     "is called with the batch size as its first positional"]),
+    ("seq_len_keyword_only", "1x4", ["takes seq_len keyword-only (after *), while the tuner "
+                                     "passes the sequence length as the second positional"]),
+    ("needs_a_keyword", "", ["needs device keyword-only (after *), which the tuner does not "
+                             "pass: give it a default"]),
+], ids=["batch_size", "seq_len", "required"])
+def test_a_factory_with_keyword_only_arguments_is_told_how_it_is_called(
+        tmp_path, model, shape_schedule, words):
+    # "takes no argument" or "takes only a batch size" was wrong for these.
+    options = {"shape_schedule": shape_schedule} if shape_schedule else {}
+    result = invoke(*search_args(tmp_path, model=f"tests.models:{model}", **options))
+    assert_one_line_error(result, f"tests.models:{model}", *words)
+    assert "takes no argument" not in result.stderr and "only a batch size" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_factory_module_that_exits_when_imported_is_a_one_line_error(tmp_path):
+    # argparse at the module's top level reads the tuner's own arguments and exits: that was
+    # the module's usage message, as if from the tuner, and its exit code.
+    result = invoke(*search_args(tmp_path, model="tests.parses_argv_at_import:factory"))
+    assert_one_line_error(result, "importing 'tests.parses_argv_at_import' for --model "
+                          "tests.parses_argv_at_import:factory ended the process (SystemExit: 2)",
+                          "error: unrecognized arguments", "if __name__ == ")
+    assert "usage:" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- a study folder whose first trial has not finished: said so, not "no such file" -------------
 
 @pytest.mark.parametrize("command", ["show", "recommend"])

@@ -79,6 +79,13 @@ def test_a_factory_that_returns_meta_tensors_is_a_workload_error(model, said):
     assert r.message.startswith(f"factory {model} {said}")
 
 
+def test_a_factory_that_calls_sys_exit_is_a_workload_error(tmp_path):
+    # Was a crash, "worker exited with code 3 and no result", with nothing of why.
+    r = run(tmp_path, "tests.models:exits", TrialConfig("eager", 1))
+    assert r.status is Status.WORKLOAD_ERROR, (r.message, r.stderr_tail)
+    assert r.message.startswith("factory tests.models:exits called sys.exit(3)")
+
+
 def test_factory_returning_the_wrong_thing_is_a_workload_error(tmp_path):
     r = run(tmp_path, "tests.models:returns_wrong_thing", TrialConfig("eager", 1))
     assert r.status is Status.WORKLOAD_ERROR

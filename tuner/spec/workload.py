@@ -174,14 +174,26 @@ def validate(workload: Workload) -> None:
                             "with the batch size alone (and a schedule's sequence length as a "
                             "second): give the others defaults, def factory(batch_size, "
                             "seq_len=128)")
+        required_kw, keyword_only = _keyword_only(factory)
         if not _takes_positional(factory, 1):
-            raise UserError(f"{workload.model} takes no argument, but a factory is called with "
-                            "the batch size: def factory(batch_size), returning the model and "
-                            "its example inputs")
+            takes = (f"takes {', '.join(keyword_only)} keyword-only (after *)" if keyword_only
+                     else "takes no argument")
+            raise UserError(f"{workload.model} {takes}, but a factory is called with the batch "
+                            "size as its first positional argument: def factory(batch_size), "
+                            "returning the model and its example inputs")
+        if required_kw:
+            raise UserError(f"{workload.model} needs {', '.join(required_kw)} keyword-only (after "
+                            "*), which the tuner does not pass: give "
+                            f"{'it a default' if len(required_kw) == 1 else 'them defaults'} (a "
+                            "factory is called factory(batch_size), or factory(batch_size, "
+                            "seq_len) for a schedule's sequence length)")
         if with_seq_len and not _takes_seq_len(factory):
+            takes = (f"takes {', '.join(keyword_only)} keyword-only (after *), while the tuner "
+                     "passes the sequence length as the second positional argument"
+                     if keyword_only else "takes only a batch size")
             raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, but "
-                            f"{workload.model} takes only a batch size: give the factory a "
-                            "second argument, def factory(batch_size, seq_len=...)")
+                            f"{workload.model} {takes}: give the factory a second argument, "
+                            "def factory(batch_size, seq_len=...)")
     else:
         names = torchvision_models()
         if workload.model not in names:
@@ -205,7 +217,12 @@ def load_factory(spec: str, error: type[Exception], source: str | None = None) -
         raise error(f"{source or f'--model {spec!r}'}: expected package.module:factory")
     source = source or f"--model {spec}"
     try:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name)
+    except _ExitedOnImport as exited:
+        raise error(f"importing {module_name!r} for {source} ended the process "
+                    f"(SystemExit: {exited.code}){exited.said}: code that runs when the module "
+                    "is imported, such as argparse's parse_args(), belongs under "
+                    "`if __name__ == \"__main__\":`") from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
         if _is_path(module_name):
             raise error(_path_instead_of_module(module_name, attr, source)) from exc
@@ -220,6 +237,37 @@ def load_factory(spec: str, error: type[Exception], source: str | None = None) -
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise error(f"{module_name!r} has no callable {attr!r}{hint} (from {source})")
     return factory
+
+
+class _ExitedOnImport(Exception):
+    def __init__(self, code: object, said: str) -> None:
+        super().__init__(code)
+        self.code, self.said = code, said
+
+
+def _import_module(module_name: str) -> Any:
+    """``importlib.import_module``, where a module that calls ``sys.exit`` when imported (an
+    argparse ``parse_args()`` at the top level, reading the tuner's own arguments) is an
+    :class:`_ExitedOnImport` that keeps the last line it wrote to stderr (argparse's error),
+    not the end of the tuner's process with another program's usage message. What it writes
+    to stderr otherwise is passed on unchanged."""
+    import contextlib
+    import io
+    import sys
+
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    written = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(written):
+            return importlib.import_module(module_name)
+    except SystemExit as exc:
+        lines = [line for line in written.getvalue().splitlines() if line.strip()]
+        written = io.StringIO()  # said in the error instead
+        raise _ExitedOnImport(exc.code, f", saying {lines[-1].strip()!r}" if lines else "") \
+            from None
+    finally:
+        sys.stderr.write(written.getvalue())
 
 
 def _close_module(module_name: str) -> str:
@@ -313,6 +361,17 @@ def _takes_positional(factory: Any, n: int) -> bool:
         return True
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(positional) >= n or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _keyword_only(factory: Any) -> tuple[list[str], list[str]]:
+    """``factory``'s keyword-only parameters (after ``*``): those without a default, and all
+    (none where it cannot tell)."""
+    try:
+        params = [p for p in inspect.signature(factory).parameters.values()
+                  if p.kind is p.KEYWORD_ONLY]
+    except (TypeError, ValueError):
+        return [], []
+    return [p.name for p in params if p.default is p.empty], [p.name for p in params]
 
 
 def _takes_seq_len(factory: Any) -> bool:

@@ -92,6 +92,9 @@ def _call_factory(workload: Workload, batch_size: int,
         made = factory(batch_size) if seq_len is None else factory(batch_size, seq_len)
     except Exception as exc:  # noqa: BLE001
         raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # the trial's record, not a worker gone without one
+        raise WorkloadError(f"factory {workload.model} called sys.exit({exc.code!r}): a factory "
+                            "returns (model, inputs) and leaves the process running") from None
     return _check_factory_result(workload.model, made)
 
 

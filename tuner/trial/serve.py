@@ -78,7 +78,7 @@ def preload(module: str | None = None) -> None:
     if module:
         try:
             importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - the trial's build says what is wrong
+        except (Exception, SystemExit):  # noqa: BLE001 - the trial's build says what is wrong
             traceback.print_exc()
 
 
