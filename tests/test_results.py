@@ -316,6 +316,34 @@ def test_a_write_is_on_disk_before_its_rename(tmp_path, monkeypatch):
         os.fstat(synced[0])
 
 
+def test_a_study_whose_front_cannot_be_written_keeps_both_files_of_one_moment(tmp_path,
+                                                                              monkeypatch):
+    # Killed (or the disk full) while the front was written: trials.parquet was already the
+    # new one, pareto.parquet the old, until the next search wrote them again.
+    before = frame((EAGER1, ok(10.0)))
+    files.export(tmp_path, before, {"study": "s"})
+    write_table, writes = pq.write_table, []
+
+    class Killed(BaseException):
+        """Stands in for a kill: not an OSError, nothing after it runs."""
+
+    def killed_at_the_second(table, where, **kwargs):
+        writes.append(where)
+        if len(writes) == 2:
+            raise Killed
+        return write_table(table, where, **kwargs)
+
+    monkeypatch.setattr(files.pq, "write_table", killed_at_the_second)
+    with pytest.raises(Killed):
+        files.export(tmp_path, frame((EAGER1, ok(10.0)), (inductor(1), ok(5.0))), {"study": "s"})
+    assert len(files.read(tmp_path / layout.TRIALS_FILE)[0]) == 1  # the old trials, as the front
+    assert len(files.read(tmp_path / layout.PARETO_FILE)[0]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [layout.PARETO_FILE, layout.TRIALS_FILE]
+    monkeypatch.undo()
+    files.export(tmp_path, frame((EAGER1, ok(10.0)), (inductor(1), ok(5.0))), {"study": "s"})
+    assert len(files.read(tmp_path / layout.TRIALS_FILE)[0]) == 2
+
+
 def test_a_full_disk_names_the_file_and_that_the_storage_holds_every_trial(tmp_path, monkeypatch):
     # pyarrow's own error, as the CLI printed it: "Error writing bytes to file. Detail:
     # [errno 28] No space left on device", naming no file.

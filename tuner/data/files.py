@@ -81,30 +81,52 @@ def write(df: pd.DataFrame, path: Path, metadata: dict[str, Any]) -> None:
     first remove what killed writes of ``path`` left (:func:`remove_stale_temps`). A file that
     cannot be written (a full disk, a read-only file) is a one-line :class:`UserError` naming
     it; ``metadata["storage"]``, where given, is named as what holds every trial."""
-    table = to_table(df)
-    meta = dict(table.schema.metadata or {})
-    meta.update({f"tuner.{k}".encode(): json.dumps(v, default=_plain).encode()
-                 for k, v in metadata.items()})
-    meta[b"tuner.schema_version"] = str(SCHEMA_VERSION).encode()
-    table = table.replace_schema_metadata(meta)
-    path = Path(path)
-    remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, readable_mode())
-        pq.write_table(table, tmp)
-        # On disk before the rename, as tuner.files.write_bytes_atomic does: else a crash of
-        # the machine soon after could leave the new name on an empty or partial file.
-        os.fsync(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _cannot_write(path, exc, metadata.get("storage")) from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
+    _Staged(df, Path(path), metadata).commit()
+
+
+class _Staged:
+    """A file of :func:`write` on disk under a temporary name beside ``path``, fsynced, until
+    :meth:`commit` renames it over ``path`` (or :meth:`discard` removes it): several files
+    staged first and renamed together change within microseconds of each other, not one
+    Parquet write apart."""
+
+    def __init__(self, df: pd.DataFrame, path: Path, metadata: dict[str, Any]) -> None:
+        table = to_table(df)
+        meta = dict(table.schema.metadata or {})
+        meta.update({f"tuner.{k}".encode(): json.dumps(v, default=_plain).encode()
+                     for k, v in metadata.items()})
+        meta[b"tuner.schema_version"] = str(SCHEMA_VERSION).encode()
+        table = table.replace_schema_metadata(meta)
+        self.path, self.storage = path, metadata.get("storage")
+        remove_stale_temps(path)
+        fd, self.tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, readable_mode())
+            pq.write_table(table, self.tmp)
+            # On disk before the rename, as tuner.files.write_bytes_atomic does: else a crash of
+            # the machine soon after could leave the new name on an empty or partial file.
+            os.fsync(fd)
+        except OSError as exc:
+            self.discard()
+            raise _cannot_write(path, exc, self.storage) from exc
+        except BaseException:
+            self.discard()
+            raise
+        finally:
+            os.close(fd)
+
+    def commit(self) -> None:
+        try:
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.discard()
+            raise _cannot_write(self.path, exc, self.storage) from exc
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        Path(self.tmp).unlink(missing_ok=True)
 
 
 # A temporary file of write() older than this is a leftover of a process killed while writing
@@ -271,8 +293,16 @@ def export(study: StudyLayout | Path, trials: pd.DataFrame,
     layout = study if isinstance(study, StudyLayout) else StudyLayout(Path(study))
     front = pareto(trials)
     meta = {**metadata, "fingerprints": fingerprints(trials), "peak_tflops": peaks(trials)}
-    write(trials, layout.trials_file, meta)
-    write(front, layout.pareto_file, meta)
+    # Both written before either is renamed: a search killed (or a disk filled) while writing
+    # them leaves the two files of one moment, never trials ahead of the front.
+    staged = [_Staged(trials, layout.trials_file, meta)]
+    try:
+        staged.append(_Staged(front, layout.pareto_file, meta))
+        for file in staged:
+            file.commit()
+    finally:
+        for file in staged:
+            file.discard()  # nothing left where committed; a temporary file where not
     return front
 
 
