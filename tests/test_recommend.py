@@ -236,6 +236,22 @@ def test_another_triton_is_another_environment_on_the_gpu_only():
     assert environment_mismatch(cpu_fp, "cpu", {**cpu_fp, "triton": "3.6.0"}) == []
 
 
+def test_another_python_or_gpu_size_is_another_environment():
+    # dynamo's bytecode work changes with Python's minor version; one GPU name comes in
+    # several memory sizes (or a MIG slice of it).
+    from tuner.use.environment import environment_mismatch
+
+    study_fp = {**fingerprint(), "python": "3.11.9", "gpu_memory_bytes": 150_000_000_000}
+    (text,) = environment_mismatch(study_fp, "cuda", {**study_fp, "python": "3.12.3"})
+    assert "Python 3.11.9 vs 3.12.3" in text
+    assert environment_mismatch(study_fp, "cuda", {**study_fp, "python": "3.11.2"}) == []
+    (text,) = environment_mismatch(study_fp, "cuda", {**study_fp, "gpu_memory_bytes": 2**34})
+    assert "GPU memory 139.7 GiB vs 16.0 GiB" in text
+    cpu_fp = {**study_fp, "device_kind": "cpu", "cpu": "Xeon"}
+    (text,) = environment_mismatch(cpu_fp, "cpu", {**cpu_fp, "python": "3.13.0"})
+    assert "Python 3.11.9 vs 3.13.0" in text
+
+
 def test_same_machine_no_warning(study):
     with warnings.catch_warnings():
         warnings.simplefilter("error")

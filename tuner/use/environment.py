@@ -1,5 +1,6 @@
-"""Is this process the machine a study measured? Its GPU, driver, CUDA, triton (which writes
-inductor's GPU kernels) and torch, checked; on the CPU, its CPU and torch."""
+"""Is this process the machine a study measured? Its GPU and its memory, driver, CUDA, triton
+(which writes inductor's GPU kernels), torch and Python, checked; on the CPU, its CPU, torch and
+Python."""
 
 from __future__ import annotations
 
@@ -24,18 +25,37 @@ def environment_mismatch(study_fp: dict[str, Any], device: str,
         return ["the study records no fingerprint, so it cannot be checked against this machine"]
     if current is None:
         current = _current_fingerprint(device, study_fp.get("device_kind") == "cuda")
-    fields = ["device_kind", "torch"]
+    # Python: dynamo rewrites its bytecode, which each minor version changes (3.11 vs 3.12);
+    # GPU memory: one GPU name comes in several sizes, and a MIG slice is named as its GPU.
+    fields = ["device_kind", "torch", "python"]
     if study_fp.get("device_kind") == "cuda" and current.get("device_kind") == "cuda":
-        fields += ["gpu_name", "driver", "cuda", "triton"]
+        fields += ["gpu_name", "gpu_memory_bytes", "driver", "cuda", "triton"]
     elif study_fp.get("device_kind") != "cuda":
         fields += ["cpu"]
-    differ = [f for f in fields if study_fp.get(f) is not None and study_fp.get(f) != current.get(f)]
+    differ = [f for f in fields if study_fp.get(f) is not None
+              and _compared(f, study_fp.get(f)) != _compared(f, current.get(f))]
     if not differ:
         return []
-    words = {"device_kind": "device", "gpu_name": "GPU", "cpu": "CPU"}
-    detail = ", ".join(f"{words.get(f, f)} {study_fp.get(f)} vs {current.get(f)}" for f in differ)
+    words = {"device_kind": "device", "gpu_name": "GPU", "cpu": "CPU", "python": "Python",
+             "gpu_memory_bytes": "GPU memory"}
+    detail = ", ".join(f"{words.get(f, f)} {_shown(f, study_fp.get(f))} vs "
+                       f"{_shown(f, current.get(f))}" for f in differ)
     return [f"measured on {_where(study_fp)}, but this process runs on {_where(current)} "
             f"({detail}); the numbers may not hold here"]
+
+
+def _compared(field: str, value: Any) -> Any:
+    """What of a fingerprint's field counts: Python's minor version (3.12.1 is 3.12.3 to
+    dynamo), the rest as recorded."""
+    if field == "python" and isinstance(value, str):
+        return ".".join(value.split(".")[:2])
+    return value
+
+
+def _shown(field: str, value: Any) -> Any:
+    if field == "gpu_memory_bytes" and isinstance(value, (int, float)):
+        return f"{value / 2**30:.1f} GiB"
+    return value
 
 
 def _current_fingerprint(device: str, study_on_cuda: bool) -> dict[str, Any]:
