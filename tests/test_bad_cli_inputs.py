@@ -70,7 +70,7 @@ def test_worker_and_confirm_refuse_a_factory_model_they_cannot_import(tmp_path, 
     monkeypatch.chdir(made_in)
     result = invoke("worker", "--study", study, "--studies-dir", str(studies))
     assert result.exit_code == 0, result.stderr
-    assert "1 new trials, 2 in the study" in result.stderr
+    assert "1 new trial, 2 in the study" in result.stderr
 
 
 # -- 2: nothing to confirm -----------------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_a_factory_study_stored_with_an_image_size_resumes_without_it(tmp_path):
     study.set_user_attr(WORKLOAD_ATTR, {**study.user_attrs[WORKLOAD_ATTR], "image_size": 32})
     again = invoke(*search_args(tmp_path, "--trials", "2", model="tests.models:tiny_cnn"))
     assert again.exit_code == 0, again.stderr
-    assert "1 new trials, 2 in the study" in again.stderr
+    assert "1 new trial, 2 in the study" in again.stderr
 
 
 # -- 10: help ------------------------------------------------------------------------------------

@@ -102,6 +102,17 @@ def test_search_again_resumes_and_measures_nothing_new(study):
     assert "0 new trials, 4 in the study" in result.stderr
 
 
+def test_counts_of_one_are_singular(tmp_path):
+    # "1 configs in the space, target 1 trials", "reached 1 trials; 1 new trials", and the
+    # table's header "..., 1 trials"; more than one keeps its s (the tests above).
+    result = invoke(*search_args(tmp_path, "--trials", "1", "--confirm", "0", backend="eager",
+                                 mode=None, batch_sizes="1"))
+    assert result.exit_code == 0, result.output
+    assert ": 1 config in the space, target 1 trial; progress below" in result.stderr
+    assert "stopped: reached 1 trial; 1 new trial, 1 in the study; " in result.stderr
+    assert result.stdout.splitlines()[0].endswith(" on cpu, 1 trial")
+
+
 @pytest.mark.parametrize("options, words", [
     ({"model": "resnet19"}, ["unknown model 'resnet19'", "resnet18"]),
     ({"model": "tests.models:no_such_factory"}, ["no callable 'no_such_factory'"]),

@@ -155,6 +155,27 @@ def test_plot_writes_a_png(two_gpus, tmp_path):
     assert path.stat().st_size > 10_000
 
 
+def test_plot_without_matplotlib_is_a_one_line_error_before_any_work(two_gpus, tmp_path,
+                                                                      monkeypatch):
+    # As tuner plot: an install without matplotlib got a traceback, after the studies were read.
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    runner = CliRunner()
+    png = tmp_path / "fronts.png"
+    # A missing study too: the check comes before the studies are read.
+    for studies in (list(map(str, two_gpus)), [str(two_gpus[0]), str(tmp_path / "missing")]):
+        out = runner.invoke(main, ["compare", *studies, "--plot", str(png)])
+        assert out.exit_code == 1, out.output
+        assert out.output.startswith("Error: tuner compare --plot needs matplotlib") and \
+            "pip install 'matplotlib>=3.7'" in out.output and out.output.count("\n") == 1
+    assert not png.exists()
+    with pytest.raises(UserError, match="needs matplotlib"):
+        plot(compare(two_gpus), png)
+
+
 def test_bad_input_is_a_one_line_error(two_gpus, tmp_path):
     corrupt = tmp_path / "corrupt.parquet"
     corrupt.write_bytes(b"PAR1" + b"\x00garbage" * 50)

@@ -366,7 +366,7 @@ def test_a_finalist_that_fails_a_re_measurement_is_left_out_and_not_measured_mor
         assert stored[int(number)][-1]["status"] == Status.CRASH.value
     assert not set(failed["trial_number"]) & front_numbers(df)
     assert not set(failed["trial_number"]) & set(select.eligible(df)["trial_number"])
-    assert "1 re-measurement(s) failed" in report.notes(failed.iloc[0])
+    assert "1 re-measurement failed" in report.notes(failed.iloc[0])
     for number in failed["trial_number"]:
         assert any(f"(trial {number}) failed in a fresh process (crash): it is left out" in m
                    for m in messages), messages

@@ -143,6 +143,18 @@ def test_a_batch_size_with_too_few_rows_or_parameters_says_so(tmp_path):
                       "search more dimensions")
 
 
+def test_one_verified_row_is_singular_in_the_note_and_the_plot_title(tmp_path):
+    # "1 verified rows" in tuner show --importance, tuner plot's stderr and the front's title.
+    single = write_study(tmp_path, "single", trial_configs=configs((1,), ("eager",)))
+    out = CliRunner().invoke(main, ["show", str(single), "--importance"])
+    assert out.exit_code == 0, out.output
+    assert "batch size 1: 1 verified row, too few for importances (at least 4)" in \
+        out.output.splitlines()
+    trials = files.read(single)[0]
+    fig = front_figure("single", 1, eligible(trials), set(pareto(trials)["trial_number"]), 0)
+    assert fig.get_suptitle().startswith("single, batch size 1: 1 verified row; ")
+
+
 def test_show_importance_prints_a_table_per_batch_size(knobs, tmp_path):
     out = CliRunner().invoke(main, ["show", str(knobs), "--importance"])
     assert out.exit_code == 0, out.output

@@ -166,7 +166,7 @@ def test_a_search_says_when_other_processes_run_trials_of_its_study_here(tmp_pat
     trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
     messages = []
     Search(spec, FakeRunner(), on_message=messages.append).run()
-    assert any("1 trial(s) of this study run in other processes on this host" in m
+    assert any("1 trial of this study runs in other processes on this host" in m
                for m in messages)
 
 

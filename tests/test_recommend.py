@@ -436,7 +436,7 @@ def test_traffic_picks_the_least_time_on_the_shape_schedule(tmp_path):
     assert recommend(study, objective="latency").config.dynamic is False
     rec = recommend(study, objective="traffic")
     assert rec.config.dynamic is True
-    assert "traffic      " in rec.describe() and "3 replays of 1,8,4,1, 1 recompiles" in rec.describe()
+    assert "traffic      " in rec.describe() and "3 replays of 1,8,4,1, 1 recompile" in rec.describe()
     plain = write_study(tmp_path, "plain")
     with pytest.raises(UserError, match="objective traffic needs a study searched with "
                                         "--shape-schedule"):

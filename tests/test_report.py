@@ -95,6 +95,89 @@ def test_a_p50_of_zero_or_inf_is_no_measurement_and_no_traceback():
     assert report.verdicts(df)[1].startswith("batch size 1: inductor:max-autotune is 2.00x")
 
 
+def _cells(table: str) -> list[dict[str, str]]:
+    """The rows of a text table as {header: cell}: cells and headers are apart by 2+ spaces."""
+    import re
+
+    head, *body = table.splitlines()
+    headers = re.split(r"\s{2,}", head.strip())
+    return [dict(zip(headers, re.split(r"\s{2,}", line.strip()))) for line in body]
+
+
+def test_a_row_without_a_latency_has_no_speedup_or_throughput_not_inf():
+    # `tuner show --all` showed `infx` under `vs eager` (and inf items/s) for a p50 of 0: the
+    # derived columns divided by it, and the Parquet and --json carried the inf too.
+    import math
+
+    from tests.test_results import EAGER1, inductor, ok
+
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(0.0)),
+                (inductor(1, "reduce-overhead"), ok(float("inf"))),
+                (inductor(1, "max-autotune"), ok(5.0)))
+    rows = _cells(report.table(df, every_trial=True))
+    assert [(r["config"], r["vs eager"], r["items/s"]) for r in rows] == [
+        ("eager", "1.00x", "100"), ("inductor:default", "-", "-"),
+        ("inductor:reduce-overhead", "-", "-"), ("inductor:max-autotune", "2.00x", "200")]
+    for column in ("speedup_vs_eager", "throughput_per_s", "break_even_calls"):
+        assert not any(map(math.isinf, df[column].astype(float))), column
+
+
+def test_an_eager_p50_of_zero_is_no_baseline():
+    # The fastest eager was the baseline of every row: a p50 of 0 made each speedup 0.00x.
+    from tests.test_results import EAGER1, inductor, ok
+    from tuner.spec.space import TrialConfig
+
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)),
+                (TrialConfig("eager", 1, channels_last=True), ok(0.0, compile_s=0.0)),
+                (inductor(1), ok(5.0)))
+    assert df["speedup_vs_eager"].tolist()[::2] == [1.0, 2.0]
+
+
+def test_a_file_holding_an_inf_speedup_shows_none(tmp_path):
+    # A file written before the fix holds inf where the p50 was 0: reading computes it afresh.
+    from click.testing import CliRunner
+
+    from tests.test_results import EAGER1, inductor, ok
+    from tuner.cli.app import main
+    from tuner.data import files
+
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(0.0)))
+    df.loc[1, ["speedup_vs_eager", "throughput_per_s"]] = float("inf")
+    files.write(df, tmp_path / "trials.parquet",
+                {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cpu"}})
+    assert files.read(tmp_path)[0]["speedup_vs_eager"].isna().tolist() == [False, True]
+    out = CliRunner().invoke(main, ["show", str(tmp_path), "--all"])
+    assert out.exit_code == 0, out.output
+    table = out.output[out.output.index("config "):].split("\ncompiling did not work")[0]
+    compiled = _cells(table)[1]
+    assert (compiled["config"], compiled["vs eager"], compiled["items/s"]) == \
+        ("inductor:default", "-", "-")
+
+
+def test_counts_of_one_are_singular_and_others_plural():
+    # "1 trials failed", "1 graph breaks", "1 re-measurement(s) failed": one is singular.
+    from tests.test_results import EAGER1, failed, inductor, ok
+    from tuner.words import plural
+
+    assert [plural(n, "trial") for n in (0, 1, 2)] == ["0 trials", "1 trial", "2 trials"]
+    compiled = ok(8.0)
+    compiled.graph_breaks, compiled.recompiles = 1, 2
+    df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), compiled),
+                (inductor(1, "reduce-overhead"), failed()))
+    df.loc[1, "repeats_failed"] = 1
+    meta = {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cpu"}}
+    lines = report.render(df, df.iloc[0:0], meta).splitlines()
+    assert lines[0] == "study s: m float32 on cpu, 3 trials"
+    assert "1 trial failed (kept in trials.parquet):" in lines
+    assert "1 finalist left out of the fronts and recommendations: a re-measurement in a fresh " \
+        "process failed" in lines
+    assert any(line.endswith("(trial 1): 1 re-measurement failed") for line in lines)
+    assert report.notes(df.iloc[1]).split("; ") == ["1 graph break", "2 recompiles",
+                                                     "1 re-measurement failed"]
+    assert report.render(df.iloc[:1], df.iloc[0:0], meta).splitlines()[0] == \
+        "study s: m float32 on cpu, 1 trial"
+
+
 def test_show_json_carries_every_column_of_the_table_by_its_parquet_name():
     # `stream ms` was on the table but not in --json; with --all a failed row had no status; a
     # count with an empty cell elsewhere in its column came out as 0.0, where the Parquet has 0.

@@ -439,7 +439,7 @@ def test_a_cuda_search_beside_another_on_the_same_gpus_is_told(tmp_path, monkeyp
     beside = [m for m in said if "same GPU" in m]
     assert bool(beside) is told, said
     if told:
-        assert beside[0].startswith("1 trial(s) of this study run in other processes on this "
+        assert beside[0].startswith("1 trial of this study runs in other processes on this "
                                     "host's same GPU")
         assert f"CUDA_VISIBLE_DEVICES={ours or 'unset'}" in beside[0]
     assert not [m for m in said if "CPU cores" in m]  # that is the CPU's line
@@ -456,7 +456,7 @@ def test_a_cpu_search_beside_another_is_told_they_share_the_cores(tmp_path):
     said: list[str] = []
     Search(make_spec(tmp_path, space=space, workload=cpu), FakeRunner(),
            on_message=said.append)._warn_of_neighbours()
-    assert any("1 trial(s) of this study run in other processes on this host: they share its "
+    assert any("1 trial of this study runs in other processes on this host: they share its "
                "CPU cores" in m for m in said), said
 
 

@@ -183,8 +183,11 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
       tuner compare studies/a studies/b --json | jq '.transfers'
     """
     from tuner.render.comparison import plot, render
+    from tuner.render.plots import need_matplotlib
     from tuner.use.compare import compare as compare_
 
+    if plot_file is not None:
+        need_matplotlib("tuner compare --plot")  # before reading the studies
     result = compare_([study_path(s, studies_dir) for s in studies])
     if plot_file is not None:
         written = plot(result, plot_file)  # the file's own name: .png added where it has none

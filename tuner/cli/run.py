@@ -15,6 +15,7 @@ import click
 from tuner.launch import signals
 from tuner.render.progress import progress_line
 from tuner.spec.layout import StudyLayout
+from tuner.words import plural
 
 
 def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
@@ -22,8 +23,9 @@ def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
     abandons that trial), SIGTERM abandons it; then the study's table or JSON on stdout."""
     spec = search.spec
     configs = len(spec.space.configs())
-    say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, "
-        f"target {spec.n_trials or configs} trials; progress below, Ctrl-C stops after a trial")
+    say(f"study {spec.name} in {spec.directory}: {plural(configs, 'config')} in the space, "
+        f"target {plural(spec.n_trials or configs, 'trial')}; progress below, Ctrl-C stops after "
+        "a trial")
     received: list[int] = []
     with signals.installed(signals.stop_handlers(search, say, "trial", received)):
         summary = search.run()
@@ -39,9 +41,10 @@ def run_fleet(fleet: Any, spec: Any, say: Callable[[str], None], as_json: bool,
     returns True if stopped, and appends the signals it received to the list it is given)."""
     received: list[int] = []
     configs = len(spec.space.configs())
-    say(f"study {spec.name} in {spec.directory}: {configs} configs in the space, target "
-        f"{spec.n_trials or configs} trials, one worker per GPU ({', '.join(map(str, fleet.gpus))}"
-        "); each line starts with its GPU; Ctrl-C stops after the trials in flight")
+    say(f"study {spec.name} in {spec.directory}: {plural(configs, 'config')} in the space, "
+        f"target {plural(spec.n_trials or configs, 'trial')}, one worker per GPU "
+        f"({', '.join(map(str, fleet.gpus))}); each line starts with its GPU; Ctrl-C stops after "
+        "the trials in flight")
 
     def forward(signum: int, frame: Any) -> None:
         fleet.send_signal(signum)
@@ -72,8 +75,8 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
     # Nothing measured and not stopped: every finalist had its --repeats from earlier runs.
     done = "; each already has its --repeats (--redo measures them again)" \
         if not summary.measured and not summary.stopped else ""
-    say(f"{summary.finalists} finalists on the fronts now; {summary.measured} re-measurements "
-        f"now{failed}{done}"
+    say(f"{plural(summary.finalists, 'finalist')} on the fronts now; "
+        f"{plural(summary.measured, 're-measurement')} now{failed}{done}"
         + (f"; stopped by the user ({'the same command without --redo' if redo else 'the same command'} resumes)"
            if summary.stopped else ""))
     return summary.stopped
@@ -84,7 +87,7 @@ def finish(summary: Any, say: Callable[[str], None], as_json: bool) -> None:
     reason = summary.stop_reason
     if summary.stopped:
         reason += "; the same command resumes"
-    say(f"stopped: {reason}; {summary.new} new trials, {summary.measured} in the "
+    say(f"stopped: {reason}; {plural(summary.new, 'new trial')}, {summary.measured} in the "
         f"study; files in {summary.directory}")
     print_study(StudyLayout(Path(summary.directory)), as_json)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tuner.spec.config import EAGER
@@ -79,6 +80,7 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     # Items per second of a busy server: from the back-to-back time per call (a finalist's
     # median over its processes, as for p50).
     df["stream_ms_p50_median"] = stream = _median(df, "stream_ms_p50_repeats", "stream_ms_p50")
+    stream = positive(stream)  # a time of 0 or inf is no measurement: nothing to divide by
     df["throughput_per_s"] = number["batch_size"] * 1e3 / stream
     # Warm-up cost: the cold first call plus the calls until latency settled.
     df["time_to_steady_s"] = number["compile_s_cold"] + number["warmup_s"].fillna(0.0)
@@ -90,8 +92,10 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     df["peak_vram_bytes"] = df["vram_bytes_steady_reserved"]
     df["achieved_tflops"] = number["flops_per_call"] / (stream * 1e-3) / 1e12
 
+    # Neither a row nor its eager baseline has a speedup from a p50 of 0 or inf (no latency).
+    p50 = p50.where(measured_latency(df))
     ok = df[(df["status"] == Status.OK.value) & (df["backend"] == EAGER)]
-    eager = ok["latency_ms_p50_median"].groupby(baseline_of(ok)).min()
+    eager = p50[ok.index].groupby(baseline_of(ok)).min()
     df["eager_latency_ms_p50"] = baseline_of(df).map(eager.dropna().to_dict()).astype(float)
     df["speedup_vs_eager"] = df["eager_latency_ms_p50"] / p50
     saved_ms = df["eager_latency_ms_p50"] - p50
@@ -117,7 +121,9 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     df["host_core_slowdown"] = loop / loop.groupby(machine).transform(lambda v: v.quantile(0.25))
     if fill_only:
         for column in (c for c in DERIVED if c not in recompute):
-            df[column] = stored[column].where(stored[column].notna(), df[column])
+            # An inf a file holds (written from a p50 of 0) is no value: computed afresh.
+            held = stored[column].notna() & ~stored[column].isin([np.inf, -np.inf])
+            df[column] = stored[column].where(held, df[column])
     return df
 
 
@@ -125,6 +131,18 @@ def listed(value: Any) -> int:
     """How many values a list cell holds (``latency_ms_p50_repeats``, say): 0 for an empty
     cell, None or NaN. A Parquet list reads back as an array."""
     return len(value) if hasattr(value, "__len__") and not isinstance(value, str) else 0
+
+
+def positive(values: pd.Series) -> pd.Series:
+    """``values`` where each is a positive, finite number, NaN elsewhere: a time of 0 or inf
+    is no measurement."""
+    return values.where(np.isfinite(values) & values.gt(0))
+
+
+def measured_latency(df: pd.DataFrame) -> pd.Series:
+    """Rows whose p50, and median p50 where measured again, are positive finite numbers."""
+    own = pd.to_numeric(df["latency_ms_p50"], errors="coerce")
+    return (positive(own).notna() & positive(median_p50(df)).notna()).astype(bool)
 
 
 def median_p50(df: pd.DataFrame) -> pd.Series:

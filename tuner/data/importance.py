@@ -41,6 +41,7 @@ from tuner.data.rows import plain
 from tuner.data.schema import is_option_column
 from tuner.data.select import PARETO_OBJECTIVES, eligible
 from tuner.spec.config import EAGER, INDUCTOR
+from tuner.words import plural
 
 EVALUATOR = "PED-ANOVA (optuna.importance.PedAnovaImportanceEvaluator)"
 # The objectives the search minimises, by their tuner names, as each trial measured them (a
@@ -151,7 +152,7 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
     params = varying(rows) if len(rows) else []
     note = None
     if len(rows) < MIN_ROWS:
-        note = f"{len(rows)} verified rows, too few for importances (at least {MIN_ROWS})"
+        note = f"{plural(len(rows), 'verified row')}, too few for importances (at least {MIN_ROWS})"
     elif len(params) < MIN_PARAMETERS:
         which = f" ({params[0]})" if params else ""
         note = (f"{len(params)} parameter{'' if len(params) == 1 else 's'} varied{which}, too "
@@ -160,7 +161,7 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
         return BatchImportance(batch_size, len(rows), tuple(params), {}, {}, note)
     encoded = encode(rows)[params]
     groups = _groups(encoded)
-    unjudged = {p: f"applies to {len(index)} rows, too few to judge (at least {MIN_ROWS})"
+    unjudged = {p: f"applies to {plural(len(index), 'row')}, too few to judge (at least {MIN_ROWS})"
                 for index, group in groups for p in group if len(index) < MIN_ROWS}
     fewer = {p: len(index) for index, group in groups for p in group
              if MIN_ROWS <= len(index) < len(rows)}
@@ -170,7 +171,9 @@ def _one_batch_size(batch_size: int, rows: pd.DataFrame) -> BatchImportance:
         values = pd.to_numeric(rows[IMPORTANCE_OBJECTIVES[objective]], errors="coerce")
         known = values[values.map(lambda v: v is not None and math.isfinite(v))]
         if len(known) < MIN_ROWS:
-            skipped[objective] = f"{len(known)} rows have a value, too few (at least {MIN_ROWS})"
+            have = "has" if len(known) == 1 else "have"
+            skipped[objective] = (f"{plural(len(known), 'row')} {have} a value, too few "
+                                  f"(at least {MIN_ROWS})")
         elif known.nunique() < 2:
             skipped[objective] = "every row has the same value"
         else:

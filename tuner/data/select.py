@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tuner.data.derive import listed, median_p50, ran_eager_only
+from tuner.data.derive import listed, measured_latency, median_p50, ran_eager_only
 from tuner.data.noise import p50s_of, rank_within_noise, within_noise
 from tuner.data.rows import num
 from tuner.errors import UserError
@@ -58,13 +58,6 @@ def eligible(df: pd.DataFrame) -> pd.DataFrame:
     keep &= ~ran_eager_only(df)
     keep &= ~failed_again(df)
     return df[keep]
-
-
-def measured_latency(df: pd.DataFrame) -> pd.Series:
-    """Rows whose p50, and median p50 where measured again, are positive finite numbers."""
-    own = pd.to_numeric(df["latency_ms_p50"], errors="coerce")
-    return pd.Series(np.isfinite(own) & own.gt(0) & np.isfinite(median_p50(df))
-                     & median_p50(df).gt(0), index=df.index).astype(bool)
 
 
 def failed_again(df: pd.DataFrame) -> pd.Series:

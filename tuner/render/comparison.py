@@ -62,6 +62,9 @@ def plot(comparison: Comparison, path: str | Path) -> Path:
     per batch size, each study's Pareto front, latency vs memory, every point labelled with
     its config and every front with its study, so no legend is needed. Returns the path
     written: a path without an extension gets .png, as matplotlib would add it."""
+    from tuner.render.plots import need_matplotlib
+
+    need_matplotlib("tuner compare --plot")
     from matplotlib.figure import Figure
 
     path = Path(path)

@@ -13,6 +13,7 @@ from tuner.data.importance import (
     BatchImportance,
     top_rows,
 )
+from tuner.words import plural
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
        f" the best rows (the best {TOP_FRACTION * 100:.0f} %, at least {TOP_ROWS}, at most half) than "
@@ -31,7 +32,7 @@ def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
         if b.note is not None:
             lines.append(f"batch size {b.batch_size}: {b.note}")
             continue
-        lines.append(f"batch size {b.batch_size}: {b.rows} verified rows, importance for "
+        lines.append(f"batch size {b.batch_size}: {plural(b.rows, 'verified row')}, importance for "
                      f"being among the best {b.best_rows}")
         lines.append(table(b))
         lines += [f"  {objective}: {why}" for objective, why in b.skipped.items()]

@@ -15,6 +15,7 @@ from tuner.data.select import GIB, LATENCY, eligible, left_out_counts, pareto
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import Status
+from tuner.words import plural
 
 FRONT, OTHER, BASELINE = "#1f77b4", "#9a9a9a", "#d62728"
 # (column, axis label, scale) of each panel of the front's figure, against latency.
@@ -31,11 +32,7 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
     ok = eligible(trials)
     if ok.empty:
         raise UserError(f"nothing to plot: study {name} has no row that finished and matched eager")
-    try:
-        import matplotlib.figure  # noqa: F401
-    except ImportError as exc:  # a dependency, but an install can lack it
-        raise UserError(f"tuner plot needs matplotlib, which this Python cannot import ({exc}): "
-                        "pip install 'matplotlib>=3.7'") from None
+    need_matplotlib("tuner plot")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -51,6 +48,16 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
             written.append(_save(importance_figure(name, b),
                                  directory / f"{name}-importance-bs{b.batch_size}.png"))
     return written
+
+
+def need_matplotlib(command: str) -> None:
+    """Raise a one-line :class:`UserError` naming ``command`` and how to install matplotlib
+    where this Python cannot import it (a dependency, but an install can lack it)."""
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError as exc:
+        raise UserError(f"{command} needs matplotlib, which this Python cannot import ({exc}): "
+                        "pip install 'matplotlib>=3.7'") from None
 
 
 def no_fronts(trials: pd.DataFrame) -> dict[int, str]:
@@ -120,7 +127,7 @@ def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int]
                loc="outside lower center", ncols=columns, fontsize=7, frameon=False,
                title="labelled points: trial number, config", title_fontsize=8)
     lost = f", {failed} failed (not shown)" if failed else ""
-    fig.suptitle(f"{name}, batch size {batch_size}: {len(rows)} verified rows{lost}; "
+    fig.suptitle(f"{name}, batch size {batch_size}: {plural(len(rows), 'verified row')}{lost}; "
                  "Pareto-optimal over latency, memory and warm-up together", fontsize=10)
     return fig
 
@@ -144,7 +151,7 @@ def importance_figure(name: str, b: BatchImportance) -> Any:
         ax.set_xlabel("importance (sums to 1)")
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(f"{name}, batch size {b.batch_size}: parameter importance (Optuna PED-ANOVA, "
-                 f"{b.rows} verified rows)", fontsize=10)
+                 f"{plural(b.rows, 'verified row')})", fontsize=10)
     return fig
 
 

@@ -13,6 +13,7 @@ from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import SCHEDULE_REPEATS
 from tuner.spec.workload import Workload, shape_label, tensor_dtype
+from tuner.words import plural
 
 
 class Recommended(Protocol):
@@ -204,7 +205,7 @@ def describe(rec: Recommended) -> str:
         recompiles = rec.row.get("schedule_recompiles")
         rows.insert(-1, ("traffic", f"{replay:.2f} s for {SCHEDULE_REPEATS} replays of "
                                     f"{shapes}" + ("" if recompiles is None else
-                                                   f", {recompiles:.0f} recompiles")))
+                                                   f", {plural(int(recompiles), 'recompile')}")))
     if rec.within_noise:
         rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: a t-test over "
                              "their fresh processes' p50s does not separate them at 95%, so "

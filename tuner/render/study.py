@@ -26,6 +26,7 @@ from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.layout import DB_FILE
 from tuner.spec.records import SCHEDULE_REPEATS, Status
 from tuner.spec.workload import Workload, shape_label
+from tuner.words import plural
 
 # (column, header, format) of the Pareto table.
 _TABLE = [
@@ -87,18 +88,19 @@ def notes(row: pd.Series) -> str:
     if gpu is not None and not pd.isna(gpu):  # TUNER_GPU_TIME=1: the rest of a call is the host's
         share = f" ({gpu / p50:.0%} of its p50)" if p50 and not pd.isna(p50) else ""
         out.append(f"GPU busy {gpu:.2f} ms a call{share}")
-    for column, word in (("graph_breaks", "graph breaks"), ("recompiles", "recompiles"),
-                         ("recompile_limit_hits", "recompile-limit hits"),
-                         ("cudagraph_skips", "cudagraph skips"),
-                         ("eager_fallback_frames", "frames fell back to eager")):
+    for column, word, then in (("graph_breaks", "graph break", ""),
+                               ("recompiles", "recompile", ""),
+                               ("recompile_limit_hits", "recompile-limit hit", ""),
+                               ("cudagraph_skips", "cudagraph skip", ""),
+                               ("eager_fallback_frames", "frame", " fell back to eager")):
         value = row.get(column)
         if value is not None and not pd.isna(value) and value > 0:
-            out.append(f"{int(value)} {word}")
+            out.append(plural(int(value), word) + then)
     if isinstance(row.get("correctness_note"), str) and row["correctness_note"]:
         out.append(row["correctness_note"])
     failed = row.get("repeats_failed")
     if failed is not None and not pd.isna(failed) and failed > 0:
-        out.append(f"{int(failed)} re-measurement(s) failed")
+        out.append(f"{plural(int(failed), 're-measurement')} failed")
     return "; ".join(out)
 
 
@@ -320,7 +322,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     dtypes = ",".join(str(d) for d in dict.fromkeys(trials["dtype"].dropna())) \
         if "dtype" in trials and trials["dtype"].notna().any() else workload.get("dtype")
     lines.append(f"study {meta.get('study')}: {workload.get('model')} {dtypes} "
-                 f"on {workload.get('device')}, {len(trials)} trials")
+                 f"on {workload.get('device')}, {plural(len(trials), 'trial')}")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
     if trials.empty:
@@ -357,11 +359,11 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     failed = failures(trials)
     if failed:
         lines.append("")
-        lines.append(f"{len(failed)} trials failed (kept in trials.parquet):")
+        lines.append(f"{plural(len(failed), 'trial')} failed (kept in trials.parquet):")
         lines += [f"  {f}" for f in failed]
     if dropped := left_out(trials):
         lines.append("")
-        lines.append(f"{len(dropped)} finalist{'s' if len(dropped) > 1 else ''} left out of the "
+        lines.append(f"{plural(len(dropped), 'finalist')} left out of the "
                      "fronts and recommendations: a re-measurement in a fresh process failed")
         lines += [f"  {d}" for d in dropped]
     return "\n".join(lines)
@@ -394,7 +396,8 @@ def left_out(trials: pd.DataFrame) -> list[str]:
     leaves them out), each in a line."""
     rows = trials[(trials["status"] == Status.OK.value) & failed_again(trials)]
     return [f"{r['label']} bs={r['batch_size']} (trial {r['trial_number']}): "
-            f"{int(r['repeats_failed'])} re-measurement(s) failed" for _, r in rows.iterrows()]
+            f"{plural(int(r['repeats_failed']), 're-measurement')} failed"
+            for _, r in rows.iterrows()]
 
 
 def schedule_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:

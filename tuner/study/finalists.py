@@ -52,6 +52,7 @@ from tuner.data.select import pareto
 from tuner.errors import UserError
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialRequest, TrialResult
+from tuner.words import plural
 
 if TYPE_CHECKING:
     import optuna
@@ -271,11 +272,11 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         return ConfirmSummary(len(front), 0, 0, False)
     total = None if plan_of.fixed is None else \
         sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
-    what = f"{total} re-measurements" if total is not None else \
+    what = plural(total, "re-measurement") if total is not None else \
         f"{plan_of.describe()}: re-measurements"
     off = sum(number in others for number, *_ in finalists)
-    whom = f"{len(finalists) - off} finalists" + (
-        f" and {off} trial{'s' if off > 1 else ''} off the front" if off else "")
+    whom = plural(len(finalists) - off, "finalist") + (
+        f" and {plural(off, 'trial')} off the front" if off else "")
     say(f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
         "`tuner confirm` or the same command resumes)")
     measured = failed = 0

@@ -46,6 +46,7 @@ from tuner.study.storage import (
     open_study,
     resumed_protocol,
 )
+from tuner.words import plural
 
 STOPPED = "stopped by the user"  # the stop reason where the user stopped the run (stopped=True)
 WAIT_POLL_S = 1.0  # how often a search with nothing to start looks at trials running elsewhere
@@ -154,7 +155,7 @@ class Search:
             if sum(self._skip_mode(config, number, not_run) for number, config in told):
                 state = claims.state()
             if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
-                stop_reason = f"reached {spec.n_trials} trials"
+                stop_reason = f"reached {plural(spec.n_trials, 'trial')}"
                 break
             remaining = [c for c in configs
                          if not state.taken(c.key) and c.batch_size not in broken]
@@ -173,8 +174,8 @@ class Search:
                 break
             if nothing_to_start:
                 if not said_waiting:
-                    self.on_message(f"waiting for {state.beating} trial(s) other workers are "
-                                    "running (a dead worker's trial comes back here)")
+                    self.on_message(f"waiting for {plural(state.beating, 'trial')} other "
+                                    "workers are running (a dead worker's trial comes back here)")
                     said_waiting = True
                 self.stop_after_trial.wait(WAIT_POLL_S)
                 continue
@@ -325,15 +326,16 @@ class Search:
             not_run.add(other.key)
         if skipped:
             self.on_message(f"{config.label} compiled past --compile-timeout at batch size "
-                            f"{config.batch_size} (trial {number}): its {len(skipped)} other "
-                            "config(s) there are skipped")
+                            f"{config.batch_size} (trial {number}): its "
+                            f"{plural(len(skipped), 'other config')} there "
+                            f"{'is' if len(skipped) == 1 else 'are'} skipped")
         return len(skipped)
 
     def forget_repeats(self) -> None:
         """Forget every trial's re-measurements (``--redo``), saying how many had some."""
         if forgotten := finalists.forget(self.study, self.claims.storage):
-            self.on_message(f"--redo: the re-measurements of {forgotten} trial"
-                            f"{'s' if forgotten > 1 else ''} are forgotten; a stop from here "
+            self.on_message(f"--redo: the re-measurements of {plural(forgotten, 'trial')} are "
+                            "forgotten; a stop from here "
                             "on resumes without --redo")
 
     def confirm(self, repeats: int | str | finalists.Repeats,
@@ -436,15 +438,18 @@ class Search:
                   for t in self.fronts.trials(states=(TrialState.RUNNING,))]
         here = [o for o in owners if o.get("host") == host]
         if here and not self.spec.workload.device.startswith("cuda"):
-            self.on_message(f"{len(here)} trial(s) of this study run in other processes on this "
-                            "host: they share its CPU cores with this search's trials")
+            self.on_message(f"{plural(len(here), 'trial')} of this study "
+                            f"{'runs' if len(here) == 1 else 'run'} in other processes "
+                            "on this host: they share its CPU cores with this search's trials")
         # On CUDA a fleet's workers each see one other GPU; a search beside another on the same
         # GPUs (the same command started twice) times its trials against the other's.
         gpus = self.claims.gpus
         beside = [o for o in here if "gpus" in o and o["gpus"] == gpus]
         if beside and self.spec.workload.device.startswith("cuda"):
-            self.on_message(f"{len(beside)} trial(s) of this study run in other processes on "
-                            f"this host's same GPU{'s' if gpus is None or ',' in gpus else ''} "
+            same = f"same GPU{'s' if gpus is None or ',' in gpus else ''}"
+            self.on_message(f"{plural(len(beside), 'trial')} of this study "
+                            f"{'runs' if len(beside) == 1 else 'run'} in other "
+                            f"processes on this host's {same} "
                             f"(CUDA_VISIBLE_DEVICES={gpus or 'unset'}): their timings and this "
                             "search's disturb each other")
         try:

@@ -35,6 +35,7 @@ from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, par
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import NOT_RUN
+from tuner.words import plural
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",
                   "shape_schedule")
@@ -177,7 +178,7 @@ def confounders(studies: list[StudyRef]) -> list[str]:
 # -- pieces ------------------------------------------------------------------------------------
 def _none_verified(study: StudyRef) -> str:
     return ("it holds no trial yet" if not study.trials else
-            f"none of its {study.trials} trials finished and matched eager")
+            f"none of its {plural(study.trials, 'trial')} finished and matched eager")
 
 
 def _labelled(df: pd.DataFrame, workload: dict[str, Any], keys: list[str]) -> pd.DataFrame:
@@ -197,7 +198,8 @@ def _absent(bs: int, tag: str, tried: pd.DataFrame) -> str:
     if tried.empty:
         return f"{tag} did not measure batch size {bs}"
     short = pd.Series([why.split(":")[0] for why in why_left_out(tried)]).value_counts()
-    return (f"{tag} has no verified config at batch size {bs}: of its {len(tried)} trials there, "
+    return (f"{tag} has no verified config at batch size {bs}: of its "
+            f"{plural(len(tried), 'trial')} there, "
             + ", ".join(f"{n} {why}" for why, n in sorted(short.items())))
 
 
