@@ -5,6 +5,7 @@ and a non-zero exit."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -167,10 +168,12 @@ def test_a_factory_with_keyword_only_arguments_is_told_how_it_is_called(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_factory_module_that_exits_when_imported_is_a_one_line_error(tmp_path):
+def test_a_factory_module_that_exits_when_imported_is_a_one_line_error(tmp_path, monkeypatch):
     # argparse at the module's top level reads the tuner's own arguments and exits: that was
     # the module's usage message, as if from the tuner, and its exit code.
-    result = invoke(*search_args(tmp_path, model="tests.parses_argv_at_import:factory"))
+    args = search_args(tmp_path, model="tests.parses_argv_at_import:factory")
+    monkeypatch.setattr(sys, "argv", ["tuner", *args])  # as the command line holds them
+    result = invoke(*args)
     assert_one_line_error(result, "importing 'tests.parses_argv_at_import' for --model "
                           "tests.parses_argv_at_import:factory ended the process (SystemExit: 2)",
                           "error: unrecognized arguments", "if __name__ == ")
