@@ -226,8 +226,8 @@ def load_factory(spec: str, error: type[Exception], source: str | None = None) -
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
         if _is_path(module_name):
             raise error(_path_instead_of_module(module_name, attr, source)) from exc
-        hint = _close_module(module_name) if isinstance(exc, ModuleNotFoundError) \
-            and exc.name is not None and module_name.startswith(exc.name) else ""
+        hint = _close_module(exc.name, module_name) if isinstance(exc, ModuleNotFoundError) \
+            and exc.name and module_name.startswith(exc.name) else ""
         raise error(f"cannot import {module_name!r} for {source}: "
                     f"{type(exc).__name__}: {exc}{hint}") from exc
     factory = getattr(module, attr, None)
@@ -270,32 +270,25 @@ def _import_module(module_name: str) -> Any:
         sys.stderr.write(written.getvalue())
 
 
-def _close_module(module_name: str) -> str:
-    """`` (did you mean pkg.models?)`` for a module that is not found, from the modules beside
-    where it would be (its package's, or the top-level ones); empty when none is close."""
+def _close_module(missing: str, module_name: str) -> str:
+    """`` (did you mean pkg.models?)`` for ``module_name``, whose part ``missing`` is not found:
+    close names among the modules beside it (its package's, which the failed import of its
+    child loaded; or the current folder's, then the whole path's); empty when none is close."""
     import pkgutil
+    import sys
 
-    parent, _, leaf = module_name.rpartition(".")
+    parent, _, leaf = missing.rpartition(".")
     if parent:
-        try:
-            path = getattr(importlib.import_module(parent), "__path__", None)
-        except Exception:  # noqa: BLE001 - the parent is what is mistyped: try the top level
-            path, parent, leaf = None, "", module_name
-        if path is None and parent:
-            return ""
-        close = difflib.get_close_matches(leaf, [m.name for m in pkgutil.iter_modules(path)], n=3)
-    else:  # the current folder's first (the user's own), then all the path's
-        top = module_name.split(".")[0]
-        close = difflib.get_close_matches(top, [m.name for m in pkgutil.iter_modules(["."])],
+        path = getattr(sys.modules.get(parent), "__path__", None)
+        close = difflib.get_close_matches(
+            leaf, [m.name for m in pkgutil.iter_modules(path)] if path else [], n=3)
+    else:
+        close = difflib.get_close_matches(leaf, [m.name for m in pkgutil.iter_modules(["."])],
                                           n=3) or difflib.get_close_matches(
-            top, [m.name for m in pkgutil.iter_modules()], n=3, cutoff=0.75)
-    if not close:
-        return ""
-    if parent:
-        close = [f"{parent}.{c}" for c in close]
-    elif "." in module_name:
-        close = [f"{c}.{module_name.partition('.')[2]}" for c in close]
-    return f" (did you mean {', '.join(close)}?)"
+            leaf, [m.name for m in pkgutil.iter_modules()], n=3, cutoff=0.75)
+    rest = module_name[len(missing):]
+    named = [f"{parent}.{c}{rest}" if parent else f"{c}{rest}" for c in close]
+    return f" (did you mean {', '.join(named)}?)" if named else ""
 
 
 def _is_path(module_name: str) -> bool:

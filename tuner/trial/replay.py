@@ -113,12 +113,12 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
     current: list[Any] = []  # the shape of the step running now
 
     def step_output(shape: Any) -> Any:
-        current[:] = [shape]
         if mark_step:
             torch.compiler.cudagraph_mark_step_begin()
         return fn(*inputs[shape])
 
     def step(shape: Any) -> float:
+        current[:] = [shape]  # outside the timed call
         return dev.time_call_s(lambda: step_output(shape))
 
     try:

@@ -31,7 +31,16 @@ from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed
 from tuner.data.equivalent import RAN, ran_keys
 from tuner.data.rows import config_of
-from tuner.data.select import LATENCY, OBJECTIVES, TAIL_P99, best, eligible, pareto, why_left_out
+from tuner.data.select import (
+    LATENCY,
+    OBJECTIVES,
+    TAIL_P99,
+    best,
+    eligible,
+    left_out_counts,
+    pareto,
+    why_left_out,
+)
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
 from tuner.spec.records import NOT_RUN
@@ -197,10 +206,8 @@ def _absent(bs: int, tag: str, tried: pd.DataFrame) -> str:
     """Why study ``tag`` has no verified config at batch size ``bs``, in a line."""
     if tried.empty:
         return f"{tag} did not measure batch size {bs}"
-    short = pd.Series([why.split(":")[0] for why in why_left_out(tried)]).value_counts()
     return (f"{tag} has no verified config at batch size {bs}: of its "
-            f"{plural(len(tried), 'trial')} there, "
-            + ", ".join(f"{n} {why}" for why, n in sorted(short.items())))
+            f"{plural(len(tried), 'trial')} there, {left_out_counts(tried)}")
 
 
 def _measured(rows: pd.DataFrame, objective: str) -> bool:
