@@ -437,6 +437,12 @@ def test_a_killed_workers_trial_goes_stale_and_is_measured_again(tmp_path):
     workers.kill_one_worker_and_check_recovery(spec)
 
 
+def test_a_worker_killed_on_this_host_is_found_by_its_pid_without_waiting_for_the_grace(
+        tmp_path):
+    spec = workers.create(tmp_path, "killed-here", storage=None, space=workers.SPACE_SMALL)
+    workers.kill_one_worker_and_check_recovery(spec, elsewhere=False)
+
+
 def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_counted(tmp_path):
     spec = workers.create(tmp_path, "late", storage=None, space=workers.SPACE_SMALL)
     messages, given_up = [], []

@@ -106,30 +106,44 @@ def wait_for_text(path: Path, text: str, timeout_s: float = 30) -> None:
     raise AssertionError(f"{text!r} not in {path} within {timeout_s} s")
 
 
-def kill_one_worker_and_check_recovery(spec: StudySpec) -> None:
-    """Two workers on ``spec``; the one stuck in a long trial is SIGKILLed. Its trial must go
-    stale (no heartbeat), be failed, and its config be measured again by the survivor."""
+def kill_one_worker_and_check_recovery(spec: StudySpec, elsewhere: bool = True) -> None:
+    """Two workers on ``spec``; the one stuck in a long trial is SIGKILLed, and its config must
+    be measured again by the survivor. ``elsewhere``: its trial names another host as its
+    owner, as a worker's on another machine would, so only its stopped heartbeat can tell it
+    is dead: the trial goes stale and is failed. Otherwise the survivor, on the same host,
+    finds the dead process by its pid at its next round, long before the grace period."""
     from tuner.study.storage import INTERRUPTED_ATTR, RETRY_ATTR
 
+    heartbeat = FAST_HEARTBEAT if elsewhere else None  # the default grace period: 2 minutes
     log = spec.root / "doomed.stderr"
     with log.open("w") as stderr:
-        doomed = start(spec, delay_s=60, env=FAST_HEARTBEAT, stderr=stderr)
-    survivor = start(spec, seed=1, env=FAST_HEARTBEAT)
+        doomed = start(spec, delay_s=60, env=heartbeat, stderr=stderr)
+    survivor = start(spec, seed=1, env=heartbeat)
     # A worker announces a trial only once its claim on the config survived the check against
     # other workers' claims (a claim that loses is pruned): from then on it sleeps for 60 s.
     wait_for_text(log, "running ")
     stuck = wait_for_trial(spec, doomed.pid)
-    # Once the survivor claims a trial it is past its start-up check for trials of dead
-    # processes on this host: only the heartbeat can find the doomed worker's trial.
+    fronts = load(spec)
+    if elsewhere:
+        owner = {**stuck.frozen.user_attrs[OWNER_ATTR], "host": "another-host"}
+        fronts.storage.set_trial_user_attr(fronts.trial_id(stuck.study, stuck.frozen.number),
+                                           OWNER_ATTR, owner)
+    # Once the survivor claims a trial it is past its start-up check for dead processes.
     wait_for_trial(spec, survivor.pid, running=False)
     kill(doomed)
-    _, err = finish(survivor)
+    _, err = finish(survivor, timeout_s=60 if elsewhere else 30)
 
     measured = assert_every_config_measured_once(spec)
     dead = load(spec).find(stuck.number).frozen
     assert dead.state is TrialState.FAIL, (dead.state, log.read_text())
-    assert INTERRUPTED_ATTR not in dead.user_attrs
     redo = [t for t in measured if t.user_attrs[KEY_ATTR] == stuck.frozen.user_attrs[KEY_ATTR]]
     assert redo[0].user_attrs[RETRY_ATTR] == stuck.number
     assert redo[0].user_attrs[OWNER_ATTR]["pid"] == survivor.pid
-    assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
+    key = stuck.frozen.user_attrs[KEY_ATTR]
+    if elsewhere:
+        assert INTERRUPTED_ATTR not in dead.user_attrs
+        assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
+    else:
+        assert dead.user_attrs[INTERRUPTED_ATTR] is True
+        assert (f"trial {stuck.number} ({key}) was left running by a search that died; it will "
+                "be measured again") in err

@@ -197,7 +197,9 @@ class Claims:
     def reap_dead(self) -> None:
         """A trial left RUNNING by a search process on this host that no longer exists (killed,
         power cut) is marked failed, so its config is measured again; one that holds its result
-        (the process died after storing it) is told it instead (:meth:`finish`)."""
+        (the process died after storing it) is told it instead (:meth:`finish`). A search calls
+        it as it starts and before each trial, so a worker killed beside it on this host is
+        found then, not after the heartbeat grace period."""
         host = socket.gethostname()
         for stored in self.fronts.trials(states=(TrialState.RUNNING,)):
             t = stored.frozen
@@ -208,8 +210,11 @@ class Claims:
                                     "measured by a search that died before it finished the "
                                     "trial; its result is kept, not measured again")
                     continue
-                self.storage.set_trial_user_attr(self.fronts.trial_id(stored.study, t.number),
-                                                 INTERRUPTED_ATTR, True)
+                try:
+                    self.storage.set_trial_user_attr(
+                        self.fronts.trial_id(stored.study, t.number), INTERRUPTED_ATTR, True)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    continue  # another worker on this host found it dead first and requeued it
                 stored.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
                 self.requeue(stored.study, t)
                 self.on_message(f"trial {stored.number} ({t.user_attrs.get(KEY_ATTR)}) was "

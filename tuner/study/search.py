@@ -141,7 +141,8 @@ class Search:
         skipped_modes: set[int] = set()  # trials past --compile-timeout whose mode is skipped
         while True:
             claims.stop_heartbeat()  # the trial of the last round is told
-            claims.fail_stale()
+            claims.reap_dead()  # a worker killed beside this one on this host: found at once
+            claims.fail_stale()  # one on another host: found after the grace period
             state = claims.state()
             self._held_broken(state, broken)
             # An earlier run's, or another worker's, compile past --compile-timeout skips its
