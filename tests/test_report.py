@@ -85,13 +85,15 @@ def test_a_p50_of_zero_or_inf_is_no_measurement_and_no_traceback():
     # A damaged or hand-edited file: a zero p50 made the verdict divide by zero, an inf one a
     # "0.00x" speedup. Neither is a latency: the row is left out, and says why.
     from tests.test_results import EAGER1, inductor, ok
-    from tuner.data.select import eligible, why_left_out
+    from tuner.data.select import eligible, left_out_counts, why_left_out
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(0.0)),
                 (inductor(1, "reduce-overhead"), ok(float("inf"))), (inductor(1, "max-autotune"), ok(5.0)))
     assert list(eligible(df)["label"]) == ["eager", "inductor:max-autotune"]
-    assert why_left_out(df.iloc[[1, 2]]) == ["no latency measured (p50 0.0 ms)",
-                                             "no latency measured (p50 inf ms)"]
+    assert why_left_out(df.iloc[[1, 2]]) == ["no latency measured: its p50 is 0.0 ms",
+                                             "no latency measured: its p50 is inf ms"]
+    # In short, as show and compare count them: one reason, not one per value.
+    assert left_out_counts(df.iloc[[1, 2]]) == "2 no latency measured"
     assert report.verdicts(df)[1].startswith("batch size 1: inductor:max-autotune is 2.00x")
 
 

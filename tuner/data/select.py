@@ -90,7 +90,7 @@ def why_left_out(rows: pd.DataFrame) -> list[str]:
             out.append("compiled nothing, ran eager")
         elif not timed[i]:
             out.append("no latency measured" if num(row.get("latency_ms_p50")) is None
-                       else f"no latency measured (p50 {row['latency_ms_p50']} ms)")
+                       else f"no latency measured: its p50 is {row['latency_ms_p50']} ms")
         else:
             out.append("not verified correct")
     return out
