@@ -18,6 +18,15 @@ def test_eager_rows_show_no_compile_time():
     assert "0.7" not in eager_line and "12.5" in compiled_line
 
 
+
+def test_the_notes_header_stands_over_the_notes():
+    # A long note made the header stand right-aligned at the far end of the column.
+    rows = pd.DataFrame([{"label": "eager", "backend": "eager", "noisy": True,
+                          "graph_breaks": 3}])
+    header, line = report.table(rows).splitlines()
+    assert line.index("noisy; 3 graph breaks") == header.index("notes")
+    assert header.endswith("notes")
+
 def test_the_report_names_every_precision_a_study_searched():
     trials = pd.DataFrame([{"dtype": "float32", "status": "ok", "batch_size": 1},
                            {"dtype": "bfloat16", "status": "ok", "batch_size": 1}],

@@ -118,7 +118,8 @@ def table(rows: pd.DataFrame, every_trial: bool = False) -> str:
             for i, r in rows.iterrows()]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
+    # config and notes are text, left-aligned under their headers; the figures are right-aligned
+    lines = ["  ".join(h.ljust(w) if i in (0, len(headers) - 1) else h.rjust(w) for i, (h, w) in
                        enumerate(zip(headers, widths))).rstrip()]
     for b in body:
         lines.append("  ".join(c.ljust(w) if i in (0, len(b) - 1) else c.rjust(w)
