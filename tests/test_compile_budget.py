@@ -68,6 +68,29 @@ def test_a_first_call_past_the_budget_is_killed_with_its_group_and_keeps_the_rec
     assert not watch.marker.exists()
 
 
+
+def test_a_first_call_still_running_at_the_timeout_says_so_and_keeps_the_record_so_far(
+        tmp_path):
+    watch = CompileWatch(tmp_path, budget_s=60.0)  # within the budget: --timeout ends it
+    write_json_atomic(watch.marker, TrialResult(status=Status.OK, build_s=1.5).to_dict())
+    proc, child = _trial_with_a_child(tmp_path)
+    assert _wait(proc, 0.3, None, tmp_path / "result.json", watch) == "timeout"
+    assert wait_until_gone(child) and watch.in_first_call()
+    result = watch.timed_out(0.3)
+    assert result.status is Status.TIMEOUT and result.build_s == 1.5
+    assert result.message.startswith("no result after 0.3 s (--timeout), with its first "
+                                     "(compiling) call still running after 0.")
+    assert result.message.endswith(" s; process group killed") and not watch.marker.exists()
+
+
+def test_a_timeout_after_the_first_call_returned_is_not_put_on_the_compile(tmp_path):
+    watch = CompileWatch(tmp_path, budget_s=60.0)
+    write_json_atomic(watch.marker, TrialResult(status=Status.OK).to_dict())
+    proc, _ = _trial_with_a_child(tmp_path)
+    threading.Timer(0.1, watch.marker.unlink).start()  # the first call returns
+    assert _wait(proc, 0.5, None, tmp_path / "result.json", watch) == "timeout"
+    assert not watch.in_first_call()
+
 def test_a_first_call_that_returns_within_the_budget_is_not_killed(tmp_path):
     watch = CompileWatch(tmp_path, budget_s=0.3)
     write_json_atomic(watch.marker, TrialResult(status=Status.OK).to_dict())
@@ -200,6 +223,25 @@ def test_a_real_compile_past_its_budget_is_killed_with_its_children(tmp_path, mo
     assert not (tmp_path / "trial" / MARKER_FILE).exists()
     assert os.path.exists(tmp_path / "trial" / "trial.log")
 
+
+
+@pytest.mark.slow
+def test_a_real_compile_still_running_at_the_timeout_is_a_timeout_that_says_so(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setenv("TUNER_TEST_CHILD_PID_FILE", str(tmp_path / "child.pid"))
+    protocol = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
+                             compile_timeout_s=60.0)
+    request = TrialRequest(TrialConfig("inductor", 2, "default", False),
+                           Workload(model="tests.models:slow_to_compile", device="cpu"), protocol)
+    runner = ProcessRunner(timeout_s=8, prestart=False)  # the compile hangs for ever
+    try:
+        r = runner.run(request, tmp_path / "trial")
+    finally:
+        runner.close()
+    assert r.status is Status.TIMEOUT, (r.message, r.stderr_tail)
+    assert r.message.startswith("no result after 8 s (--timeout), with its first (compiling) "
+                                "call still running after "), r.message
+    assert r.eager_reference_ms > 0 and r.build_s is not None and r.prestarted is False
 
 def test_a_resume_skips_the_mode_of_a_compile_past_the_budget_that_a_killed_run_left(
         tmp_path, monkeypatch):

@@ -68,11 +68,31 @@ class CompileWatch:
         """Once the process group is killed: the record the trial left in its marker (or a bare
         one, if it cannot be read), as compile_timeout."""
         assert self.budget_s is not None and self.ran_s is not None, "call after spent()"
+        result = self._so_far(Status.COMPILE_TIMEOUT)
+        result.message = message(self.ran_s, self.budget_s)
+        return result
+
+    def in_first_call(self) -> bool:
+        """Whether the first (compiling) call is running: its marker was seen and is there."""
+        return not self._done and self._seen_at is not None and self.marker.exists()
+
+    def timed_out(self, timeout_s: float) -> TrialResult:
+        """Once the process group is killed at ``--timeout`` during the first call
+        (:meth:`in_first_call`): a timeout row that says so and keeps the record so far, as a
+        compile_timeout row does (the compile was within its budget: its mode is not skipped)."""
+        assert self._seen_at is not None, "call when in_first_call()"
+        ran_s = time.monotonic() - self._seen_at
+        result = self._so_far(Status.TIMEOUT)
+        result.message = (f"no result after {timeout_s:g} s (--timeout), with its first "
+                          f"(compiling) call still running after {ran_s:.1f} s; process group "
+                          "killed")
+        return result
+
+    def _so_far(self, status: Status) -> TrialResult:
         try:
             result = TrialResult.from_dict(json.loads(self.marker.read_text()))
         except (OSError, ValueError, KeyError, TypeError):
-            result = TrialResult(status=Status.COMPILE_TIMEOUT)
+            result = TrialResult(status=status)
         self.marker.unlink(missing_ok=True)
-        result.status = Status.COMPILE_TIMEOUT
-        result.message = message(self.ran_s, self.budget_s)
+        result.status = status
         return result

@@ -177,12 +177,14 @@ class ProcessRunner:
             shutil.rmtree(fresh_cache, ignore_errors=True)
 
         tail = _tail(log_path)
-        if outcome == "timeout":
+        if outcome == "compile_timeout" or (outcome == "timeout" and watch.in_first_call()):
+            # the record so far, which the trial keeps in its marker while it compiles
+            result = watch.record() if outcome == "compile_timeout" else \
+                watch.timed_out(self.timeout_s)
+            result.prestarted = self.prestart
+        elif outcome == "timeout":
             result = TrialResult.failure(Status.TIMEOUT, f"no result after {self.timeout_s:g} s "
                                          "(--timeout); process group killed")
-        elif outcome == "compile_timeout":
-            result = watch.record()
-            result.prestarted = self.prestart
         elif outcome == "aborted":
             result = TrialResult.failure(Status.INTERRUPTED, "stopped by the user")
         else:
