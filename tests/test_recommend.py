@@ -188,6 +188,21 @@ def test_corrupt_or_foreign_files_are_one_line_errors(tmp_path):
         recommend(tmp_path / "nowhere")
 
 
+
+def test_a_study_named_as_the_commands_name_it_gets_its_path_suggested(tmp_path, monkeypatch):
+    # `tuner show demo` finds studies/demo; from Python a study is its path, and a bare name
+    # that is a study under ./studies says which path was meant.
+    write_study(tmp_path / "studies", "demo", trial_configs=configs([1], ["eager"]))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as err:
+        recommend("demo")
+    assert str(err.value) == ("demo: no such file (give a study folder or a tuner Parquet "
+                              "file): did you mean 'studies/demo'?")
+    assert recommend("studies/demo").config.backend == "eager"
+    with pytest.raises(UserError) as err:
+        recommend("other")  # no such study either: nothing to suggest
+    assert str(err.value).endswith("Parquet file)")
+
 def test_the_pareto_file_alone_is_refused(study):
     # It lacks the eager rows: recommend would say the study measured no compiled config.
     with pytest.raises(UserError, match="holds only a study's Pareto-optimal trials; give the "

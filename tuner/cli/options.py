@@ -16,6 +16,7 @@ import click
 
 from tuner.errors import UserError
 from tuner.launch.signals import EXIT_INTERRUPTED
+from tuner.spec.layout import STUDIES_DIR
 
 if TYPE_CHECKING:
     from tuner.spec.space_file import SpaceFile
@@ -308,7 +309,7 @@ def teller(quiet: bool, prefix: str = "") -> Callable[[str], None]:
 
 # Options several commands take, declared once.
 studies_dir_option = click.option(
-    "--studies-dir", type=GivenPath(file_okay=False, path_type=Path), default=Path("studies"),
+    "--studies-dir", type=GivenPath(file_okay=False, path_type=Path), default=STUDIES_DIR,
     show_default=True, help="The folder that holds the study folders.")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print the result as JSON on stdout.")

@@ -33,7 +33,7 @@ from tuner.data.schema import (
 from tuner.data.select import pareto, with_ranks
 from tuner.errors import UserError
 from tuner.files import readable_mode
-from tuner.spec.layout import DB_FILE, PARETO_FILE, TRIALS_FILE, StudyLayout
+from tuner.spec.layout import DB_FILE, PARETO_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
 from tuner.spec.records import FINGERPRINT_FIELDS
 
 
@@ -188,7 +188,12 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
                             f"finished and the file is gone, `tuner worker --study "
                             f"{path.parent.name} --studies-dir {path.parent.parent} "
                             f"--export-only` writes it again from {DB_FILE})")
-        raise UserError(f"{path}: no such file (give a study folder or a tuner Parquet file)")
+        # A study's name, as the commands take it: from Python, a study is its path.
+        named = STUDIES_DIR / path if len(path.parts) == 1 and path.suffix != ".parquet" \
+            else None
+        hint = f": did you mean {str(named)!r}?" if named is not None and named.is_dir() else ""
+        raise UserError(f"{path}: no such file (give a study folder or a tuner Parquet "
+                        f"file){hint}")
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - a damaged file: say so on one line, never a traceback

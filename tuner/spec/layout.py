@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tuner.errors import UserError
 
+STUDIES_DIR = Path("studies")  # where studies are kept unless --studies-dir says
 DB_FILE = "study.db"
 TRIALS_FILE = "trials.parquet"
 PARETO_FILE = "pareto.parquet"

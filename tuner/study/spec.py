@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.spec.layout import StudyLayout, check_name
+from tuner.spec.layout import STUDIES_DIR, StudyLayout, check_name
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
@@ -23,7 +23,7 @@ class StudySpec:
     workload: Workload
     space: SearchSpace
     protocol: TrialProtocol = TrialProtocol()
-    root: Path = Path("studies")
+    root: Path = STUDIES_DIR
     # Any Optuna storage URL; default: SQLite in the study folder. Not in repr: it may hold a password.
     storage: str | None = dataclasses.field(default=None, repr=False)
     n_trials: int | None = None  # total measured trials the study should reach

@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.data.select import PARETO_OBJECTIVES, Constraints
 from tuner.errors import UserError
-from tuner.spec.layout import TRIALS_FILE, StudyLayout
+from tuner.spec.layout import STUDIES_DIR, TRIALS_FILE, StudyLayout
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
@@ -249,7 +249,7 @@ def ensure_folder(spec: StudySpec) -> None:
         raise UserError(f"cannot write to {spec.directory}: {exc.strerror}; {fix}") from exc
 
 
-def join_spec(name: str, storage: str | None, root: Path = Path("studies"),
+def join_spec(name: str, storage: str | None, root: Path = STUDIES_DIR,
               argument: str = "--study", **run: Any) -> StudySpec:
     """The spec of an existing study, read from its storage, for a worker that joins it from
     this host or another; ``run`` holds this run's own fields (n_trials, budget_s, seed).
