@@ -20,6 +20,7 @@ from tests.test_study import SPACE, WORKLOAD, ask, keys, make_spec
 from tuner.data import files
 from tuner.errors import UserError
 from tuner.spec.records import Status, TrialRequest
+from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import store_result
 from tuner.study.search import Search
@@ -155,7 +156,8 @@ def stored_untold(tmp_path, host: str, pid: int):
     study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
     trial = ask(study)
     trial.set_user_attr(CONFIG_ATTR, config.to_dict())
-    trial.set_user_attr(OWNER_ATTR, {"host": host, "pid": pid, "heartbeat_s": 1})
+    trial.set_user_attr(OWNER_ATTR, {"host": host, "pid": pid, "pid_namespace": pid_namespace(),
+                                     "heartbeat_s": 1})
     storage, trial_id = first.claims.storage, first.fronts.trial_id(study, trial.number)
     storage.record_heartbeat(trial_id)
     store_result(storage, trial_id, FakeRunner().run(TrialRequest(config, WORKLOAD), tmp_path))

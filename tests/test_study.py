@@ -18,6 +18,7 @@ from tuner.spec import layout
 from tuner.spec.records import Status, TrialResult
 from tuner.spec.space import SearchSpace, TrialConfig, build_space
 from tuner.spec.workload import Workload
+from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import record_not_run
 from tuner.study.search import Search
@@ -286,7 +287,8 @@ def test_a_trial_left_running_by_a_dead_search_is_measured_again(tmp_path):
     study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
     trial = ask(study)
     trial.set_user_attr(CONFIG_ATTR, config.to_dict())
-    trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": dead.pid})
+    trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": dead.pid,
+                                     "pid_namespace": pid_namespace()})
 
     messages = []
     search = Search(spec, FakeRunner(), on_message=messages.append)
@@ -297,6 +299,28 @@ def test_a_trial_left_running_by_a_dead_search_is_measured_again(tmp_path):
     assert reaped.state is TrialState.FAIL and reaped.user_attrs[INTERRUPTED_ATTR] is True
     number = fronts.number(study, trial.number)
     assert any(f"trial {number} " in m and "measured again" in m for m in messages)
+
+
+@pytest.mark.parametrize("namespace", ["other", "unrecorded"])
+def test_a_dead_pid_of_another_pid_namespace_is_no_dead_search(tmp_path, namespace):
+    # A container that shares this host's name (--network host) has pids of its own: that no
+    # process here has the owner's pid says nothing of it. Nor does it of an owner recorded
+    # before the namespace was. Their heartbeats say when they die.
+    spec = make_spec(tmp_path)
+    config = TrialConfig("inductor", 8, "default", True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    study = Search(spec, FakeRunner()).fronts.of(config.batch_size)
+    study.enqueue_trial(params_of(config), user_attrs={KEY_ATTR: config.key})
+    trial = ask(study)
+    owner = {"host": socket.gethostname(), "pid": dead.pid}
+    if namespace == "other":
+        owner["pid_namespace"] = (pid_namespace() or 0) + 1
+    trial.set_user_attr(OWNER_ATTR, owner)
+
+    summary, runner = run(tmp_path)
+    assert config.key not in runner.calls
+    assert sorted(runner.calls) == sorted(keys(SPACE) - {config.key})
 
 
 def test_a_trial_killed_before_it_was_claimed_is_measured_again(tmp_path):

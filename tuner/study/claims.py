@@ -186,6 +186,7 @@ class Claims:
         # Owner first: a RUNNING trial holds its config only once it names a process that can
         # be checked for life (see state and reap_dead).
         trial.set_user_attr(OWNER_ATTR, {"host": socket.gethostname(), "pid": os.getpid(),
+                                         "pid_namespace": pid_namespace(),
                                          "heartbeat_s": self.heartbeat_s, "gpus": self.gpus})
         trial.set_user_attr(KEY_ATTR, config.key)
         trial.set_user_attr(CONFIG_ATTR, config.to_dict())
@@ -200,11 +201,10 @@ class Claims:
         (the process died after storing it) is told it instead (:meth:`finish`). A search calls
         it as it starts and before each trial, so a worker killed beside it on this host is
         found then, not after the heartbeat grace period."""
-        host = socket.gethostname()
         for stored in self.fronts.trials(states=(TrialState.RUNNING,)):
             t = stored.frozen
             owner = t.user_attrs.get(OWNER_ATTR) or {}
-            if owner.get("host") == host and not alive(int(owner.get("pid", -1))):
+            if sees_processes_of(owner) and not alive(int(owner.get("pid", -1))):
                 if self.finish(stored):
                     self.on_message(f"trial {stored.number} ({t.user_attrs.get(KEY_ATTR)}) was "
                                     "measured by a search that died before it finished the "
@@ -276,6 +276,25 @@ class Claims:
         number = self.fronts.number(study, trial.number)
         if not self.state(exclude=number).taken(config.key):  # config.key == key
             self.enqueue(config, **{RETRY_ATTR: number})
+
+
+def pid_namespace() -> int | None:
+    """This process's PID namespace (Linux: the inode of /proc/self/ns/pid), None where there
+    is no such thing. Containers that share a host name (``--network host``) each have their
+    own, in which another's pids mean other processes."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def sees_processes_of(owner: dict[str, object]) -> bool:
+    """Whether a trial's owner (its ``tuner.owner`` attribute) is a process this one can check
+    for life by its pid: the same host name and the same PID namespace (both None on a system
+    without them). An owner recorded before the namespace was is not: its stopped heartbeat
+    finds it, after the grace period."""
+    return (owner.get("host") == socket.gethostname() and "pid_namespace" in owner
+            and owner["pid_namespace"] == pid_namespace())
 
 
 class Heartbeat:
