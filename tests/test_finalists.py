@@ -253,9 +253,8 @@ def test_two_processes_confirming_one_study_keep_both_their_measurements_and_sha
         def run(self, request, workdir, abort=None, cache_dir=None):
             result = super().run(request, workdir, abort, cache_dir)
             trial = next(n for n, key in configs.items() if key == request.config.key)
-            stored = finalists.repeats_of(s.study, storage).get(trial, [])
             other = {**finalists._record("warm", result, request.config.key), "host": "other"}
-            finalists._keep(s.study, storage, trial, [*stored, other])
+            finalists._add(s.study, storage, trial, other)
             return result
 
     df = s.export().trials
@@ -269,6 +268,50 @@ def test_two_processes_confirming_one_study_keep_both_their_measurements_and_sha
                                                                  for r in records)
     # Each counted the other's: 2 of the 4 each, not 4.
     assert summary.measured == len(runner.calls) == 2 * len(stored)
+
+
+def test_a_measurement_another_process_stores_while_one_is_being_stored_is_kept(
+        tmp_path, monkeypatch):
+    """The worst moment: another process stores a re-measurement of the same finalist just as
+    this one stores its own (after anything it read). Both are kept, and count."""
+    s, _ = search(tmp_path, repeats=0)
+    configs = {int(r["trial_number"]): r["config_key"] for _, r in s.export().trials.iterrows()}
+    store = optuna.storages.RDBStorage.set_study_system_attr
+    inside = []
+
+    def beside(self, study_id, key, value):
+        if key.startswith("tuner.repeat") and value and not inside:  # a record stored
+            number = int(key.split(".")[2])
+            ours = value if isinstance(value, dict) else value[-1]
+            inside.append(number)  # the other process's own write, just before this one's
+            finalists._add(s.study, self, number, {**ours, "host": "other",
+                                                   "id": ours["id"] + "-other"})
+            inside.clear()
+        store(self, study_id, key, value)
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "set_study_system_attr", beside)
+    runner = FakeRunner(jitter=0.02)
+    summary = Search(s.spec, runner).confirm(2)
+    monkeypatch.undo()
+    stored = finalists.repeats_of(s.study, s.claims.storage)
+    assert stored and summary.measured == len(runner.calls) == len(stored)
+    for number, records in stored.items():
+        assert sorted(r["host"] == "other" for r in records) == [False, True]
+        assert {r["config_key"] for r in records} == {configs[number]}
+
+
+def test_forgetting_empties_both_kinds_of_stored_re_measurements(tmp_path):
+    """A study made by an older tuner kept each finalist's records as one list; --redo forgets
+    those and the one-key-a-record kind alike."""
+    s, _ = search(tmp_path)
+    storage = s.claims.storage
+    study_id = storage.get_study_id_from_name(s.study.study_name)
+    number = next(iter(finalists.repeats_of(s.study, storage)))
+    old = {"config_key": "x", "kind": "warm", "status": "ok", "latency_ms_p50": 1.0}
+    storage.set_study_system_attr(study_id, finalists.REPEATS_ATTR + str(number), [old])
+    assert finalists.repeats_of(s.study, storage)[number][0] == old
+    assert finalists.forget(s.study, storage) == len(finalists.repeats_of(s.study, storage))
+    assert all(records == [] for records in finalists.repeats_of(s.study, storage).values())
 
 
 def test_a_finalist_another_process_measured_meanwhile_is_not_measured_again(tmp_path):
@@ -286,9 +329,9 @@ def test_a_finalist_another_process_measured_meanwhile_is_not_measured_again(tmp
             if len(self.calls) == 1:
                 first = int(workdir.parent.name)  # trials/<N>/repeat-<k>
                 for n in front - {first}:
-                    finalists._keep(s.study, storage, n, [
-                        {**finalists._record("warm", result, configs[n]), "host": "other"}
-                        for _ in range(3)])
+                    for _ in range(3):
+                        finalists._add(s.study, storage, n, {
+                            **finalists._record("warm", result, configs[n]), "host": "other"})
             return result
 
     runner = Ahead(jitter=0.02)

@@ -30,6 +30,7 @@ import shutil
 import statistics
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -61,9 +62,13 @@ if TYPE_CHECKING:
     from tuner.study.fronts import Fronts
     from tuner.study.spec import StudySpec
 
-# + trial number: a study system attribute, the list of that finalist's records. Studies made
-# before kept them as study user attributes, which optuna-dashboard shows cut at 1,024
-# characters; both are read.
+# + trial number + "." + when and which: a study system attribute, one re-measurement of that
+# finalist (None once forgotten). One key per record, so two processes confirming one study
+# never overwrite each other's (each is a single upsert, no read-modify-write).
+REPEAT_ATTR = "tuner.repeat."
+# + trial number: the list of that finalist's records, as studies made before kept them (as
+# study user attributes before that, which optuna-dashboard shows cut at 1,024 characters); all
+# are read.
 REPEATS_ATTR = "tuner.repeats."
 
 
@@ -195,9 +200,24 @@ class ConfirmSummary:
 
 def repeats_of(study: optuna.Study, storage: optuna.storages.BaseStorage
                ) -> dict[int, list[dict[str, Any]]]:
-    """Every trial's re-measurements, by trial number."""
+    """Every trial's re-measurements, by trial number, oldest first."""
     system = storage.get_study_system_attrs(storage.get_study_id_from_name(study.study_name))
-    return {int(k[len(REPEATS_ATTR):]): list(v) for attrs in (study.user_attrs, system)
+    out = {number: list(records) for number, records in _legacy(study, system).items()}
+    for (number, _), record in sorted(
+            ((int(number), when), value) for key, value in system.items()
+            if key.startswith(REPEAT_ATTR)
+            for number, _, when in [key[len(REPEAT_ATTR):].partition(".")]
+            if number.isdigit()):
+        records = out.setdefault(number, [])
+        if record is not None:
+            records.append(record)
+    return out
+
+
+def _legacy(study: optuna.Study, system: Mapping[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """The lists of records studies made before kept, by trial number: a system attribute's
+    over a user attribute's (forgetting empties the system one)."""
+    return {int(k[len(REPEATS_ATTR):]): v for attrs in (study.user_attrs, system)
             for k, v in attrs.items()
             if k.startswith(REPEATS_ATTR) and k[len(REPEATS_ATTR):].isdigit()}
 
@@ -216,32 +236,31 @@ def misfiled(repeats: Mapping[int, list[dict[str, Any]]], keys: Mapping[int, str
     return None
 
 
-def _keep(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
-          records: list[dict[str, Any]]) -> None:
-    storage.set_study_system_attr(storage.get_study_id_from_name(study.study_name),
-                                  REPEATS_ATTR + str(number), records)
-
-
-def _merged(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
-            records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The trial's re-measurements as stored now, with those of ``records`` not there yet
-    after them: another process confirming the same study (a second search of it) keeps its
-    own, and each counts the other's instead of measuring them again. Records are told apart
-    by their ``id``; a record of an older tuner, which has none, by its fields."""
-    stored = repeats_of(study, storage).get(number, [])
-    known = [r.get("id") or r for r in stored]
-    return stored + [r for r in records if (r.get("id") or r) not in known]
+def _add(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
+         record: dict[str, Any]) -> None:
+    """Store one re-measurement of trial ``number``, under a key of its own: ordered by when it
+    was made (nanoseconds since the epoch), told apart by its ``id``."""
+    storage.set_study_system_attr(
+        storage.get_study_id_from_name(study.study_name),
+        f"{REPEAT_ATTR}{number}.{time.time_ns():020d}-{record['id']}", record)
 
 
 def forget(study: optuna.Study, storage: optuna.storages.BaseStorage) -> int:
     """Forget every trial's re-measurements (``tuner confirm --redo``), before the front is
     chosen: one that failed had left its finalist off the front, and one on it may not be
     there without them. Returns how many trials had some."""
-    stored = {number: records for number, records in repeats_of(study, storage).items()
-              if records}
-    for number in stored:
-        _keep(study, storage, number, [])
-    return len(stored)
+    study_id = storage.get_study_id_from_name(study.study_name)
+    system = storage.get_study_system_attrs(study_id)
+    forgotten = set()
+    for number, records in _legacy(study, system).items():
+        if records:
+            storage.set_study_system_attr(study_id, REPEATS_ATTR + str(number), [])
+            forgotten.add(number)
+    for key, value in system.items():
+        if key.startswith(REPEAT_ATTR) and value is not None:
+            storage.set_study_system_attr(study_id, key, None)
+            forgotten.add(int(key[len(REPEAT_ATTR):].partition(".")[0]))
+    return len(forgotten)
 
 
 def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: StudySpec,
@@ -285,7 +304,7 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
-            records[:] = _merged(study, storage, number, records)  # another process's count
+            records[:] = repeats_of(study, storage).get(number, [])  # another process's count
             if any(r["status"] != Status.OK.value for r in records) or \
                     not plan_of.more(own + _p50s(records), len(records)):
                 break  # another process measured it enough, or saw it fail
@@ -299,9 +318,8 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
                     shutil.rmtree(empty, ignore_errors=True)
             if result.status is Status.INTERRUPTED:
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
-            records[:] = _merged(study, storage, number,
-                                 [*records, _record(kind, result, config.key)])
-            _keep(study, storage, number, records)
+            _add(study, storage, number, _record(kind, result, config.key))
+            records[:] = repeats_of(study, storage).get(number, [])
             measured += 1
             failed += not result.ok
             done = f"{measured}/{total}" if total is not None else f"{measured}"
@@ -390,7 +408,7 @@ def _record(kind: str, result: TrialResult, key: str) -> dict[str, Any]:
         "host_other_cpu_cores": getattr(result, "host_other_cpu_cores", None),
         "torch": fp.get("torch"), "host": fp.get("host"),
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "id": uuid.uuid4().hex,  # tells it from another process's (_merged)
+        "id": uuid.uuid4().hex,  # tells it from another process's made in the same ns
     }
 
 
