@@ -247,8 +247,10 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         if fleet is not None:
             fleet.spawn()
             gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
-        validate(workload)
+        # The device first: counting GPUs imports torch alone; validating imports the model's
+        # package and dynamo (seconds more before a one-line error).
         gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
+        validate(workload)
         options = dict(from_file.inductor_options) if from_file.inductor_options else \
             option_values(inductor_options) if inductor_options else \
             None if space_file else default_options(device, backend_list)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from tuner.errors import UserError
@@ -28,8 +29,8 @@ def check_device(device: str, available: int, where: str, fix: str = NO_GPU_FIX)
     it every trial would start, crash on the missing driver, and the search would exit 0.
     ``where`` names what asked for the device (``--device cuda``, ``study 'x' runs on cuda``);
     ``fix`` says what to do with no GPU, in the options of the command that asked."""
-    if not device.startswith("cuda"):
-        return
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        return  # cpu, or a name validate() reports as unknown
     if available == 0:
         raise UserError(f"{where}, but torch sees no CUDA GPU on this machine "
                         f"(torch.cuda.is_available() is False): {fix}")
