@@ -105,7 +105,7 @@ def test_a_config_that_ran_eager_is_never_recommended_as_compiled(tmp_path):
     assert recommend(study, batch_size=1).config.label == "inductor:reduce-overhead"
     only = write_study(tmp_path, "t", trial_configs=configs([1], ["inductor:default"]),
                        changes={"inductor:default": {"ran_compiled": False}})
-    with pytest.raises(UserError, match="1 compiled nothing and ran eager"):
+    with pytest.raises(UserError, match=r"check \(1 compiled nothing, ran eager\); nothing"):
         recommend(only, batch_size=1)
 
 
@@ -174,8 +174,13 @@ def test_bad_requests_are_user_errors(study, tmp_path):
         recommend(study, batch_size=1, max_vram_gb=-1)
     failed = write_study(tmp_path, "failed", trial_configs=configs([1], ["inductor:default"]),
                          fail={"inductor:default": Status.COMPILE_ERROR})
-    with pytest.raises(UserError, match="1 of 1 trials failed"):
+    with pytest.raises(UserError, match=r"correctness check \(1 compile_error\); nothing can"):
         recommend(failed)
+    # An ok row without a latency is no failure, and is counted as what it lacks.
+    untimed = write_study(tmp_path, "untimed", trial_configs=configs([1], ["inductor:default"]),
+                          changes={"inductor:default": {"latency_ms_p50": None}})
+    with pytest.raises(UserError, match=r"check \(1 no latency measured\); nothing can"):
+        recommend(untimed)
 
 
 def test_corrupt_or_foreign_files_are_one_line_errors(tmp_path):
@@ -472,14 +477,12 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
     # Every compiled trial failed: say how, not that eager won a comparison.
     failed = recommend(write_study(tmp_path, "b", trial_configs=pair,
                                    fail={"inductor:default": Status.COMPILE_TIMEOUT}))
-    assert failed.why_eager == ("no compiled config finished and matched eager (1 of 1 trials "
-                                "failed: 1 compile_timeout)")
+    assert failed.why_eager == "no compiled config finished and matched eager (1 compile_timeout)"
     # It finished and matched eager in the search, then failed a fresh process (tuner confirm).
     again = recommend(write_study(tmp_path, "d", trial_configs=pair,
                                   columns={"inductor:default": {"repeats_failed": 1}}))
     assert again.why_eager == ("no compiled config finished, matched eager and held up when "
-                               "measured again (1 of 1 failed when measured again in a fresh "
-                               "process (tuner confirm))")
+                               "measured again (1 failed when measured again)")
     # Compiled and slower: that is compiling not paying off.
     slower = recommend(write_study(tmp_path, "c", trial_configs=pair,
                                    changes={"inductor:default": {"latency_ms_p50": 9.0}}))

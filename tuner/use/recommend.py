@@ -28,14 +28,21 @@ from typing import TYPE_CHECKING, Any, cast
 import pandas as pd
 
 from tuner.data import files
-from tuner.data.derive import ran_eager_only
 from tuner.data.measured import Measured
 from tuner.data.noise import p50s_of, within_noise
 from tuner.data.rows import config_of, plain
-from tuner.data.select import OBJECTIVES, Constraints, best, eligible, failed_again, rank
+from tuner.data.select import (
+    OBJECTIVES,
+    Constraints,
+    best,
+    eligible,
+    failed_again,
+    left_out_counts,
+    rank,
+)
 from tuner.errors import UserError
 from tuner.spec.config import EAGER, TrialConfig, uses_cudagraphs
-from tuner.spec.records import FINGERPRINT_FIELDS, Status
+from tuner.spec.records import FINGERPRINT_FIELDS
 from tuner.spec.workload import Workload, tensor_dtype
 from tuner.use.environment import MismatchWarning, environment_mismatch
 
@@ -425,27 +432,9 @@ class LimitsUnmet(UserError):
 
 
 def _why_none(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "the study has no trials"
-    ok = df[df["status"] == Status.OK.value]
-    failed = df["status"][df["status"] != Status.OK.value].value_counts()
-    statuses = ", ".join(f"{n} {status}" for status, n in failed.items())
-    parts = [f"{len(df) - len(ok)} of {len(df)} trials failed" + (f": {statuses}" if statuses else "")
-             ] if len(ok) < len(df) or not failed_again(ok).any() else []
-    unverified = int(ok["correct"].isna().sum())
-    if unverified:
-        parts.append(f"{unverified} could not be checked for correctness")
-    wrong = int((ok["correct"] == False).sum())  # noqa: E712
-    if wrong:
-        parts.append(f"{wrong} gave wrong results")
-    ran_eager = int(ran_eager_only(ok).sum())
-    if ran_eager:
-        parts.append(f"{ran_eager} compiled nothing and ran eager")
-    again = int(failed_again(ok).sum())
-    if again:
-        parts.append(f"{again} of {len(df)} failed when measured again in a fresh process "
-                     "(tuner confirm)")
-    return "; ".join(parts)
+    """Why none of ``df`` (none of them eligible) can be recommended, counted as ``tuner show``
+    counts them: ``1 compile_error, 2 no latency measured``."""
+    return left_out_counts(df) if not df.empty else "the study has no trials"
 
 
 def _workload(meta: dict[str, Any], row: pd.Series) -> Workload:
