@@ -127,6 +127,7 @@ def test_a_storage_that_cannot_be_opened_is_one_line_naming_it_and_why(tmp_path,
         result = invoke(*args)
         assert_one_line_error(result, f"cannot open --storage {shown}: ", *words)
         assert PASSWORD not in result.stderr
+        assert "damaged" not in result.stderr  # no file of it was read
         for raw in ("Can't load plugin", "install appropriate one", "sqlalche.me",
                     "invalid literal", "TCP/IP"):
             assert raw not in result.stderr

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 
 from tuner.errors import UserError
+from tuner.spec.workload import CUDA_DEVICE
 
 
 def visible_gpus() -> int:
@@ -29,7 +30,7 @@ def check_device(device: str, available: int, where: str, fix: str = NO_GPU_FIX)
     it every trial would start, crash on the missing driver, and the search would exit 0.
     ``where`` names what asked for the device (``--device cuda``, ``study 'x' runs on cuda``);
     ``fix`` says what to do with no GPU, in the options of the command that asked."""
-    if not re.fullmatch(r"cuda(:\d+)?", device):
+    if not re.fullmatch(CUDA_DEVICE, device):
         return  # cpu, or a name validate() reports as unknown
     if available == 0:
         raise UserError(f"{where}, but torch sees no CUDA GPU on this machine "

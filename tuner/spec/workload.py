@@ -34,6 +34,9 @@ DTYPES = ("float32", "bfloat16", "float16")
 # What --dtype accepts: the tensor dtypes, and tf32 (float32 tensors, matmuls and convolutions
 # in TF32 on CUDA: torch.set_float32_matmul_precision("high") and the allow_tf32 flags).
 PRECISIONS = ("float32", "tf32", "bfloat16", "float16")
+# What --device accepts: the CPU, or a CUDA GPU (cuda is cuda:0).
+CUDA_DEVICE = r"cuda(:\d+)?"
+DEVICE = rf"cpu|{CUDA_DEVICE}"
 
 
 def tensor_dtype(precision: str) -> str:
@@ -165,7 +168,7 @@ def validate(workload: Workload) -> None:
     if with_seq_len and not workload.is_factory:
         raise UserError(f"shape schedule entry {with_seq_len[0]} sets a sequence length, which "
                         f"only a factory model takes: use batch sizes alone for {workload.model}")
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", workload.device):
+    if not re.fullmatch(DEVICE, workload.device):
         raise UserError(f"unknown device {workload.device!r}: use cpu, cuda or cuda:N")
     if workload.is_factory:
         factory = load_factory(workload.model, error=UserError)

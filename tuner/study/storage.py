@@ -534,7 +534,8 @@ def _next_step(url: str, reason: str) -> str | None:
     kept = f"; {TRIALS_FILE} beside it keeps what was measured (tuner show reads it)" \
         if file is not None and (file.parent / TRIALS_FILE).is_file() else ""
     what = "it" if file is None else file.name
-    if any(word in said for word in ("malformed", "not a database", "encrypted")):
+    # SQLite's own words (SQLITE_CORRUPT, SQLITE_NOTADB), never ours: "not a database URL".
+    if any(word in said for word in ("malformed", "file is not a database", "encrypted")):
         return f"the file is damaged: restore {what} from a copy and run the same command " \
                f"again{kept}"
     if any(word in said for word in ("disk is full", "no space left")):
