@@ -76,6 +76,53 @@ def test_rerunning_the_search_rewrites_a_damaged_trials_file(root, tmp_path):
     assert "batch size 1: Pareto-optimal configs" in shown.stdout
 
 
+def _set_meta(folder: Path, key: str, value: bytes | None) -> None:
+    """Set (or, with None, drop) the ``tuner.<key>`` metadata of both of a study's files, the
+    columns kept."""
+    for name in ("trials.parquet", "pareto.parquet"):
+        table = pq.read_table(folder / name)
+        meta = dict(table.schema.metadata)
+        meta.pop(f"tuner.{key}".encode())
+        if value is not None:
+            meta[f"tuner.{key}".encode()] = value
+        pq.write_table(table.replace_schema_metadata(meta), folder / name)
+
+
+MISSHAPEN = {"workload": (b"[1, 2]", "workload is a list, not an object"),
+             "fingerprints": (b'{"gpu_name": "H200"}', "fingerprints is an object, not a list"),
+             "fingerprints-items": (b"[{}, null]", "fingerprints holds null where each should be "
+                                            "an object"),
+             "study": (b"[1]", "study is a list, not a string"),
+             "protocol": (b'"fast"', "protocol is a string, not an object")}
+
+
+@pytest.mark.parametrize("case", list(MISSHAPEN))
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_metadata_of_the_wrong_json_kind_is_a_one_line_error_naming_the_key(root, tmp_path,
+                                                                             command, case):
+    # Valid JSON of another kind: show, recommend and compare each raised AttributeError,
+    # KeyError or TypeError deep in their rendering.
+    studies = tmp_path / "studies"
+    shutil.copytree(root, studies)
+    value, said = MISSHAPEN[case]
+    _set_meta(studies / STUDY, case.partition("-")[0], value)
+    args = [a.format(s=studies / STUDY, other=studies / OTHER) for a in COMMANDS[command]]
+    result = invoke(*args)
+    assert "Traceback" not in result.stderr
+    assert_one_line_error(result, f"{studies / STUDY / 'trials.parquet'}: damaged tuner metadata "
+                          f"(tuner.{said}); rerun `tuner search` with the same options to "
+                          "rewrite it from study.db")
+
+
+def test_a_study_file_without_its_workload_shows_the_model_its_rows_name(root, tmp_path):
+    studies = tmp_path / "studies"
+    shutil.copytree(root, studies)
+    _set_meta(studies / STUDY, "workload", None)
+    result = invoke("show", str(studies / STUDY))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"study {STUDY}: resnet18 float32 on cpu, 4 trials"
+
+
 # -- 2: CUDA-graph inductor options need a CUDA device ------------------------------------------
 
 @pytest.mark.parametrize("option", ["triton.cudagraphs=true", "triton.cudagraphs=false,true",

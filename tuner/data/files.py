@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -208,6 +208,8 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
         version = int(meta["schema_version"])
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: damaged tuner metadata ({exc})") from exc
+    if (wrong := _misshapen(meta)) is not None:
+        raise UserError(f"{path}: damaged tuner metadata (tuner.{wrong}){_rewrite(path)}")
     if version > SCHEMA_VERSION:
         raise UserError(f"{path}: schema version {version} is newer than this tuner reads "
                         f"({SCHEMA_VERSION}); upgrade tuner")
@@ -232,6 +234,36 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     return with_ranks(df), meta
 
 
+# The shape of each metadata value the readers use (what export writes): JSON of another kind
+# (a list where an object belongs) would be a traceback in show, recommend or compare.
+_META_SHAPES: dict[str, tuple[type, type | None]] = {
+    "study": (str, None), "storage": (str, None), "workload": (dict, None),
+    "space": (dict, None), "protocol": (dict, None), "mode_options": (dict, None),
+    "fingerprints": (list, dict), "peak_tflops": (list, dict)}  # (the value, each item)
+_JSON_KIND: dict[type, str] = {str: "a string", dict: "an object", list: "a list"}
+
+
+def _misshapen(meta: dict[str, Any]) -> str | None:
+    """The first metadata value not of its shape in :data:`_META_SHAPES`, said as ``key is a
+    list, not an object``; None where all are (an absent or null value is allowed)."""
+    def kind(value: Any) -> str:
+        return next((said for t, said in _JSON_KIND.items() if isinstance(value, t)),
+                    "a number" if isinstance(value, (int, float)) else "null")
+
+    for key, (outer, item) in _META_SHAPES.items():
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, outer):
+            return f"{key} is {kind(value)}, not {_JSON_KIND[outer]}"
+        if item is None:
+            continue
+        bad = [v for v in cast(list[Any], value) if not isinstance(v, item)]
+        if bad:  # a null among them too
+            return f"{key} holds {kind(bad[0])} where each should be {_JSON_KIND[item]}"
+    return None
+
+
 def _check_columns(schema: pa.Schema, path: Path) -> None:
     """Refuse a file whose columns no tuner wrote: one of :data:`REQUIRED_COLUMNS` missing, or
     a column of :data:`SCHEMA` holding another kind of value (text where numbers belong, say).
@@ -244,11 +276,17 @@ def _check_columns(schema: pa.Schema, path: Path) -> None:
             problem = f"has {holds} in its {field.name} column, not {wanted}"
     if problem is None:
         return
-    advice = ""
-    if path.name in (TRIALS_FILE, PARETO_FILE):
-        advice = (f"; rerun `tuner search` with the same options to rewrite it from "
-                  f"{DB_FILE if (path.parent / DB_FILE).exists() else 'the study storage'}")
-    raise UserError(f"{path} {problem}: it was not written by tuner, or is damaged{advice}")
+    raise UserError(f"{path} {problem}: it was not written by tuner, or is damaged"
+                    f"{_rewrite(path)}")
+
+
+def _rewrite(path: Path) -> str:
+    """How a study's own damaged file is written again (from where every trial is kept), as
+    the end of an error; "" for any other file."""
+    if path.name not in (TRIALS_FILE, PARETO_FILE):
+        return ""
+    return (f"; rerun `tuner search` with the same options to rewrite it from "
+            f"{DB_FILE if (path.parent / DB_FILE).exists() else 'the study storage'}")
 
 
 def refuse_front_only(path: Path) -> None:

@@ -312,6 +312,13 @@ def failures(trials: pd.DataFrame) -> list[str]:
 NO_TRIALS = "no trials recorded yet: `tuner search` with the study's options adds them"
 
 
+def _one_value(trials: pd.DataFrame, column: str) -> str | None:
+    """What every row says in ``column`` (a file whose metadata lacks the workload), where
+    they agree."""
+    values = trials[column].dropna().unique() if column in trials else []
+    return str(values[0]) if len(values) == 1 else None
+
+
 def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
            every_trial: bool = False, folder: Path | None = None) -> str:
     """The whole text report of ``tuner show`` and the end of ``tuner search``; with
@@ -322,8 +329,10 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     # The precision of the rows: the study's, or every one it searched.
     dtypes = ",".join(str(d) for d in dict.fromkeys(trials["dtype"].dropna())) \
         if "dtype" in trials and trials["dtype"].notna().any() else workload.get("dtype")
-    lines.append(f"study {meta.get('study')}: {workload.get('model')} {dtypes} "
-                 f"on {workload.get('device')}, {plural(len(trials), 'trial')}")
+    model, device = (workload.get(key) or _one_value(trials, key) for key in ("model", "device"))
+    what = " ".join(str(w) for w in (model, dtypes, device and f"on {device}") if w)
+    lines.append(f"study {meta.get('study')}: {what + ', ' if what else ''}"
+                 f"{plural(len(trials), 'trial')}")
     for fp in meta.get("fingerprints") or []:
         lines.append(f"measured on {describe_fingerprint(fp)}")
     if trials.empty:
