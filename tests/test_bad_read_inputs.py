@@ -76,6 +76,28 @@ def test_rerunning_the_search_rewrites_a_damaged_trials_file(root, tmp_path):
     assert "batch size 1: Pareto-optimal configs" in shown.stdout
 
 
+@pytest.mark.parametrize("how", ["empty", "truncated"])
+def test_an_unreadable_trials_file_beside_its_study_db_says_how_to_write_it_again(root, tmp_path,
+                                                                                  how):
+    # A copy cut short, or a file emptied by a full disk: the error named the file alone.
+    studies = tmp_path / "studies"
+    shutil.copytree(root, studies)
+    trials = studies / STUDY / "trials.parquet"
+    whole = trials.read_bytes()
+    trials.write_bytes(b"" if how == "empty" else whole[:len(whole) // 2])
+    export = f"tuner worker --study {STUDY} --studies-dir {studies} --export-only"
+    for command in COMMANDS.values():
+        args = [a.format(s=studies / STUDY, other=studies / OTHER) for a in command]
+        assert_one_line_error(invoke(*args), f"{trials}: not a readable Parquet file",
+                              "rerun `tuner search` with the same options to rewrite it from "
+                              f"study.db (or `{export}`)")
+    written = invoke(*export.split()[1:])
+    assert written.exit_code == 0, written.stderr
+    assert pq.read_table(trials).num_rows == pq.ParquetFile(root / STUDY / "trials.parquet"
+                                                            ).metadata.num_rows
+    assert invoke("show", str(studies / STUDY)).exit_code == 0
+
+
 def _set_meta(folder: Path, key: str, value: bytes | None) -> None:
     """Set (or, with None, drop) the ``tuner.<key>`` metadata of both of a study's files, the
     columns kept."""

@@ -198,7 +198,7 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - a damaged file: say so on one line, never a traceback
         raise UserError(_one_line(f"{path}: not a readable Parquet file "
-                                  f"({type(exc).__name__}: {exc})")) from exc
+                                  f"({type(exc).__name__}: {exc}){_rewrite(path)}")) from exc
     raw = table.schema.metadata or {}
     if b"tuner.schema_version" not in raw:
         raise UserError(f"{path}: not a tuner study file (no tuner metadata)")
@@ -285,8 +285,11 @@ def _rewrite(path: Path) -> str:
     the end of an error; "" for any other file."""
     if path.name not in (TRIALS_FILE, PARETO_FILE):
         return ""
-    return (f"; rerun `tuner search` with the same options to rewrite it from "
-            f"{DB_FILE if (path.parent / DB_FILE).exists() else 'the study storage'}")
+    if not (path.parent / DB_FILE).exists():
+        return "; rerun `tuner search` with the same options to rewrite it from the study storage"
+    return (f"; rerun `tuner search` with the same options to rewrite it from {DB_FILE} (or "
+            f"`tuner worker --study {path.parent.name} --studies-dir {path.parent.parent} "
+            "--export-only`)")
 
 
 def refuse_front_only(path: Path) -> None:
