@@ -135,6 +135,12 @@ CASES = [
     ("search-storage-in-memory", search(storage="sqlite://"),
      ["'sqlite://' is an in-memory SQLite database", "give a file"]),
     ("search-storage-empty", search(storage=""), ["'--storage': is empty"]),
+    ("search-device-empty", search(device=""), ["--device is empty", "cpu, cuda or cuda:N"]),
+    # one value given on the CPU was kept as the workload's, as if it meant something there
+    ("search-cudnn-benchmark-on-cpu", search(cudnn_benchmark="false"),
+     ["--cudnn-benchmark applies to CUDA only; this run is on cpu: drop it"]),
+    ("search-dynamic-with-eager-alone", search(backend="eager", mode=None, dynamic="true"),
+     ["--dynamic applies to compiled backends only", "add inductor to --backend"]),
     # show
     ("show-no-such-study", ["show", "{root}/nope"], ["no such file"]),
     # a name: perhaps a study in another host's --storage, which has no files here yet
@@ -142,6 +148,10 @@ CASES = [
      ["no study 'nope' in ", "`tuner worker --study nope --storage URL --export-only`"]),
     ("show-not-parquet", ["show", "{root}/junk.txt"], ["not a readable Parquet file"]),
     ("show-unknown-option", ["show", S, "--bogus"], ["--bogus"]),
+    # Path("") is the working folder: its trials.parquet, or its parent as the studies folder
+    *[(f"{command}-study-empty", [command, "", *rest], ["a STUDY given is empty ('')"])
+      for command, rest in (("show", []), ("recommend", ["--batch-size", "1"]), ("confirm", []),
+                            ("compare", [S]), ("plot", []))],
     # the front alone: eager's rows, which "vs eager" and the fronts are chosen against, are gone
     ("show-the-pareto-file", ["show", f"{S}/pareto.parquet", "--all"],
      ["pareto.parquet holds only a study's Pareto-optimal trials", "give the study folder"]),

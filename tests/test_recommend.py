@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -552,15 +553,31 @@ def test_apply_refuses_what_is_not_a_model_or_is_already_compiled(tmp_path, comp
         rec.apply(model, warm_start="no")  # truthy: it would do the opposite
 
 
-def test_a_study_that_is_not_a_path_and_a_flag_that_is_not_a_bool_are_user_errors(study):
+def test_a_study_that_is_not_a_path_and_a_flag_that_is_not_a_bool_are_user_errors(study,
+                                                                                  tmp_path):
     for wrong in (None, 123, [str(study)]):
         with pytest.raises(UserError, match=r"a study is a folder or its trials.parquet \(a str "
                                             "or Path\\), not "):
             recommend(wrong, batch_size=1)
     with pytest.raises(UserError, match="a study is a folder"):
         compare([study, None])
+    for wrong in (None, 5):  # len() of them was a TypeError
+        with pytest.raises(UserError, match=f"give a list of studies to compare, e.g. "
+                                            fr"compare\(\['studies/a', 'studies/b'\]\), "
+                                            f"not {wrong}"):
+            compare(wrong)
+    other = write_study(tmp_path, "other", speed=2.0)
+    assert len(compare(p for p in (study, other)).studies) == 2  # any iterable
+    with pytest.raises(UserError, match="the study's path is empty: give a study folder or its "
+                                        "trials.parquet"):
+        recommend("", batch_size=1)  # Path("") is the working folder
     with pytest.raises(UserError, match="strict must be True or False, not 'false'"):
         recommend(study, batch_size=1, strict="false")  # truthy: it would refuse
+    for number in (1, 0):  # equal to True and False, but no flag: strict="yes" is refused too
+        with pytest.raises(UserError, match=f"strict must be True or False, not {number}"):
+            recommend(study, batch_size=1, strict=number)
+    for flag in (False, np.False_):
+        assert recommend(study, batch_size=1, strict=flag).config is not None
 
 
 def test_limits_are_real_numbers_not_bools(study):

@@ -15,6 +15,7 @@ from tuner.cli import run
 from tuner.cli.options import (
     CONFIRM_REPEATS,
     CONTEXT,
+    EMPTY_STUDY,
     SAMPLERS,
     Duration,
     GivenPath,
@@ -42,6 +43,7 @@ from tuner.errors import UserError
 from tuner.launch import signals
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space_file import SpaceFile
+from tuner.spec.workload import CUDA_DEVICE
 from tuner.trial.prebuild import PrebuildRequest
 
 if TYPE_CHECKING:
@@ -211,7 +213,15 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         chosen = gpu_list.listed_gpus(gpus)
         if chosen is None:  # all
             chosen = gpu_list.choose_gpus(gpus, gpu_list.visible_gpus())
+    if device is not None and not device.strip():
+        raise UserError("--device is empty: give cpu, cuda or cuda:N, or leave it out for "
+                        "cuda where torch sees a GPU")
     device = device or _default_device()
+    if user_gave(click.get_current_context(), "cudnn_benchmark") \
+            and not re.fullmatch(CUDA_DEVICE, device):
+        # Searched (true,false), build_space says so; one value would be kept as the workload's.
+        raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
+                        "drop it")
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
     dtypes = from_file.dtypes or split((dtype,), "--dtype") or ["float32"]
     # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;
@@ -452,6 +462,8 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     plan = Repeats.parse(repeats, "--repeats")
     if not plan.any:
         raise UserError("--repeats 0 measures nothing: give auto or a number from 1")
+    if not study.strip():
+        raise UserError(EMPTY_STUDY)
     path = Path(study)
     if path.is_file():
         raise UserError(f"STUDY {study} is a file: give the study folder it is in "

@@ -270,11 +270,16 @@ def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
     return out or None
 
 
+EMPTY_STUDY = "a STUDY given is empty (''): give a study folder, or a study name under --studies-dir"
+
+
 def study_path(study: str, studies_dir: Path) -> Path:
     """A study folder, a Parquet file, or a study name under --studies-dir. Not a study's
     pareto.parquet (:func:`tuner.data.files.refuse_front_only`)."""
     from tuner.data.files import refuse_front_only
 
+    if not study.strip():  # Path("") is the working folder
+        raise UserError(EMPTY_STUDY)
     path = Path(study)
     if not path.exists() and (studies_dir / study).exists():
         return studies_dir / study

@@ -169,6 +169,9 @@ def _cannot_write(path: Path, exc: OSError, storage: str | None) -> UserError:
                      "again")
 
 
+_EMPTY = f"the study's path is empty: give a study folder or its {TRIALS_FILE}"
+
+
 def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Load a tuner Parquet file (a study folder means its trials file) and its metadata.
 
@@ -176,6 +179,8 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     are filled (:func:`tuner.data.derive.derive`). Anything unreadable is a one-line
     :class:`UserError`.
     """
+    if not str(path).strip():  # Path("") is the working folder
+        raise UserError(_EMPTY)
     path = Path(path)
     if path.is_dir():
         path = path / TRIALS_FILE
@@ -307,6 +312,8 @@ def load(study: Path | str) -> tuple[pd.DataFrame, dict[str, Any], Path]:
     if not isinstance(study, (str, os.PathLike)):  # Path(None) would be a TypeError's traceback
         raise UserError(f"a study is a folder or its {TRIALS_FILE} (a str or Path), not "
                         f"{study!r}: give its path")
+    if not str(study).strip():
+        raise UserError(_EMPTY)
     path = Path(study)
     if path.is_dir():
         path = path / TRIALS_FILE

@@ -416,6 +416,10 @@ def build_space(
             raise UserError(f"mode {m!r} records CUDA graphs and needs a CUDA device; "
                             f"this run is on {device} (try max-autotune-no-cudagraphs)",
                             about="--mode")
+    if dynamic is not None and set(backends) == {EAGER}:
+        raise UserError("--dynamic applies to compiled backends only (eager runs the model as "
+                        "it is): add inductor to --backend or drop --dynamic",
+                        about=("--dynamic", "--backend"))
     if dynamic is None:
         dynamic = [False]
 

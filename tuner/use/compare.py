@@ -20,7 +20,7 @@ import dataclasses
 import math
 import os
 import string
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,15 @@ _RAN_WITH = ("dtype", "channels_last", "cudnn_benchmark")
 SCHEDULE = OBJECTIVES["traffic"].column
 
 
-def compare(paths: Sequence[str | Path]) -> Comparison:
+def compare(paths: Iterable[str | Path]) -> Comparison:
     """Compare two or more studies (folders or Parquet files); A is the first."""
     if isinstance(paths, (str, bytes, os.PathLike)):  # a str is a sequence: of its characters
         raise UserError(f"give a list of studies to compare, e.g. compare([{str(paths)!r}, "
                         "'studies/other']), not one path")
+    if not isinstance(paths, Iterable):
+        raise UserError(f"give a list of studies to compare, e.g. compare(['studies/a', "
+                        f"'studies/b']), not {paths!r}")
+    paths = list(paths)  # a generator, a tuple, a pandas Series
     if len(paths) < 2:
         raise UserError("give at least two studies to compare (folders or trials.parquet files)")
     if len(paths) > len(string.ascii_uppercase):

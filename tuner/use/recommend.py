@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import pandas as pd
 
 from tuner.data import files
@@ -451,8 +452,9 @@ def _row_fingerprint(row: pd.Series) -> dict[str, Any]:
 
 
 def _check_flag(name: str, value: object) -> None:
-    """``value`` is True or False: a string such as "false" is truthy, and would do the opposite."""
-    if value not in (True, False):
+    """``value`` is True or False: a string such as "false" is truthy, and would do the opposite;
+    1 and 0 equal True and False but are no flags (numpy's bool is one)."""
+    if not isinstance(value, (bool, np.bool_)):
         raise UserError(f"{name} must be True or False, not {value!r}")
 
 
