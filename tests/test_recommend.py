@@ -152,11 +152,23 @@ def test_closest_config_breaks_only_the_limit_named(study):
 
 
 def test_a_value_just_over_its_limit_is_shown_over_it(study):
-    # eager's first call: 0.0047 s; at the limit's one decimal it would read "0.0 s" and seem within.
-    study = write_study(study.parent, "quick", trial_configs=configs([1], ["eager"]),
-                        changes={"eager": {"compile_s_cold": 0.0047}})
+    # a first compiled call of 0.0047 s; at the limit's one decimal it would read "0.0 s" and
+    # seem within.
+    study = write_study(study.parent, "quick", trial_configs=configs([1], ["inductor:default"]),
+                        changes={"inductor:default": {"compile_s_cold": 0.0047}})
     with pytest.raises(UserError, match=r"takes 0\.005 s where max_compile_s=0\.001: relax"):
         recommend(study, max_compile_s=0.001)
+
+
+def test_eagers_first_call_is_no_compile_time_a_limit_counts(study):
+    # show lists eager's compile s as "-"; --max-compile-s counted its first call (0.0047 s)
+    # and refused the one config that compiles nothing.
+    both = write_study(study.parent, "both", trial_configs=configs([1], ["eager",
+                                                                         "inductor:default"]),
+                       changes={"eager": {"compile_s_cold": 0.0047}})
+    rec = recommend(both, max_compile_s=0.001)
+    assert rec.config.label == "eager"
+    assert "inductor:default (trial 1), takes 15.0 s where max_compile_s=0.001" in rec.why_eager
 
 
 def test_bad_requests_are_user_errors(study, tmp_path):

@@ -93,7 +93,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
               help="What to optimise. traffic: the least time on the study's --shape-schedule, "
                    "recompiles included (dynamic shapes compared on your traffic).")
 @max_vram_gb_option("Most memory (GiB) the config may need, compile and warm-up included.")
-@max_compile_s_option("Longest first (compiling) call, in seconds.")
+@max_compile_s_option("Longest first (compiling) call, in seconds; eager compiles nothing.")
 @click.option("--max-latency-ms", type=positive_number(),
               help="Slowest p50 per request allowed (a finalist measured again: its median "
                    "over those processes).")
