@@ -115,10 +115,10 @@ CASES = [
     ("search-name-nested", search(name="a/b"), ["'a/b'", "not a folder name"]),
     ("search-name-empty", search(name=""), ["''", "not a folder name"]),
     ("search-another-min-seconds", search(min_seconds="1"),
-     ["another trial protocol", "--min-seconds: study has 2.0, asked 1.0"]),
+     ["another trial protocol", "--min-seconds: study has 2 s, asked 1 s"]),
     ("search-another-min-calls", search(min_calls="10"), ["another trial protocol", "--min-calls: study has 50, asked 10"]),
     ("search-another-compile-timeout", search(compile_timeout="10m"),
-     ["another trial protocol", "--compile-timeout: study has 300.0, asked 600.0"]),
+     ["another trial protocol", "--compile-timeout: study has 300 s, asked 600 s"]),
     ("search-another-warm-cache", search_args("{root}", "--warm-cache"),
      ["another trial protocol", "--warm-cache: study has false, asked true"]),
     ("search-another-dtype", search(dtype="bfloat16"), ["another workload", "dtype"]),
@@ -135,6 +135,9 @@ CASES = [
     ("search-storage-in-memory", search(storage="sqlite://"),
      ["'sqlite://' is an in-memory SQLite database", "give a file"]),
     ("search-storage-empty", search(storage=""), ["'--storage': is empty"]),
+    ("search-name-of-a-file", search(name="junk.txt"),
+     ["cannot make the study folder ", "junk.txt: a file of that name is there; pick another "
+      "--name, or move the file"]),
     ("search-device-empty", search(device=""), ["--device is empty", "cpu, cuda or cuda:N"]),
     # one value given on the CPU was kept as the workload's, as if it meant something there
     ("search-cudnn-benchmark-on-cpu", search(cudnn_benchmark="false"),
@@ -293,8 +296,8 @@ def test_an_older_studys_protocol_resumes_on_the_fields_it_has_and_is_not_rewrit
     stored = {k: v for k, v in study.user_attrs[PROTOCOL_ATTR].items() if k != "max_samples_kept"}
     study.set_user_attr(PROTOCOL_ATTR, {**stored, "measure_peak": True})
     assert _open(tmp_path).user_attrs[PROTOCOL_ATTR] == {**stored, "measure_peak": True}
-    with pytest.raises(UserError, match="another trial protocol .*--min-seconds: study has 2.0, "
-                                        "asked 0.5"):
+    with pytest.raises(UserError, match="another trial protocol .*--min-seconds: study has 2 s, "
+                                        "asked 0.5 s"):
         _open(tmp_path, min_seconds=0.5)
     assert _open(tmp_path).user_attrs[PROTOCOL_ATTR] == {**stored, "measure_peak": True}
 

@@ -140,7 +140,7 @@ def test_a_resume_keeps_the_studys_limits_and_refuses_others(tmp_path):
     assert Search(make_spec(tmp_path), FakeRunner()).fronts.limits == limits  # not given: kept
     with pytest.raises(UserError) as exc:
         Search(make_spec(tmp_path, limits=select.Constraints(max_compile_s=60)), FakeRunner())
-    assert "another set of limits" in str(exc.value) and "--max-compile-s: study has 16" in str(
+    assert "another set of limits" in str(exc.value) and "--max-compile-s: study has 16 s, asked 60 s" in str(
         exc.value) and "\n" not in str(exc.value)
 
 

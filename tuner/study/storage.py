@@ -231,6 +231,9 @@ def _sqlite_file(url: str) -> Path | None:
 
 def ensure_folder(spec: StudySpec) -> None:
     """Create the study folder; a one-line error where it cannot be written."""
+    if spec.directory.exists() and not spec.directory.is_dir():
+        raise UserError(f"cannot make the study folder {spec.directory}: a file of that name is "
+                        "there; pick another --name, or move the file")
     try:
         spec.directory.mkdir(parents=True, exist_ok=True)
         if spec.storage is None:
@@ -616,10 +619,18 @@ def _env_seconds(name: str, default: int) -> int:
 _PER_TRIAL_PROTOCOL_KEYS = {"measure_peak"}
 
 
-def _shown(value: Any) -> str:
-    """A stored value as the options spell it: none for no value, false/true, else its repr."""
+# The unit a stored number is in, for a refused resume to say "300 s", not "300.0".
+_UNIT_OF = {"compile_timeout_s": "s", "min_seconds": "s", "max_compile_s": "s",
+            "max_vram_gb": "GiB"}
+
+
+def _shown(value: Any, unit: str | None = None) -> str:
+    """A stored value as the options spell it: none for no value, false/true, a number in its
+    ``unit`` (``300 s``), else its repr."""
     if value is None:
         return "none"
+    if unit is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:g} {unit}"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str) and value:
@@ -713,7 +724,7 @@ def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: 
         return
     differ = {k for k in compared(stored, wanted) if stored.get(k) != wanted.get(k)}
     if differ:
-        told = show or (lambda _, value, __: _shown(value))
+        told = show or (lambda key, value, __: _shown(value, _UNIT_OF.get(key)))
         diff = [f"{OPTION_OF.get(k, k)}: study has {told(k, stored.get(k), False)}, asked "
                 f"{told(k, wanted.get(k), True)}" for k in sorted(differ)]
         raise UserError(f"study {study.study_name!r} was made with another {what} "
