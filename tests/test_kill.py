@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
 def command(root, delay_s: float) -> list[str]:
-    return [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", str(delay_s), "search",
+    return [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", str(delay_s),
+            "--export-every-trial", "search",
             "--model", "resnet18", "--device", "cpu",
             "--backend", "eager,inductor", "--mode", "default", "--dynamic", "false,true",
             "--batch-sizes", "1,2", "--studies-dir", str(root)]
