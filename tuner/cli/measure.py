@@ -107,7 +107,8 @@ retry_failed_option = click.option(
                    "max-autotune-no-cudagraphs, ... Default: all the device can use "
                    "(no max-autotune on CPU).")
 @click.option("--dynamic", "dynamic", multiple=True,
-              help="torch.compile dynamic= values to try: none, true, false. Default: false.")
+              help="torch.compile dynamic= values to try: none, true, false (compiled "
+                   "backends only: eager runs the model as it is). Default: false.")
 @click.option("--trials", "n_trials", type=click.IntRange(min=1),
               help="Stop when the study holds this many measured trials (resume counts).")
 @click.option("--budget", "budget_s", type=Duration(),
