@@ -138,6 +138,10 @@ CASES = [
     ("search-name-of-a-file", search(name="junk.txt"),
      ["cannot make the study folder ", "junk.txt: a file of that name is there; pick another "
       "--name, or move the file"]),
+    # its Parquet column could not hold it: every later export of the study raised OverflowError
+    ("search-inductor-option-beyond-int64",
+     search_args("{root}", "--inductor-option", f"max_fusion_size={2**64}"),
+     [f"--inductor-option max_fusion_size: '{2**64}' is beyond a 64-bit integer"]),
     ("search-device-empty", search(device=""), ["--device is empty", "cpu, cuda or cuda:N"]),
     # one value given on the CPU was kept as the workload's, as if it meant something there
     ("search-cudnn-benchmark-on-cpu", search(cudnn_benchmark="false"),

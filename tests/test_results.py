@@ -593,3 +593,13 @@ def test_a_file_of_schema_2_gets_its_back_to_back_latency_as_the_stream(tmp_path
     pq.write_table(old.replace_schema_metadata(meta), path)
     df, _ = files.read(path)
     assert df["stream_ms_p50"].tolist() == [10.0]
+
+
+def test_an_option_value_beyond_a_64_bit_integer_is_written_as_text_not_an_overflow(tmp_path):
+    # A study stored before such values were refused (tuner.spec.space): every export raised
+    # OverflowError, and no command could write the study's files again.
+    huge = TrialConfig("inductor", 1, "default", False, options={"max_fusion_size": 2**64})
+    files.export(tmp_path, frame((EAGER1, ok(10.0)), (huge, ok(5.0))), {"study": "s"})
+    df, _ = files.read(tmp_path)
+    assert list(df["opt_max_fusion_size"].dropna()) == [str(2**64)]
+

@@ -66,7 +66,7 @@ def _option_type(column: pd.Series) -> pa.DataType:
     values = [v for v in column.astype(object) if _filled(v)]
     try:
         inferred = pa.array(values).type if values else pa.string()
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # an int beyond 64 bits
         return pa.string()
     return inferred if (pa.types.is_boolean(inferred) or pa.types.is_integer(inferred)
                         or pa.types.is_floating(inferred)) else pa.string()
