@@ -258,16 +258,16 @@ def _option_value(name: str, value: Any, atoms: list[Any]) -> OptionValue:
         if value == literal or (text is not None and text == str(literal)):
             return literal
     if int in atoms:
-        number = value if isinstance(value, int) and not isinstance(value, bool) else \
+        whole = value if isinstance(value, int) and not isinstance(value, bool) else \
             int(text) if text is not None and re.fullmatch(r"[+-]?[0-9]+", text) else None
-        if number is not None:
-            if not -2**63 <= number < 2**63:
+        if whole is not None:
+            if not -2**63 <= whole < 2**63:
                 # Its Parquet column holds 64-bit integers: the study's files could not be
                 # written, by this run or any later one.
                 raise UserError(f"--inductor-option {name}: {value!r} is beyond a 64-bit "
                                 "integer: give a value within ±9.2e18",
                                 about="--inductor-option")
-            return number
+            return whole
     if float in atoms and not isinstance(value, bool):
         try:
             number = float(value)
