@@ -142,6 +142,9 @@ CASES = [
     ("search-inductor-option-beyond-int64",
      search_args("{root}", "--inductor-option", f"max_fusion_size={2**64}"),
      [f"--inductor-option max_fusion_size: '{2**64}' is beyond a 64-bit integer"]),
+    # a trial stops timing after TrialProtocol.max_seconds: 90 was stored, and 60 s timed
+    ("search-min-seconds-past-what-a-trial-times", search(min_seconds="90"),
+     ["Invalid value for '--min-seconds': 90.0 is not in the range 0<=x<=60.0"]),
     ("search-device-empty", search(device=""), ["--device is empty", "cpu, cuda or cuda:N"]),
     # one value given on the CPU was kept as the workload's, as if it meant something there
     ("search-cudnn-benchmark-on-cpu", search(cudnn_benchmark="false"),

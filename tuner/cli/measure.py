@@ -118,8 +118,11 @@ retry_failed_option = click.option(
 @prestart_option
 @click.option("--min-calls", type=click.IntRange(min=3), default=50, show_default=True,
               help="Steady-state calls timed per trial, at least ...")
-@click.option("--min-seconds", type=Number(min=0, max=3600), default=2.0,
-              show_default=True, help="... and at least this many seconds.")
+@click.option("--min-seconds", type=Number(min=0, max=TrialProtocol.max_seconds), default=2.0,
+              show_default=True,
+              help=f"... and at least this many seconds (at most {TrialProtocol.max_seconds:g}: "
+                   f"a trial stops timing after {TrialProtocol.max_seconds:g} s whatever "
+                   "--min-calls says).")
 @click.option("--warm-cache", is_flag=True,
               help="Share one inductor cache across trials (compile times are then warm, not "
                    "cold; each row's cache_start says which).")
