@@ -40,6 +40,8 @@ def root(tmp_path_factory, fake_cli_for_module) -> Path:
     (root / "no-db").mkdir()  # a study folder copied without its study.db
     shutil.copy(root / STUDY / "trials.parquet", root / "no-db")
     (root / "space-scalar.toml").write_text("dtypes = \"bfloat16\"\n")
+    (root / "space-cudnn.toml").write_text('cudnn_benchmark = [false]\nbackends = ["eager", '
+                                           '"inductor"]\nmodes = ["default"]\n')
     return root
 
 
@@ -145,6 +147,18 @@ CASES = [
     # a trial stops timing after TrialProtocol.max_seconds: 90 was stored, and 60 s timed
     ("search-min-seconds-past-what-a-trial-times", search(min_seconds="90"),
      ["Invalid value for '--min-seconds': 90.0 is not in the range 0<=x<=60.0"]),
+    # the file's one value on the CPU was kept as the workload's, as the option's was
+    ("search-space-cudnn-benchmark-on-cpu", search(space="{root}/space-cudnn.toml", backend=None,
+                                                   mode=None),
+     ["--cudnn-benchmark applies to CUDA only; this run is on cpu: drop it (from "
+      "cudnn_benchmark in --space "]),
+    # made, then `tuner show -dash` read it as options
+    ("search-name-like-an-option", search(name="-dash"), ["study name '-dash' starts with '-'"]),
+    # 400 digits are inf seconds: stored, and no resume could ask for it again
+    ("search-duration-too-long", search(compile_timeout="9" * 400),
+     ["--compile-timeout duration '999999999999...999999' is too long"]),
+    ("search-gpus-superscript-digit", search(gpus="0,\u00b2", device=None),
+     ["--gpus '0,\u00b2': give GPU indices such as 0,1, or all"]),
     ("search-device-empty", search(device=""), ["--device is empty", "cpu, cuda or cuda:N"]),
     # one value given on the CPU was kept as the workload's, as if it meant something there
     ("search-cudnn-benchmark-on-cpu", search(cudnn_benchmark="false"),
@@ -208,6 +222,9 @@ CASES = [
                                    "--gpu", "0"], ["runs on cpu", "drop --gpu"]),
     ("worker-gpu-negative", ["worker", "--study", STUDY, "--studies-dir", "{root}", "--gpu", "-1"],
      ["--gpu"]),
+    ("worker-export-only-seed", ["worker", "--study", STUDY, "--studies-dir", "{root}",
+                                 "--export-only", "--seed", "3"],
+     ["--export-only measures nothing: drop --seed"]),
     ("worker-trials-0", ["worker", "--study", STUDY, "--studies-dir", "{root}", "--trials", "0"],
      ["--trials"]),
     # compare
@@ -366,3 +383,13 @@ def test_the_python_snippet_names_the_artifacts_by_an_absolute_path(root, monkey
     line = next(x for x in result.stdout.splitlines() if x.startswith("ARTIFACTS = Path("))
     path = Path(line[len("ARTIFACTS = Path("):-1].strip("'\""))
     assert path.is_absolute() and path.is_file()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "1.5", "\u00b2"])
+def test_a_bad_heartbeat_variable_is_one_line_naming_it(tmp_path, monkeypatch, value):
+    # "²" passed str.isdigit() and then int() raised: "cannot open storage ...: invalid literal"
+    monkeypatch.setenv("TUNER_HEARTBEAT_INTERVAL_S", value)
+    assert_one_line_error(invoke(*search_args(tmp_path)),
+                          f"TUNER_HEARTBEAT_INTERVAL_S={value!r}: give a whole number of seconds "
+                          "above zero")
+

@@ -221,11 +221,11 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         raise UserError("--device is empty: give cpu, cuda or cuda:N, or leave it out for "
                         "cuda where torch sees a GPU")
     device = device or _default_device()
-    if user_gave(click.get_current_context(), "cudnn_benchmark") \
+    if (user_gave(click.get_current_context(), "cudnn_benchmark") or from_file.cudnn_benchmark) \
             and not re.fullmatch(CUDA_DEVICE, device):
         # Searched (true,false), build_space says so; one value would be kept as the workload's.
         raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
-                        "drop it")
+                        "drop it", about="--cudnn-benchmark")
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
     dtypes = from_file.dtypes or split((dtype,), "--dtype") or ["float32"]
     # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;
@@ -365,7 +365,7 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
     _check_study_option(name)
     if export_only:
         given = _given(click.get_current_context(), "gpu", "n_trials", "budget_s", "timeout_s",
-                       "prestart", "retry_failed")
+                       "prestart", "retry_failed", "seed")
         if given:
             raise UserError(f"--export-only measures nothing: drop {' and '.join(given)}")
     plan = WorkerPlan(study=name, root=str(studies_dir),

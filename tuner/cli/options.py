@@ -184,6 +184,9 @@ def parse_duration(text: str) -> float:
         if not parts or "".join(n + u for n, u in parts) != text:
             raise UserError(f"cannot read duration {text!r}: use e.g. 8h, 30m, 1h30m or 90s")
         seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    if not math.isfinite(seconds):  # 400 digits are inf as a float: no resume could ask it again
+        shown = text if len(text) <= 24 else f"{text[:12]}...{text[-6:]}"
+        raise UserError(f"duration {shown!r} is too long: use e.g. 8h, 30m or 90s")
     if seconds <= 0:
         # A zero budget would silently mean "no budget", a zero timeout kill every trial.
         raise UserError(f"duration {text!r} is not more than zero: use e.g. 8h, 30m or 90s")

@@ -65,7 +65,7 @@ def listed_gpus(text: str) -> list[int] | None:
     gpus: list[int] = []
     for item in text.split(","):
         item = item.strip()
-        if not item.isdigit():
+        if not (item.isascii() and item.isdigit()):  # "²".isdigit(), but int("²") fails
             raise UserError(f"--gpus {text!r}: give GPU indices such as 0,1, or all")
         if int(item) not in gpus:
             gpus.append(int(item))

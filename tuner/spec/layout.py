@@ -36,6 +36,9 @@ def check_name(name: str) -> str:
     if not name or not _NAME.fullmatch(name) or name in (".", ".."):
         raise UserError(f"study name {name!r} is not a folder name: use letters, digits, "
                         "'_', '.' and '-' (e.g. --name resnet50-h200)")
+    if name.startswith("-"):  # `tuner show -x` would read it as an option
+        raise UserError(f"study name {name!r} starts with '-', which the commands read as an "
+                        "option: start it with a letter or digit (e.g. --name resnet50-h200)")
     return name
 
 

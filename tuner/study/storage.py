@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import os
 import random
+import re
 import tempfile
 import time
 import warnings
@@ -610,7 +611,7 @@ def _env_seconds(name: str, default: int) -> int:
     text = os.environ.get(name)
     if text is None:
         return default
-    if not text.strip().isdigit() or int(text) <= 0:
+    if not re.fullmatch(r"[0-9]+", text.strip()) or int(text) <= 0:
         raise UserError(f"{name}={text!r}: give a whole number of seconds above zero")
     return int(text)
 
