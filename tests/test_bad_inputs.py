@@ -393,3 +393,16 @@ def test_a_bad_heartbeat_variable_is_one_line_naming_it(tmp_path, monkeypatch, v
                           f"TUNER_HEARTBEAT_INTERVAL_S={value!r}: give a whole number of seconds "
                           "above zero")
 
+
+
+@pytest.mark.parametrize("url, said", [(" ", "is empty: give a URL, or unset TUNER_STORAGE"),
+                                       ("sqlite://", "is an in-memory SQLite database")])
+def test_a_bad_tuner_storage_is_named_as_the_variable_not_the_option(root, monkeypatch, url,
+                                                                     said):
+    # It said "Invalid value for '--storage': ... or leave --storage out", which the user did.
+    monkeypatch.setenv("TUNER_STORAGE", url)
+    for args in (["confirm", f"{root}/{STUDY}"], search_args(root),
+                 ["worker", "--study", STUDY, "--studies-dir", str(root)]):
+        result = invoke(*args)
+        assert_one_line_error(result, f"TUNER_STORAGE={url!r} {said}")
+        assert "--storage" not in result.stderr

@@ -208,7 +208,7 @@ def test_a_worker_refuses_a_folder_that_holds_another_study_of_the_same_name(tmp
 def test_a_password_with_an_unescaped_at_or_slash_is_refused_and_never_shown(tmp_path, url):
     # SQLAlchemy ends the password at its first @: the rest was printed as the host.
     result = invoke("worker", "--study", "s", "--storage", url, "--studies-dir", str(tmp_path))
-    assert_one_line_error(result, "the password holds an unescaped '@' or '/'", "%40")
+    assert_one_line_error(result, "has a password that holds an unescaped '@' or '/'", "%40")
     secret = url.split("postgres:", 1)[1].rsplit("@", 1)[0]
     after_first_at = secret.split("@", 1)[1]  # what was printed as the host
     for piece in (secret, after_first_at):

@@ -355,27 +355,41 @@ def storage_option(what: str) -> Callable[[Any], Any]:
 
 
 def _lasting_storage(ctx: click.Context, param: click.Parameter, url: str | None) -> str | None:
-    """A storage URL that outlives the command: an in-memory SQLite database is gone when it
-    ends, so the study could not be resumed, confirmed or joined."""
+    """A storage URL that outlives the command, from --storage or TUNER_STORAGE (an error names
+    the one the user gave)."""
     if url is None:
         return None
+    from tuner.study.redact import redact
+
+    from_env = ctx.get_parameter_source(str(param.name)) == click.core.ParameterSource.ENVIRONMENT
+    problem = _storage_problem(url, "unset TUNER_STORAGE" if from_env else "leave --storage out")
+    if problem is None:
+        return url
+    if from_env:
+        raise click.UsageError(f"TUNER_STORAGE={redact(url)!r} {problem}", ctx)
+    raise click.BadParameter(f"{redact(url)!r} {problem}" if url.strip() else problem, ctx, param)
+
+
+def _storage_problem(url: str, or_else: str) -> str | None:
+    """What is wrong with ``url`` as a study's storage, ending in what to do (``or_else``: how
+    to do without it); None where nothing is. An in-memory SQLite database is gone when the
+    command ends, so the study could not be resumed, confirmed or joined."""
     if not url.strip():
-        raise click.BadParameter("is empty: give a URL, or leave --storage out", ctx, param)
+        return f"is empty: give a URL, or {or_else}"
     scheme, sep, rest = url.partition("://")
     database = rest.partition("?")[0]
     if sep and scheme.partition("+")[0].lower() == "sqlite" and (
             database in ("", "/", "/:memory:") or "mode=memory" in rest):
-        raise click.BadParameter(f"{url!r} is an in-memory SQLite database, gone when the "
-                                 "command ends: give a file, e.g. sqlite:///path/study.db, or "
-                                 "leave --storage out", ctx, param)
-    from tuner.study.redact import password_of, redact
+        return ("is an in-memory SQLite database, gone when the command ends: give a file, e.g. "
+                f"sqlite:///path/study.db, or {or_else}")
+    from tuner.study.redact import password_of
 
     secret = password_of(url)
     if secret is not None and ("@" in secret or "/" in secret):
         # SQLAlchemy would end the password at its first @ and print the rest as the host.
-        raise click.BadParameter(f"{redact(url)}: the password holds an unescaped '@' or '/': "
-                                 "percent-encode them (@ is %40, / is %2F)", ctx, param)
-    return url
+        return ("has a password that holds an unescaped '@' or '/': percent-encode them (@ is "
+                "%40, / is %2F)")
+    return None
 
 
 # The limits of tuner.data.select.Constraints: `recommend` filters by them, `search` makes them
