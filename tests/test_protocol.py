@@ -168,6 +168,31 @@ def test_with_a_timing_cpu_the_steady_state_is_timed_on_that_core_and_the_row_sa
     assert _trial("tests.models:tiny_cnn", 2).timing_cpu is None
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux affinity")
+@pytest.mark.parametrize("value, said", [
+    ("abc", "TUNER_TIMING_CPU='abc': give a core number or fastest, or unset it"),
+    ("Fastest", "TUNER_TIMING_CPU='Fastest': give a core number or fastest"),
+    ("\u00b2", "give a core number or fastest"),
+    ("{past}", "TUNER_TIMING_CPU={past}: this process may not run on core {past} (it may use "),
+])
+def test_a_timing_cpu_that_names_no_core_stops_the_run_before_any_trial(monkeypatch, value,
+                                                                        said):
+    # Each trial ignored it and ran unpinned (timing_cpu None), without a word.
+    import os
+
+    from tuner.errors import UserError
+    from tuner.launch.runner import LaunchSettings, make_runner
+
+    past = str(max(os.sched_getaffinity(0)) + 1000)
+    monkeypatch.setenv("TUNER_TIMING_CPU", value.format(past=past))
+    with pytest.raises(UserError) as err:
+        make_runner(LaunchSettings(timeout_s=60))
+    assert said.format(past=past) in str(err.value)
+    for fine in ("fastest", str(min(os.sched_getaffinity(0))), ""):
+        monkeypatch.setenv("TUNER_TIMING_CPU", fine)
+        make_runner(LaunchSettings(timeout_s=60, prestart=False)).close()
+
+
 @pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity")
                     or len(__import__("os").sched_getaffinity(0)) < 2, reason="2 cores, Linux")
 def test_timing_cpu_fastest_times_the_steady_state_on_the_core_that_ran_the_loop_fastest(

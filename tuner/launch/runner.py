@@ -87,7 +87,9 @@ def make_runner(settings: LaunchSettings, shared_cache: Path | None = None) -> R
     """The runner of a search, a worker or a confirm run. ``shared_cache``: the cache folder of
     a --warm-cache study."""
     from tuner.launch.gpus import pin
+    from tuner.trial.affinity import check_timing_cpu
 
+    check_timing_cpu()
     env = pin(settings.gpu) if settings.gpu is not None else {}
     if settings.compile_threads is not None and COMPILE_THREADS_ENV not in os.environ:
         env[COMPILE_THREADS_ENV] = str(settings.compile_threads)  # the user's own setting wins

@@ -30,6 +30,34 @@ FASTEST = "fastest"
 PROBE_REPEATS = 3  # loops per core when picking the fastest (one took 2.3-5.8 ms on the H200)
 
 
+def check_timing_cpu() -> None:
+    """A one-line error, in the process that starts trials, for a TUNER_TIMING_CPU that names
+    no core: each trial would otherwise run unpinned without a word."""
+    from tuner.errors import UserError
+
+    text = os.environ.get(TIMING_CPU_ENV, "").strip()
+    if not text or text == FASTEST:
+        return
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    if not (text.isascii() and text.isdigit()):
+        raise UserError(f"{TIMING_CPU_ENV}={text!r}: give a core number or {FASTEST}, or unset "
+                        "it")
+    if cores is not None and int(text) not in cores:
+        raise UserError(f"{TIMING_CPU_ENV}={text}: this process may not run on core {text} "
+                        f"(it may use {_ranges(cores)}): give one of those, or unset it")
+
+
+def _ranges(cores: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5``."""
+    out: list[str] = []
+    for core in cores:
+        if out and core == int(out[-1].rpartition("-")[2]) + 1:
+            out[-1] = f"{out[-1].partition('-')[0]}-{core}"
+        else:
+            out.append(str(core))
+    return ", ".join(out)
+
+
 def timing_cpu() -> int | None:
     """The core named by TUNER_TIMING_CPU (or, for ``fastest``, the fastest now: see the
     module's text), if it is one this process may run on."""
