@@ -171,6 +171,8 @@ CASES = [
     ("show-no-such-study-name", ["show", "nope", "--studies-dir", "{root}"],
      ["no study 'nope' in ", "`tuner worker --study nope --storage URL --export-only`"]),
     ("show-not-parquet", ["show", "{root}/junk.txt"], ["not a readable Parquet file"]),
+    ("show-not-a-regular-file", ["show", "/dev/null"], ["/dev/null: not a regular file"]),
+    ("show-name-too-long", ["show", "y" * 5000], ["cannot read it (File name too long)"]),
     ("show-unknown-option", ["show", S, "--bogus"], ["--bogus"]),
     # Path("") is the working folder: its trials.parquet, or its parent as the studies folder
     *[(f"{command}-study-empty", [command, "", *rest], ["a STUDY given is empty ('')"])

@@ -583,6 +583,13 @@ def test_a_study_that_is_not_a_path_and_a_flag_that_is_not_a_bool_are_user_error
     with pytest.raises(UserError, match="the study's path is empty: give a study folder or its "
                                         "trials.parquet"):
         recommend("", batch_size=1)  # Path("") is the working folder
+    with pytest.raises(UserError, match=r"unknown objective \['latency'\]: choose one of"):
+        recommend(study, batch_size=1, objective=["latency"])  # was TypeError: unhashable
+    with pytest.raises(UserError, match=r"^x{40}\.\.\.x{20}: cannot read it \(File name too "
+                                        r"long\)$"):
+        recommend("x" * 5000, batch_size=1)  # was OSError, with the whole name
+    with pytest.raises(UserError, match="^/dev/null: not a regular file"):
+        recommend("/dev/null", batch_size=1)  # pyarrow said FileNotFoundError
     with pytest.raises(UserError, match="strict must be True or False, not 'false'"):
         recommend(study, batch_size=1, strict="false")  # truthy: it would refuse
     for number in (1, 0):  # equal to True and False, but no flag: strict="yes" is refused too

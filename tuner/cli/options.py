@@ -279,11 +279,11 @@ EMPTY_STUDY = "a STUDY given is empty (''): give a study folder, or a study name
 def study_path(study: str, studies_dir: Path) -> Path:
     """A study folder, a Parquet file, or a study name under --studies-dir. Not a study's
     pareto.parquet (:func:`tuner.data.files.refuse_front_only`)."""
-    from tuner.data.files import refuse_front_only
+    from tuner.data.files import check_path, refuse_front_only
 
     if not study.strip():  # Path("") is the working folder
         raise UserError(EMPTY_STUDY)
-    path = Path(study)
+    path = check_path(Path(study))
     if not path.exists() and (studies_dir / study).exists():
         return studies_dir / study
     if not path.exists() and len(path.parts) == 1 and path.suffix != ".parquet":

@@ -181,7 +181,7 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """
     if not str(path).strip():  # Path("") is the working folder
         raise UserError(_EMPTY)
-    path = Path(path)
+    path = check_path(Path(path))
     if path.is_dir():
         path = path / TRIALS_FILE
     if not path.exists():
@@ -199,6 +199,9 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
         hint = f": did you mean {str(named)!r}?" if named is not None and named.is_dir() else ""
         raise UserError(f"{path}: no such file (give a study folder or a tuner Parquet "
                         f"file){hint}")
+    if not path.is_file():  # /dev/null, a pipe: pyarrow says FileNotFoundError
+        raise UserError(f"{path}: not a regular file (give a study folder or a tuner Parquet "
+                        "file)")
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - a damaged file: say so on one line, never a traceback
@@ -314,7 +317,7 @@ def load(study: Path | str) -> tuple[pd.DataFrame, dict[str, Any], Path]:
                         f"{study!r}: give its path")
     if not str(study).strip():
         raise UserError(_EMPTY)
-    path = Path(study)
+    path = check_path(Path(study))
     if path.is_dir():
         path = path / TRIALS_FILE
     refuse_front_only(path)
@@ -362,6 +365,25 @@ def export(study: StudyLayout | Path, trials: pd.DataFrame,
 def _plain(value: Any) -> Any:
     """JSON fallback for numpy scalars that pandas hands back."""
     return value.item() if hasattr(value, "item") else str(value)
+
+
+def check_path(path: Path) -> Path:
+    """``path``, where asking whether it exists raises nothing but that it does not: a name
+    too long, a folder that may not be searched, a file used as a folder are one-line errors
+    (``Path.is_dir`` raises some of them, with the whole name)."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise UserError(_one_line(f"{_shown(path)}: cannot read it ({exc.strerror})")) from exc
+    return path
+
+
+def _shown(path: Path) -> str:
+    """``path`` for an error, cut where it is too long to read."""
+    text = str(path)
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-20:]}"
 
 
 def _one_line(text: str) -> str:

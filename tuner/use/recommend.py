@@ -315,7 +315,7 @@ def recommend(
         >>> rec = recommend("studies/resnet18-cuda", batch_size=32, max_compile_s=60)  # doctest: +SKIP
         >>> model = rec.apply(model)                                                  # doctest: +SKIP
     """
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:  # a list is unhashable
         raise UserError(f"unknown objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
     _check_flag("strict", strict)
     if batch_size is not None and (isinstance(batch_size, bool)
