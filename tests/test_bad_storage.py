@@ -224,6 +224,17 @@ def test_redact_hides_a_password_up_to_the_last_at():
     assert redact("postgresql://u:s:e@h/db") == "postgresql://u:***@h/db"  # ':' may stay in one
 
 
+def test_a_short_password_is_masked_where_it_stands_not_inside_every_word():
+    from tuner.study.redact import scrub
+
+    url = "postgresql://u:p@127.0.0.1:1/x"
+    said = 'connection to server at "127.0.0.1", port 1 failed: Connection refused'
+    assert scrub(said, url) == said  # was '..., ***ort 1 failed'
+    assert scrub('auth failed for u with "p" (p)', url) == 'auth failed for u with "***" (***)'
+    assert scrub("dsn: user=u password=p host=h", url) == "dsn: user=u password=*** host=h"
+    assert scrub("u:p@127.0.0.1", url) == "u:***@127.0.0.1"
+
+
 # -- a study.db that fails while in use: one line with the database's own words and what next ----
 
 KEPT = "trials.parquet beside it keeps what was measured (tuner show reads it)"

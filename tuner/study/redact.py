@@ -38,7 +38,10 @@ def scrub(text: str, url: str) -> str:
     for raw in ([] if password is None else [password]) + [
             v for _, v in re.findall(r"(?i)([a-z_]*password)=([^&;\s]+)", url)]:
         for secret in {raw, unquote(raw)}:
-            text = text.replace(secret, "***")
+            # Where it stands alone: a password "p" replaced inside every word made "port 1
+            # failed" read "***ort 1 failed". A letter or digit beside it would make it part of
+            # a longer word, which is not this password.
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "***", text)
     text = _mask_userinfo(text)
     return _QUERY_PASSWORD.sub(r"\1***", text)
 
