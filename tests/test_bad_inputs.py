@@ -408,3 +408,13 @@ def test_a_bad_tuner_storage_is_named_as_the_variable_not_the_option(root, monke
         result = invoke(*args)
         assert_one_line_error(result, f"TUNER_STORAGE={url!r} {said}")
         assert "--storage" not in result.stderr
+
+
+def test_a_heartbeat_grace_within_one_beat_is_refused(tmp_path, monkeypatch):
+    # Accepted: other searches would then fail every live trial as stale.
+    monkeypatch.setenv("TUNER_HEARTBEAT_INTERVAL_S", "100")
+    monkeypatch.setenv("TUNER_HEARTBEAT_GRACE_S", "5")
+    assert_one_line_error(invoke(*search_args(tmp_path)),
+                          "TUNER_HEARTBEAT_GRACE_S=5 is not more than the 100 s between "
+                          "heartbeats (TUNER_HEARTBEAT_INTERVAL_S)", "the defaults: 20 and 120")
+

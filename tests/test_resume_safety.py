@@ -189,9 +189,9 @@ def test_a_trial_a_dead_search_measured_but_did_not_tell_is_kept_on_resume(tmp_p
 def test_a_stale_trial_that_stored_its_result_is_told_it_not_failed(tmp_path, monkeypatch):
     # A worker on another host died after storing its result: its heartbeat goes stale.
     monkeypatch.setenv("TUNER_HEARTBEAT_INTERVAL_S", "1")
-    monkeypatch.setenv("TUNER_HEARTBEAT_GRACE_S", "1")
+    monkeypatch.setenv("TUNER_HEARTBEAT_GRACE_S", "2")
     config, number = stored_untold(tmp_path, "another-host", 1)
-    time.sleep(2.2)  # SQLite's clock has whole seconds: the beat is then over a second old
+    time.sleep(3.2)  # SQLite's clock has whole seconds: the beat is then over 2 seconds old
     messages: list[str] = []
     check_told(tmp_path, messages, config, number)
     assert any("after it stored its result" in m for m in messages)

@@ -464,10 +464,17 @@ def _schema_race(exc: Exception) -> bool:
 
 def _open_storage(url: str, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None
                   ) -> optuna.storages.BaseStorage:
-    heartbeat: _Heartbeat = {
-        "heartbeat_interval": _env_seconds("TUNER_HEARTBEAT_INTERVAL_S", HEARTBEAT_INTERVAL_S),
-        "grace_period": _env_seconds("TUNER_HEARTBEAT_GRACE_S", HEARTBEAT_GRACE_S),
-        "heartbeat_stale_trial_callback": on_stale}
+    interval = _env_seconds("TUNER_HEARTBEAT_INTERVAL_S", HEARTBEAT_INTERVAL_S)
+    grace = _env_seconds("TUNER_HEARTBEAT_GRACE_S", HEARTBEAT_GRACE_S)
+    if grace <= interval:
+        # Every running trial's last beat would be older than the grace between two beats:
+        # other searches would fail live trials as stale and measure their configs again.
+        raise UserError(f"TUNER_HEARTBEAT_GRACE_S={grace} is not more than the "
+                        f"{interval} s between heartbeats (TUNER_HEARTBEAT_INTERVAL_S): every "
+                        "running trial would be taken for dead; give a grace of several beats "
+                        f"(the defaults: {HEARTBEAT_INTERVAL_S} and {HEARTBEAT_GRACE_S})")
+    heartbeat: _Heartbeat = {"heartbeat_interval": interval, "grace_period": grace,
+                             "heartbeat_stale_trial_callback": on_stale}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if not url.startswith("sqlite"):
