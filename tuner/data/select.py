@@ -176,17 +176,29 @@ def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 def best(df: pd.DataFrame, objective: str) -> pd.Series:
     """The best row of ``df`` (eligible rows, one batch size unless the objective is
-    throughput) for ``objective``. For latency and throughput, when the winner is compiled and
-    within noise of an eager row of its batch size, that eager row wins: compiling it would
-    cost a warm-up for no measurable gain."""
+    throughput) for ``objective``. For latency and throughput, a compiled row within noise of
+    an eager row of its batch size is no measurable gain for its warm-up: the best compiled row
+    ranked ahead of that eager row that is faster than its own eager beyond noise wins, and
+    where there is none, the eager row does. (The top row alone was weighed: a noisy one
+    within noise of eager made eager win over a config measurably faster than it.)"""
     ranked = rank(df, objective)
     top = ranked.iloc[0]
-    if objective in _LATENCY_OBJECTIVES and top["backend"] != EAGER:
-        eager = ranked[(ranked["backend"] == EAGER) & (ranked["batch_size"] == top["batch_size"])]
-        for _, row in eager.iterrows():
-            if within_noise(top, row):
-                return row
-    return top
+    if objective not in _LATENCY_OBJECTIVES or top["backend"] == EAGER:
+        return top
+
+    def eager_within_noise(row: pd.Series) -> pd.Series | None:
+        eager = ranked[(ranked["backend"] == EAGER) & (ranked["batch_size"] == row["batch_size"])]
+        return next((e for _, e in eager.iterrows() if within_noise(row, e)), None)
+
+    fallback = eager_within_noise(top)
+    if fallback is None:
+        return top
+    for index, row in ranked.iterrows():
+        if index == fallback.name:
+            break
+        if row["backend"] != EAGER and eager_within_noise(row) is None:
+            return row
+    return fallback
 
 
 def memory_needed_bytes(row: pd.Series) -> int | None:
