@@ -311,3 +311,25 @@ def test_a_file_ranked_under_an_earlier_rule_is_ranked_afresh_when_read(tmp_path
     pq.write_table(table.replace_schema_metadata(pq.read_schema(path).metadata), path)
     ranks = files.read(study)[0].set_index("label")["rank_within_noise"]
     assert ranks["inductor:default"] == 1 and ranks["eager"] == 2
+
+
+def test_show_json_says_what_the_text_says_beside_its_tables(tmp_path):
+    # The text told of a batch size with nothing to rank, each failed trial and a finalist left
+    # out; the JSON had only the fronts and their verdicts.
+    from tuner.spec.records import Status
+
+    trial_configs = configs((1, 8), ("eager", "inductor:default", "inductor:reduce-overhead"))
+    study = write_study(tmp_path, "dead8", trial_configs=trial_configs,
+                        fail={c.key: Status.OOM for c in trial_configs if c.batch_size == 8},
+                        columns={"inductor:reduce-overhead": {"latency_ms_p50_repeats": [3.75],
+                                                              "repeats_failed": 2}})
+    text = invoke("show", str(study)).stdout
+    shown = json.loads(invoke("show", str(study), "--json").stdout)
+    assert list(shown["unranked"]) == ["8"] and shown["unranked"]["8"] in text
+    assert shown["unranked"]["8"].startswith("batch size 8: no config to rank or recommend")
+    assert len(shown["failures"]) == 3 and all(f"  {f}" in text for f in shown["failures"])
+    assert shown["left_out"] == ["inductor:reduce-overhead bs=1 (trial 2): 2 re-measurements "
+                                 "failed"]
+    assert shown["slow_core"] is None
+    every = json.loads(invoke("show", str(study), "--all", "--json").stdout)
+    assert every["unranked"] == {} and every["failures"] == shown["failures"]

@@ -488,8 +488,13 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
     rows = [{k: _plain(k, v) for k, v in row.items()} for row in rows]
     sentences = verdicts(trials, folder, meta.get("storage"))
+    # What the text says beside the tables: a batch size with no row on a front and why (none
+    # with --all, whose rows are every trial), each failed trial, each finalist a
+    # re-measurement left out, the trials on a slow core.
     return {"study": meta.get("study"), "workload": meta.get("workload"),
             "fingerprints": meta.get("fingerprints"), "trials": len(trials),
             "failed": int((trials["status"] != Status.OK.value).sum()),
             "pareto": rows, "verdicts": {str(k): v for k, v in sentences.items()},
-            "shape_schedule": schedule_rows(trials)}
+            "unranked": {str(k): v for k, v in sorted(unranked(trials, pareto).items())},
+            "failures": failures(trials), "left_out": left_out(trials),
+            "slow_core": slow_core(trials), "shape_schedule": schedule_rows(trials)}
