@@ -607,3 +607,17 @@ def test_limits_are_real_numbers_not_bools(study):
     rec = recommend(study, batch_size=1, max_vram_gb=np.int64(20))  # read from a DataFrame
     assert rec.constraints.max_vram_gb == 20.0
     json.dumps(rec.to_dict())  # plain numbers, without a default=
+
+
+def test_json_carries_the_traffic_and_precision_figures_the_text_shows(tmp_path):
+    # The text printed "traffic 0.14 s for 3 replays" and "max abs error 0.01 against float32
+    # eager"; --json and to_dict() had neither.
+    study = write_study(tmp_path, "figures", trial_configs=configs([1], ["eager",
+                                                                         "inductor:default"]),
+                        changes={"inductor:default": {"schedule_total_s": 0.135,
+                                                      "schedule_recompiles": 2,
+                                                      "max_abs_error_vs_fp32": 0.01}})
+    measured = recommend(study, batch_size=1).to_dict()["measured"]
+    assert (measured["schedule_total_s"], measured["schedule_recompiles"],
+            measured["max_abs_error_vs_fp32"]) == (0.135, 2, 0.01)
+    json.dumps(measured, allow_nan=False)

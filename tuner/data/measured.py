@@ -49,6 +49,11 @@ class Measured:
     # how many processes those two medians are over: 1 where the re-measurements were recorded
     # before they kept a p99 (the medians are then the search trial's own figures)
     tail_processes: int | None = None
+    # what --objective traffic ranks by, on a study with a shape schedule, and its recompiles
+    schedule_total_s: float | None = None
+    schedule_recompiles: int | None = None
+    # what another precision costs: the output's largest error against float32 eager
+    max_abs_error_vs_fp32: float | None = None
 
     @classmethod
     def from_row(cls, row: pd.Series) -> Measured:
@@ -56,7 +61,8 @@ class Measured:
         values["memory_needed_bytes"] = memory_needed_bytes(row)
         values["tail_processes"] = min(listed(row.get(f"latency_ms_{q}_repeats"))
                                        for q in ("p90", "p99")) or None
-        for name in ("peak_memory_bytes", "graph_breaks", "recompiles", "rank_within_noise"):
+        for name in ("peak_memory_bytes", "graph_breaks", "recompiles", "rank_within_noise",
+                     "schedule_recompiles"):
             if values[name] is not None:
                 values[name] = int(values[name])
         return cls(**values)
