@@ -621,3 +621,18 @@ def test_json_carries_the_traffic_and_precision_figures_the_text_shows(tmp_path)
     assert (measured["schedule_total_s"], measured["schedule_recompiles"],
             measured["max_abs_error_vs_fp32"]) == (0.135, 2, 0.01)
     json.dumps(measured, allow_nan=False)
+
+
+def test_the_command_names_a_limit_that_ruled_out_compiling_by_its_option(tmp_path):
+    # From Python it is max_compile_s=1; the command printed the same where the user typed
+    # --max-compile-s (its "no config meets" error already said the option).
+    from tuner.cli.app import main
+
+    pair = write_study(tmp_path, "a", trial_configs=configs([1], ["eager", "inductor:default"]))
+    result = CliRunner().invoke(main, ["recommend", str(pair), "--max-compile-s", "1"])
+    assert result.exit_code == 0, result.output
+    assert ("apply        no torch.compile: eager is the only config within the limits: the best "
+            "compiled one, inductor:default (trial 1), takes 15.0 s where --max-compile-s=1"
+            in result.stdout)
+    assert "where max_compile_s" not in result.stdout
+    assert "where max_compile_s=1" in recommend(pair, max_compile_s=1).why_eager
