@@ -15,6 +15,7 @@ from torch import nn
 
 import tuner
 from tuner.cli.app import main
+from tuner.data import files
 from tuner.data.select import GIB
 from tuner.errors import UserError
 from tuner.spec.records import Status
@@ -636,3 +637,15 @@ def test_the_command_names_a_limit_that_ruled_out_compiling_by_its_option(tmp_pa
             in result.stdout)
     assert "where max_compile_s" not in result.stdout
     assert "where max_compile_s=1" in recommend(pair, max_compile_s=1).why_eager
+
+
+def test_least_memory_breaks_a_tie_on_serving_memory_by_the_most_needed_at_any_point(tmp_path):
+    # Both serve in the same memory; inductor's compile held 5 GiB. The tie went to its lower
+    # p90, so "least memory" was the config that needs five times eager's.
+    study = write_study(tmp_path, "mem", trial_configs=configs([1], ["eager", "inductor:default"]),
+                        changes={"inductor:default": {"vram_bytes_compile_reserved": 5 * 2**30}})
+    rows = files.read(study)[0].set_index("label")
+    assert rows.loc["eager", "peak_memory_bytes"] == rows.loc["inductor:default",
+                                                              "peak_memory_bytes"]
+    assert rows.loc["inductor:default", "latency_ms_p90"] < rows.loc["eager", "latency_ms_p90"]
+    assert recommend(study, batch_size=1, objective="memory").config.label == "eager"

@@ -159,15 +159,23 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
 # After the objective itself, in this order: a tail that is better, a warm-up that is cheaper,
 # then the earlier trial. Exact ties only; noise is :func:`best`'s to weigh.
 TIE_BREAKERS = (TAIL_P90, "time_to_steady_s", "trial_number")
+_NEEDED = "_memory_needed_bytes"  # rank's own column: memory_needed_bytes of each row
 # Objectives decided by latency: there, a config within noise of eager is no faster than it.
 _LATENCY_OBJECTIVES = ("latency", "throughput")
 
 
 def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
-    """``df`` best first for ``objective``; exact ties as :data:`TIE_BREAKERS` says."""
+    """``df`` best first for ``objective``; exact ties as :data:`TIE_BREAKERS` says, and for
+    memory first the least needed at any point (a compile that held 5 GiB loses a tie on
+    serving memory to eager's 1 GiB)."""
     spec = OBJECTIVES[objective]
     keys = [spec.column] + [c for c in TIE_BREAKERS if c != spec.column]
-    ordered = df.assign(**{c: pd.to_numeric(df[c], errors="coerce") for c in keys})
+    extra: dict[str, Any] = {}
+    if objective == "memory":
+        keys.insert(1, _NEEDED)
+        extra[_NEEDED] = [memory_needed_bytes(row) for _, row in df.iterrows()]
+    ordered = df.assign(**extra)
+    ordered = ordered.assign(**{c: pd.to_numeric(ordered[c], errors="coerce") for c in keys})
     ordered = ordered.sort_values(
         keys, ascending=[not spec.higher_is_better] + [True] * (len(keys) - 1),
         na_position="last", kind="stable")
