@@ -531,6 +531,10 @@ def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_pe
                                   "peak_tflops_measured": 0.8}]
     no_flops = frame((EAGER1, ok(10.0)))
     assert no_flops["achieved_tflops"].isna().all() and no_flops["fraction_of_peak"].isna().all()
+    # a peak of 0 (a hand-edited file): no fraction, where it was inf ("inf%", JSON Infinity)
+    zero = ok(10.0)
+    zero.flops_per_call, zero.peak_tflops_measured = 2 * 10**9, 0.0
+    assert frame((EAGER1, zero))["fraction_of_peak"].isna().all()
 
 
 

@@ -112,8 +112,8 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
                     df[f"fp_{key}"].notna(), fingerprints[0][key])
     # Against the best matmul rate measured on the same machine during the study.
     machine = [df["fp_host"].fillna(""), df["fp_gpu_name"].fillna("")]
-    peak = number["peak_tflops_measured"].groupby(machine).transform("max")
-    df["fraction_of_peak"] = df["achieved_tflops"] / peak
+    peak = positive(number["peak_tflops_measured"].groupby(machine).transform("max"))
+    df["fraction_of_peak"] = df["achieved_tflops"] / peak  # a peak of 0 is none: NaN, not inf
     # How slow the launching core was: the fixed loop's time against the lower quartile of
     # the same machine's trials in the study (its fast cores), 1.0 on a fast one.
     loop = pd.to_numeric(df["host_loop_ms"], errors="coerce") if "host_loop_ms" in df \
