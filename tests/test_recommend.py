@@ -649,3 +649,11 @@ def test_least_memory_breaks_a_tie_on_serving_memory_by_the_most_needed_at_any_p
                                                               "peak_memory_bytes"]
     assert rows.loc["inductor:default", "latency_ms_p90"] < rows.loc["eager", "latency_ms_p90"]
     assert recommend(study, batch_size=1, objective="memory").config.label == "eager"
+
+
+def test_a_tail_not_measured_is_said_so_not_a_bare_dash(tmp_path):
+    study = write_study(tmp_path, "tails", trial_configs=configs([1], ["eager", "inductor:default"]),
+                        changes={"inductor:default": {"latency_ms_p90": None,
+                                                      "latency_ms_p99": None}})
+    assert ("latency      5.000 ms p50 per request, p90 not measured, p99 not measured, 1.25x "
+            "vs eager") in recommend(study, batch_size=1).describe()  # was "5.000 ms ..., -, -"

@@ -248,20 +248,24 @@ def _fmt(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
+def _ms(value: float | None, quantile: str) -> str:
+    """``5.100 ms p90``, or ``p90 not measured`` (a bare "-" beside the p50 named nothing)."""
+    return f"{quantile} not measured" if value is None else f"{value:.3f} ms {quantile}"
+
+
 def _latency(m: Measured) -> str:
     """p50, p90 and p99 per request; for a finalist measured again, the medians over its
     processes, which it was chosen and limited by, and then its search trial's own."""
-    own = (_fmt(m.latency_ms_p50, "{:.3f} ms p50") + ", " + _fmt(m.latency_ms_p90, "{:.3f} ms p90")
-           + ", " + _fmt(m.latency_ms_p99, "{:.3f} ms p99"))
+    own = ", ".join(_ms(v, q) for v, q in ((m.latency_ms_p50, "p50"), (m.latency_ms_p90, "p90"),
+                                           (m.latency_ms_p99, "p99")))
     if m.latency_ms_p50_ci_low is None or m.latency_ms_p50_median is None:
         return own.replace(" ms p50", " ms p50 per request", 1)
     if (m.tail_processes or 0) < 2:  # re-measured before the processes kept their tails
         return (f"{m.latency_ms_p50_median:.3f} ms p50 per request (median over fresh "
                 f"processes; its search trial: {own})")
     return (f"{m.latency_ms_p50_median:.3f} ms p50 per request, "
-            + _fmt(m.latency_ms_p90_median, "{:.3f} ms p90") + ", "
-            + _fmt(m.latency_ms_p99_median, "{:.3f} ms p99")
-            + f" (medians over fresh processes; its search trial: {own})")
+            f"{_ms(m.latency_ms_p90_median, 'p90')}, {_ms(m.latency_ms_p99_median, 'p99')}"
+            f" (medians over fresh processes; its search trial: {own})")
 
 
 def _summary(m: Measured) -> str:
