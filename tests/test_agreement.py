@@ -88,6 +88,13 @@ def test_a_noisy_fastest_config_within_noise_of_eager_does_not_hide_one_measurab
     other = write_study(tmp_path, "other", trial_configs=configs((1,), ("eager", "inductor:default")))
     assert [b.label for b in compare([study, other]).best
             if b.objective == "latency" and b.study == "A"] == ["inductor:default"]
+    # Measured once, inductor:default is not known to beat eager: eager wins, as it did.
+    once = write_study(tmp_path, "once", trial_configs=configs(
+        (1,), ("eager", "inductor:default", "inductor:reduce-overhead")), columns={
+        "eager": _measured_again([6.25, 6.2, 6.3]),
+        "inductor:reduce-overhead": _measured_again([3.75, 4.9, 6.4])})
+    assert recommend(once, batch_size=1).config.label == "eager"
+    assert report.verdicts(files.read(once)[0])[1].startswith("compiling does not measurably pay")
 
 
 @pytest.mark.parametrize(("storage", "given"), [

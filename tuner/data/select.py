@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tuner.data.derive import listed, measured_latency, median_p50, ran_eager_only
-from tuner.data.noise import p50s_of, rank_within_noise, within_noise
+from tuner.data.noise import faster_beyond_noise, p50s_of, rank_within_noise, within_noise
 from tuner.data.rows import num
 from tuner.errors import UserError
 from tuner.spec.config import EAGER
@@ -186,25 +186,33 @@ def best(df: pd.DataFrame, objective: str) -> pd.Series:
     """The best row of ``df`` (eligible rows, one batch size unless the objective is
     throughput) for ``objective``. For latency and throughput, a compiled row within noise of
     an eager row of its batch size is no measurable gain for its warm-up: the best compiled row
-    ranked ahead of that eager row that is faster than its own eager beyond noise wins, and
-    where there is none, the eager row does. (The top row alone was weighed: a noisy one
-    within noise of eager made eager win over a config measurably faster than it.)"""
+    ranked ahead of that eager row that was measured again and is faster beyond noise than
+    every eager row of its batch size wins, and where there is none, the eager row does. (The
+    top row alone was weighed: a noisy one within noise of eager made eager win over a config
+    measurably faster than it.)"""
     ranked = rank(df, objective)
     top = ranked.iloc[0]
     if objective not in _LATENCY_OBJECTIVES or top["backend"] == EAGER:
         return top
 
-    def eager_within_noise(row: pd.Series) -> pd.Series | None:
-        eager = ranked[(ranked["backend"] == EAGER) & (ranked["batch_size"] == row["batch_size"])]
-        return next((e for _, e in eager.iterrows() if within_noise(row, e)), None)
+    def eager_of(row: pd.Series) -> pd.DataFrame:
+        return ranked[(ranked["backend"] == EAGER) & (ranked["batch_size"] == row["batch_size"])]
 
-    fallback = eager_within_noise(top)
+    fallback = next((e for _, e in eager_of(top).iterrows() if within_noise(top, e)), None)
     if fallback is None:
         return top
+
+    def beats_eager(row: pd.Series) -> bool:
+        # A row measured once is not known to be faster: it may be one a finalist dominates.
+        mine, eager = p50s_of(row), eager_of(row)
+        return len(mine) >= 2 and not eager.empty and all(
+            len(p50s_of(e)) >= 2 and faster_beyond_noise(mine, p50s_of(e))
+            for _, e in eager.iterrows())
+
     for index, row in ranked.iterrows():
         if index == fallback.name:
             break
-        if row["backend"] != EAGER and eager_within_noise(row) is None:
+        if row["backend"] != EAGER and beats_eager(row):
             return row
     return fallback
 
