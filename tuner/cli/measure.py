@@ -43,7 +43,7 @@ from tuner.errors import UserError
 from tuner.launch import signals
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space_file import SpaceFile
-from tuner.spec.workload import CUDA_DEVICE
+from tuner.spec.workload import check_cudnn_benchmark
 from tuner.trial.prebuild import PrebuildRequest
 
 if TYPE_CHECKING:
@@ -221,11 +221,8 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         raise UserError("--device is empty: give cpu, cuda or cuda:N, or leave it out for "
                         "cuda where torch sees a GPU")
     device = device or _default_device()
-    if (user_gave(click.get_current_context(), "cudnn_benchmark") or from_file.cudnn_benchmark) \
-            and not re.fullmatch(CUDA_DEVICE, device):
-        # Searched (true,false), build_space says so; one value would be kept as the workload's.
-        raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
-                        "drop it", about="--cudnn-benchmark")
+    if user_gave(click.get_current_context(), "cudnn_benchmark") or from_file.cudnn_benchmark:
+        check_cudnn_benchmark(device)  # one value too: build_space sees only a searched one
     # A dimension given one value is the workload's; several are searched (tuner.spec.space).
     dtypes = from_file.dtypes or split((dtype,), "--dtype") or ["float32"]
     # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;

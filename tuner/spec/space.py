@@ -31,7 +31,7 @@ from tuner.spec.config import (
     TrialConfig,
     option_column,
 )
-from tuner.spec.workload import MAX_BATCH_SIZE, check_precision
+from tuner.spec.workload import MAX_BATCH_SIZE, check_cudnn_benchmark, check_precision
 
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}
@@ -431,9 +431,8 @@ def build_space(
 
     for precision in dtypes or ():
         check_precision(precision, device)
-    if cudnn_benchmark and not on_cuda:
-        raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
-                        "drop it", about="--cudnn-benchmark")
+    if cudnn_benchmark:
+        check_cudnn_benchmark(device)
     if options and INDUCTOR not in backends:
         raise UserError("--inductor-option applies to the inductor backend only: add inductor "
                         "to --backend or drop --inductor-option",

@@ -44,6 +44,14 @@ def tensor_dtype(precision: str) -> str:
     return "float32" if precision == "tf32" else precision
 
 
+def check_cudnn_benchmark(device: str) -> None:
+    """A one-line error for cudnn.benchmark given on a device without cuDNN: one value would be
+    kept as the workload's, as if it meant something there; several, searched for nothing."""
+    if not re.fullmatch(CUDA_DEVICE, device):
+        raise UserError(f"--cudnn-benchmark applies to CUDA only; this run is on {device}: "
+                        "drop it", about="--cudnn-benchmark")
+
+
 def check_precision(precision: str, device: str) -> None:
     """A one-line error for a precision this device cannot run.
 
