@@ -635,8 +635,17 @@ def test_the_command_names_a_limit_that_ruled_out_compiling_by_its_option(tmp_pa
     assert ("apply        no torch.compile: eager is the only config within the limits: the best "
             "compiled one, inductor:default (trial 1), takes 15.0 s where --max-compile-s=1"
             in result.stdout)
-    assert "where max_compile_s" not in result.stdout
+    # The constraints line named it as the Python keyword: "max_compile_s=1; 1 config meets".
+    assert "constraints  --max-compile-s=1; 1 config meets them" in result.stdout
+    assert "max_compile_s" not in result.stdout
     assert "where max_compile_s=1" in recommend(pair, max_compile_s=1).why_eager
+    # A limit the best compiled config has no measurement for is named the same way.
+    untimed = write_study(tmp_path, "b", trial_configs=configs([1], ["eager", "inductor:default"]),
+                          changes={"inductor:default": {"latency_ms_p99": None}})
+    result = CliRunner().invoke(main, ["recommend", str(untimed), "--max-p99-ms", "100"])
+    assert result.exit_code == 0, result.output
+    assert "has no measurement for --max-p99-ms" in result.stdout, result.stdout
+    assert "max_p99_ms" not in result.stdout
 
 
 def test_least_memory_breaks_a_tie_on_serving_memory_by_the_most_needed_at_any_point(tmp_path):

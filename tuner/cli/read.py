@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import re
 import warnings
 from pathlib import Path
 
@@ -131,7 +129,6 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
       tuner recommend resnet18-cuda --objective throughput --json | jq .config
       tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
     """
-    from tuner.data.select import Constraints
     from tuner.errors import UserError
     from tuner.use.recommend import BatchSizeNeeded, LimitsUnmet
     from tuner.use.recommend import recommend as recommend_
@@ -153,17 +150,13 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
             raise UserError(exc.message("--batch-size N", "--objective throughput")) from None
         except LimitsUnmet as exc:  # the same: max_compile_s is --max-compile-s here
             raise UserError(exc.message(_option_of)) from None
-    if rec.why_eager:  # "... takes 15.0 s where max_compile_s=1": the limit as its option
-        rec = dataclasses.replace(rec, why_eager=re.sub(
-            rf"\b({'|'.join(Constraints().to_dict())})=",
-            lambda m: f"{_option_of(m.group(1))}=", rec.why_eager))
     echo_warnings(caught)
     if fmt == "json":
         click.echo(json.dumps(rec.to_dict(), indent=2, default=str))
     elif fmt == "python":
         click.echo(rec.snippet(), nl=False)
     else:
-        click.echo(rec.describe())
+        click.echo(rec.describe(_option_of))  # limits as the options the user typed
 
 
 @click.command(context_settings=CONTEXT, short_help="Compare studies side by side.")

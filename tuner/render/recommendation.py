@@ -3,6 +3,8 @@ does what :meth:`tuner.Recommendation.apply` does."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -157,11 +159,15 @@ CUDA_GRAPHS = ("CUDA graphs: the study called torch.compiler.cudagraph_mark_step
 
 
 
-def describe(rec: Recommended) -> str:
-    """A few lines for humans (``--format table``)."""
+def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
+    """A few lines for humans (``--format table``); ``called`` names each limit (the CLI: its
+    option, ``--max-compile-s``)."""
     w, m = rec.workload, rec.measured
-    limits = ", ".join(f"{k}={v:g}" for k, v in rec.constraints.to_dict().items()
+    limits = ", ".join(f"{called(k)}={v:g}" for k, v in rec.constraints.to_dict().items()
                        if v is not None) or "none"
+    # "... takes 15.0 s where max_compile_s=1", "... has no measurement for max_p99_ms"
+    why_eager = re.sub(rf"\b({'|'.join(Constraints().to_dict())})\b",
+                       lambda found: called(found.group(1)), rec.why_eager)
     call = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
     rows = [
         ("study", f"{rec.study} ({w.model} {w.dtype} on {w.device}; {rec.path})"),
@@ -171,7 +177,7 @@ def describe(rec: Recommended) -> str:
         ("config", f"{rec.config.label}, batch size {rec.config.batch_size} "
                    f"(trial {rec.trial_number})"),
         ("apply", f"torch.compile(model, {call})" if rec.config.compiled
-         else f"no torch.compile: {rec.why_eager}"),
+         else f"no torch.compile: {why_eager}"),
         ("latency", _latency(m) + ", " + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
         ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s") + " back to back ("
          + _fmt(m.stream_ms_p50_median if m.stream_ms_p50_median is not None

@@ -256,11 +256,12 @@ class Recommendation:
             "cuda_graphs": self.cuda_graphs,
         }
 
-    def describe(self) -> str:
-        """A few lines for humans (``tuner recommend``)."""
+    def describe(self, called: Callable[[str], str] = str) -> str:
+        """A few lines for humans (``tuner recommend``); ``called`` names each limit, as in
+        :meth:`LimitsUnmet.message` (the CLI: ``--max-compile-s``)."""
         from tuner.render.recommendation import describe
 
-        return describe(self)
+        return describe(self, called)
 
 
 class BatchSizeNeeded(UserError):
