@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from tuner.data import schema
@@ -260,3 +262,34 @@ def test_a_batch_size_with_nothing_to_rank_says_why_and_what_the_check_said():
             "measured a latency (2 not verified correct, 1 timeout). 2 could not be checked "
             f"against eager: {note}. `tuner show --all` lists every trial.") in text
     assert "batch size 8: no config to rank" not in text  # eager is on its front
+
+
+def test_show_names_the_throughput_winner_where_the_front_leaves_it_out(tmp_path):
+    # reduce-overhead streams 1,000 items/s back to back but waits 6 ms a request: cudagraphs
+    # dominates it on latency, memory and warm-up, so the front left it out, and `recommend
+    # --objective throughput` chose a config show never named.
+    from click.testing import CliRunner
+
+    from tests.synthetic import configs, write_study
+    from tuner.cli.app import main
+    from tuner.use.recommend import recommend
+
+    slow_request = {"latency_ms_p50": 6.0, "latency_ms_p90": 6.1, "latency_ms_p99": 6.2,
+                    "stream_ms_p50": 1.0}
+    study = write_study(tmp_path, "t", trial_configs=configs([1, 8]),
+                        changes={"inductor:reduce-overhead": slow_request})
+    assert recommend(study, batch_size=1, objective="throughput").config.label == \
+        "inductor:reduce-overhead"
+    shown = CliRunner().invoke(main, ["show", str(study)])
+    assert shown.exit_code == 0, shown.output
+    assert ("batch size 1: the most items/s back to back is inductor:reduce-overhead (trial 2, "
+            "1,000 items/s, 6.000 ms p50 per request): it is not on this front" in shown.stdout)
+    assert (f"(`tuner recommend {study} --batch-size 1 --objective throughput`)"
+            in shown.stdout)
+    # At batch size 8 it is on the front (fastest there too): nothing more to say.
+    assert "batch size 8: the most items/s" not in shown.stdout
+    as_json = json.loads(CliRunner().invoke(main, ["show", str(study), "--json"]).stdout)
+    assert list(as_json["throughput_off_front"]) == ["1"]
+    assert "inductor:reduce-overhead (trial 2" in as_json["throughput_off_front"]["1"]
+    # --all lists every trial: nothing is off that table.
+    assert "the most items/s" not in CliRunner().invoke(main, ["show", str(study), "--all"]).stdout

@@ -340,6 +340,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     if trials.empty:
         lines.append(NO_TRIALS)
     sentences = verdicts(trials, folder, meta.get("storage"))
+    off_front = throughput_off_front(trials, pareto, folder)
     for bs, group in pareto.groupby("batch_size"):
         lines.append("")
         lines.append(f"batch size {bs}: every trial" if every_trial else
@@ -351,6 +352,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             lines.append(note)
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
+        if not every_trial and int(bs) in off_front:
+            lines.append(off_front[int(bs)])
     if not every_trial:
         for _, sentence in sorted(unranked(trials, pareto).items()):
             lines.append("")
@@ -400,6 +403,29 @@ def unranked(trials: pd.DataFrame, pareto: pd.DataFrame) -> dict[int, str]:
             sentence += (f". {len(unchecked)} could not be checked against eager: "
                          f"{'; '.join(said)}")
         out[int(bs)] = sentence + ". `tuner show --all` lists every trial."
+    return out
+
+
+def throughput_off_front(trials: pd.DataFrame, pareto: pd.DataFrame,
+                         folder: Path | None = None) -> dict[int, str]:
+    """Per batch size where the config ``tuner recommend --objective throughput`` chooses (the
+    most items per second back to back) is not on the front, which ranks what one request waits:
+    one sentence naming it, so that a recommendation never names a config show did not list."""
+    out: dict[int, str] = {}
+    study = "STUDY" if folder is None else shlex.quote(str(folder))
+    for bs, group in eligible(trials).groupby("batch_size"):
+        front = pareto[pareto["batch_size"] == bs] if "batch_size" in pareto else pareto
+        if pd.to_numeric(group["throughput_per_s"], errors="coerce").isna().all():
+            continue
+        top = best(group, "throughput")
+        if front.empty or top["trial_number"] in set(front["trial_number"]):
+            continue
+        out[int(bs)] = (f"batch size {bs}: the most items/s back to back is {top['label']} "
+                        f"(trial {int(top['trial_number'])}, {top['throughput_per_s']:,.0f} "
+                        f"items/s, {top[LATENCY]:.3f} ms p50 per request): it is not on this front, "
+                        "which ranks what one request waits, but it is what a server busy "
+                        f"with calls back to back wants (`tuner recommend {study} "
+                        f"--batch-size {bs} --objective throughput`).")
     return out
 
 
@@ -496,5 +522,7 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             "failed": int((trials["status"] != Status.OK.value).sum()),
             "pareto": rows, "verdicts": {str(k): v for k, v in sentences.items()},
             "unranked": {str(k): v for k, v in sorted(unranked(trials, pareto).items())},
+            "throughput_off_front": {str(k): v for k, v in sorted(
+                throughput_off_front(trials, pareto, folder).items())},
             "failures": failures(trials), "left_out": left_out(trials),
             "slow_core": slow_core(trials), "shape_schedule": schedule_rows(trials)}
