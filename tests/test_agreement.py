@@ -340,3 +340,19 @@ def test_show_json_says_what_the_text_says_beside_its_tables(tmp_path):
     assert shown["slow_core"] is None
     every = json.loads(invoke("show", str(study), "--all", "--json").stdout)
     assert every["unranked"] == {} and every["failures"] == shown["failures"]
+
+
+def test_compare_never_calls_a_config_the_fastest_where_noise_made_eager_the_best(study, tmp_path):
+    # On B (this study), inductor:default's median (5.0 ms) is below eager's (6.25 ms), but
+    # within noise of it, so B's best is eager; the transfer line said "the fastest there".
+    other = write_study(tmp_path, "other", trial_configs=configs((1,), ("eager", "inductor:default")))
+    shown = invoke("compare", str(other), str(study))
+    assert shown.exit_code == 0, shown.output
+    assert ("A's inductor:default on B: on B's Pareto front, 5.000 ms, below B's best, eager "
+            "(6.250 ms), by median only: B did not measure it faster than eager beyond noise"
+            in shown.stdout)
+    assert "the fastest there" not in shown.stdout
+    # Where it is the best, it says so.
+    twin = write_study(tmp_path, "twin", trial_configs=configs((1,), ("eager", "inductor:default")))
+    assert "A's inductor:default on B: on B's Pareto front, 5.000 ms, the fastest there" in \
+        invoke("compare", str(other), str(twin)).stdout

@@ -68,7 +68,9 @@ class Transfer:
     target_latency_ms: float | None  # tuner.data.select.LATENCY, as latency_ms_p50_median
     target_best_label: str | None
     target_best_latency_ms: float | None
-    slowdown_vs_target_best: float | None  # target_latency / target best; 1.0 = it is the best
+    # target_latency / target best; 1.0 = it is the best; below 1, a lower median than the
+    # best, which is noise-aware (tuner.data.select.best): not faster than eager beyond noise
+    slowdown_vs_target_best: float | None
     target_measured_batch_size: bool = True  # False: the target ran no trial at this batch size
 
 

@@ -153,8 +153,12 @@ def _transfer_sentence(t: Transfer) -> str:
     if t.outcome == "not_run":
         return f"{head} not run there: {t.detail}; {theirs}"
     where = f"{'on' if t.outcome == 'on_front' else 'NOT on'} {t.target}'s Pareto front"
-    if t.slowdown_vs_target_best is None or t.slowdown_vs_target_best <= 1.0:
+    if t.slowdown_vs_target_best is None or t.slowdown_vs_target_best == 1.0:
         return f"{head} {where}, {t.target_latency_ms:.3f} ms, the fastest there"
+    if t.slowdown_vs_target_best < 1.0:  # the best there is noise-aware (select.best)
+        return (f"{head} {where}, {t.target_latency_ms:.3f} ms, below {t.target}'s best, "
+                f"{t.target_best_label} ({t.target_best_latency_ms:.3f} ms), by median only: "
+                f"{t.target} did not measure it faster than eager beyond noise")
     return (f"{head} {where}, {t.target_latency_ms:.3f} ms, {t.slowdown_vs_target_best:.2f}x "
             f"slower than {t.target}'s best, {t.target_best_label} "
             f"({t.target_best_latency_ms:.3f} ms)")
