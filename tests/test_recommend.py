@@ -666,3 +666,18 @@ def test_a_tail_not_measured_is_said_so_not_a_bare_dash(tmp_path):
                                                       "latency_ms_p99": None}})
     assert ("latency      5.000 ms p50 per request, p90 not measured, p99 not measured, 1.25x "
             "vs eager") in recommend(study, batch_size=1).describe()  # was "5.000 ms ..., -, -"
+
+
+def test_throughput_over_every_batch_size_names_the_best_compiled_config_of_any_of_them(tmp_path):
+    # Only eager at batch size 1 meets both limits. The best compiled config for throughput is
+    # inductor:default at batch size 8; why_eager named the batch-size-1 one, as if the choice
+    # had been made at that batch size alone.
+    study = write_study(tmp_path, "t", trial_configs=configs([1, 8], ["eager", "inductor:default"]))
+    rec = recommend(study, objective="throughput", max_latency_ms=7, max_compile_s=1)
+    assert (rec.config.label, rec.config.batch_size) == ("eager", 1)
+    assert rec.why_eager.startswith("eager is the only config within the limits: the best "
+                                    "compiled one, inductor:default at batch size 8 (trial 3), "
+                                    "takes 15.0 s where max_compile_s=1 and takes 12.000 ms")
+    # One batch size: no batch size to name.
+    one = recommend(study, batch_size=1, objective="throughput", max_compile_s=1)
+    assert "the best compiled one, inductor:default (trial 1)," in one.why_eager

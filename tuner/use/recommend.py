@@ -377,9 +377,13 @@ def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
                feasible: pd.DataFrame, constraints: Constraints, objective: str) -> str:
     """Why an eager ``chosen`` won at its batch size: compiling did not pay off (a compiled
     config met the limits), the limits ruled out every compiled config, or no compiled config
-    finished and matched eager."""
+    finished and matched eager. ``df`` holds the batch sizes the choice was made among: one,
+    or every one for throughput without a batch size, where the best compiled config may be of
+    another batch size than ``chosen``."""
     def compiled_at(rows: pd.DataFrame) -> pd.DataFrame:
-        return rows[(rows["batch_size"] == chosen["batch_size"]) & (rows["backend"] != EAGER)]
+        return rows[rows["backend"] != EAGER]
+
+    one_size = df["batch_size"].nunique() <= 1
 
     if not compiled_at(feasible).empty:
         return {"warmup": "eager was best here: it compiles nothing, so it warms up first",
@@ -388,11 +392,13 @@ def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
     if not (ok := compiled_at(candidates)).empty:
         row = rank(ok, objective).iloc[0]
         broken = " and ".join(s for _, _, s in constraints.violations(row))
+        size = "" if one_size else f" at batch size {int(row['batch_size'])}"
         return (f"eager is the only config within the limits: the best compiled one, "
-                f"{row['label']} (trial {int(row['trial_number'])}), {broken}")
+                f"{row['label']}{size} (trial {int(row['trial_number'])}), {broken}")
     tried = compiled_at(df)
     if tried.empty:
-        return "the study measured no compiled config at this batch size"
+        return ("the study measured no compiled config at this batch size" if one_size
+                else "the study measured no compiled config")
     # A finalist that a fresh process failed finished and matched eager in the search.
     held = " and held up when measured again" if failed_again(tried).any() else ""
     return f"no compiled config finished, matched eager{held} ({_why_none(tried)})" if held \
