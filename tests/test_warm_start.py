@@ -242,3 +242,16 @@ def test_the_no_warm_start_warning_points_at_the_callers_line(fake_study):
             warnings.simplefilter("always")
             call()
         assert [w.filename for w in caught] == [__file__], [str(w.message) for w in caught]
+
+
+def test_a_snippet_written_without_the_artifacts_file_says_it_compiles_cold(fake_study):
+    # A study folder copied without its artifacts/: the snippet left the warm start out without
+    # a word, though the table said the file was missing.
+    rec = recommend(fake_study)
+    rec.artifacts_path.unlink()
+    snippet = recommend(fake_study).snippet()
+    assert "load_cache_artifacts" not in snippet
+    assert (f"# No warm start: the study saved compile artifacts for this config, but\n"
+            f"# {rec.artifacts_path} is missing; copy the study folder's artifacts/ along\n"
+            in snippet)
+    compile(snippet, "snippet", "exec")

@@ -48,7 +48,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
     option), computed by optuna.importance.PedAnovaImportanceEvaluator from the rows that
     finished and matched eager. PED-ANOVA needs nothing beyond Optuna (fANOVA would need
     scikit-learn). It says how differently a parameter's values are spread among the best rows
-    (the best 10 %, at least 5, at most half) than among all of them; each objective's
+    (the best 10 %, at least 5, at most half rounded up) than among all of them; each objective's
     importances sum to 1. It tells which knobs the best configs share, not by how much a knob
     moves latency: read the Pareto table (or tuner plot) for that. A batch size with fewer than
     4 such rows, or fewer than 2 parameters that varied, gets one line saying so.

@@ -16,8 +16,8 @@ from tuner.data.importance import (
 from tuner.words import plural
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
-       f" the best rows (the best {TOP_FRACTION * 100:.0f} %, at least {TOP_ROWS}, at most half) than "
-       "among all of them;\n each column sums to 1; a parameter that applies to some rows only "
+       f" the best rows (the best {TOP_FRACTION * 100:.0f} %, at least {TOP_ROWS}, at most half rounded up) "
+       "than among all of them;\n each column sums to 1; a parameter that applies to some rows only "
        "(mode, the options, dynamic)\n is judged among those rows)")
 
 

@@ -102,6 +102,10 @@ def snippet(rec: Recommended) -> str:
             f"ARTIFACTS = Path({str(warm)!r})",
             f"ARTIFACTS_TORCH = {saved_by!r}  # only this torch can use them",
         ]
+    elif rec.config.compiled and rec.artifacts_path is not None:  # as the table says
+        lines += ["", "# No warm start: the study saved compile artifacts for this config, but",
+                  f"# {rec.artifacts_path} is missing; copy the study folder's artifacts/ along",
+                  "# and write this again to load them. Until then the first call compiles cold."]
     dtype = tensor_dtype(w.dtype)
     device = w.device.split(":")[0]
     lines += [
