@@ -356,3 +356,21 @@ def test_compare_never_calls_a_config_the_fastest_where_noise_made_eager_the_bes
     twin = write_study(tmp_path, "twin", trial_configs=configs((1,), ("eager", "inductor:default")))
     assert "A's inductor:default on B: on B's Pareto front, 5.000 ms, the fastest there" in \
         invoke("compare", str(other), str(twin)).stdout
+
+
+def test_show_says_which_configs_of_a_front_were_measured_in_one_process(tmp_path):
+    # A front confirmed in part (a confirm cut short): the rows measured once showed "-" under
+    # median ms, and nothing said they are ordered by one process's p50.
+    study = write_study(tmp_path, "part", trial_configs=configs(
+        (1,), ("eager", "inductor:default", "cudagraphs")), columns={
+        "inductor:default": _measured_again([5.0, 5.0, 5.05])})
+    shown = invoke("show", str(study))
+    assert shown.exit_code == 0, shown.output
+    assert ("2 of the 3 configs here were measured in one process (median ms -), ordered by "
+            "their own p50: a gap to them may be one process's noise, and "
+            f"`tuner confirm {study}` measures them again." in shown.stdout)
+    assert "measured in one process (median" not in invoke("show", str(study), "--all").stdout
+    confirmed = write_study(tmp_path, "all", trial_configs=configs((1,), ("eager", "cudagraphs")),
+                            columns={"eager": _measured_again([6.25, 6.2, 6.3]),
+                                     "cudagraphs": _measured_again([4.7, 4.68, 4.69])})
+    assert "measured in one process (median" not in invoke("show", str(confirmed)).stdout

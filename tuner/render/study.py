@@ -166,7 +166,9 @@ def _again(rows: pd.DataFrame, column: str) -> pd.Series:
     return rows[f"{column}_repeats"].map(lambda v: listed(v) > 1)
 
 
-def _noise_note(rows: pd.DataFrame) -> str | None:
+def _noise_note(rows: pd.DataFrame, confirm: str | None = None) -> str | None:
+    """What the medians and ranks of re-measured rows mean; ``confirm`` (a front's table, not
+    every trial's): the command that measures again the rows of a front measured only once."""
     if "latency_ms_p50_ci_low" not in rows or rows["latency_ms_p50_ci_low"].isna().all():
         return None
     ranked = "rank_within_noise" in rows and rows["rank_within_noise"].notna().any()
@@ -180,6 +182,13 @@ def _noise_note(rows: pd.DataFrame) -> str | None:
     median = (f"median ms: the median p50 of {processes} fresh processes, the figure configs "
               f"are ordered, compared with eager and recommended by{tail}{stream} (p50, p90, "
               "p99 and stream ms are the search trial's own).")
+    once = sum(not (is_list(v) and len(v) >= 2) for v in rows["latency_ms_p50_repeats"])
+    if confirm is not None and once:
+        # A front confirmed in part (a confirm cut short, or rows that joined it afterwards).
+        it, its = ("it", "its") if once == 1 else ("them", "their")
+        median += (f" {once} of the {len(rows)} configs here {'was' if once == 1 else 'were'} "
+                   f"measured in one process (median ms -), ordered by {its} own p50: a gap to "
+                   f"{it} may be one process's noise, and `{confirm}` measures {it} again.")
     return median if not ranked else (
         f"{median} rank: latency beyond noise (a Welch t-test at 95% over those p50s, pair by "
         "pair). 1 = no config "
@@ -348,7 +357,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         lines.append("(p50, p90, p99: what one request waits, each call then synchronize; stream: "
                      "per call back to back, what a busy server pays)")
         lines.append(table(group, every_trial))
-        if note := _noise_note(group):
+        if note := _noise_note(group, None if every_trial else
+                               confirm_command(folder, meta.get("storage"))):
             lines.append(note)
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
