@@ -302,3 +302,41 @@ def test_a_mode_that_compiled_past_the_budget_is_not_tried_again_at_that_batch_s
         c.key in set(ran["config_key"]))
     assert (df[df["mode"] != "max-autotune-no-cudagraphs"]["status"] == "ok").all()
     assert summary.stop_reason.startswith("every config in the search space is measured")
+
+
+def test_configs_skipped_for_the_compile_budget_do_not_count_toward_trials(tmp_path):
+    # --trials 10 stopped after 4 trials where a max-autotune compile past the budget skipped
+    # its mode's other configs: each not-run row counted as a measured trial.
+    space = build_space(device="cuda", batch_sizes=[1, 8], backends=["eager", "inductor"],
+                        modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
+                        options={"epilogue_fusion": ["true", "false"]},
+                        available_backends=BACKENDS, available_modes=MODES,
+                        available_options={"epilogue_fusion": bool})
+    runner = FakeRunner()
+    events = []
+    search = Search(make_spec(tmp_path, space=space, protocol=BUDGET, n_trials=10), runner,
+                    on_trial=events.append)
+    summary = search.run()
+    assert len(runner.calls) == 10 and summary.new == 10 and summary.measured == 10
+    assert summary.skipped == 6  # 4 max-autotune configs a batch size, one of them run
+    assert summary.stop_reason == "reached 10 trials"
+    assert [e.number for e in events] == list(range(1, 11))
+    assert {e.target for e in events} == {10}
+
+
+def test_the_cli_counts_skipped_configs_apart(tmp_path, fake_cli):
+    from tests.test_cli import search_args
+
+    # FakeRunner's max-autotune-no-cudagraphs compiles 60 s cold: past a 30 s budget.
+    args = search_args(tmp_path, "--confirm", "0", "--device", "cuda", backend="inductor",
+                       mode="max-autotune-no-cudagraphs", batch_sizes="1", compile_timeout="30s",
+                       device=None)
+    args += ["--inductor-option", "epilogue_fusion=true,false", "--channels-last", "false"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    # eager, the baseline, and max-autotune with epilogue_fusion on and off
+    assert "3 configs in the space, target 3 trials" in result.stderr
+    assert "[2/3] trial 2 inductor:max-autotune-no-cudagraphs" in result.stderr
+    assert ("2 new trials, 2 in the study (1 config skipped, not run)" in result.stderr), \
+        result.stderr
+    assert "1 trial failed and 1 config was not run (kept in trials.parquet):" in result.stdout

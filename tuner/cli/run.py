@@ -24,7 +24,7 @@ def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
     spec = search.spec
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {plural(configs, 'config')} in the space, "
-        f"target {plural(spec.n_trials or configs, 'trial')}; progress below, Ctrl-C stops after "
+        f"target {plural(min(spec.n_trials or configs, configs), 'trial')}; progress below, Ctrl-C stops after "
         "a trial")
     received: list[int] = []
     with signals.installed(signals.stop_handlers(search, say, "trial", received)):
@@ -42,7 +42,7 @@ def run_fleet(fleet: Any, spec: Any, say: Callable[[str], None], as_json: bool,
     received: list[int] = []
     configs = len(spec.space.configs())
     say(f"study {spec.name} in {spec.directory}: {plural(configs, 'config')} in the space, "
-        f"target {plural(spec.n_trials or configs, 'trial')}, one worker per GPU "
+        f"target {plural(min(spec.n_trials or configs, configs), 'trial')}, one worker per GPU "
         f"({', '.join(map(str, fleet.gpus))}); each line starts with its GPU; Ctrl-C stops after "
         "the trials in flight")
 
@@ -87,8 +87,10 @@ def finish(summary: Any, say: Callable[[str], None], as_json: bool) -> None:
     reason = summary.stop_reason
     if summary.stopped:
         reason += "; the same command resumes"
+    skipped = (f" ({plural(summary.skipped, 'config')} skipped, not run)"
+               if summary.skipped else "")
     say(f"stopped: {reason}; {plural(summary.new, 'new trial')}, {summary.measured} in the "
-        f"study; files in {summary.directory}")
+        f"study{skipped}; files in {summary.directory}")
     print_study(StudyLayout(Path(summary.directory)), as_json)
 
 

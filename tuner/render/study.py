@@ -24,7 +24,7 @@ from tuner.data.select import (
 )
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.layout import DB_FILE
-from tuner.spec.records import SCHEDULE_REPEATS, Status
+from tuner.spec.records import NOT_RUN, SCHEDULE_REPEATS, Status
 from tuner.spec.workload import Workload, shape_label
 from tuner.words import plural
 
@@ -383,8 +383,15 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
         lines.append(slow)
     failed = failures(trials)
     if failed:
+        # A config skipped without a trial (its mode compiled past the budget) is no failed trial.
+        bad = trials[trials["status"] != Status.OK.value]
+        skipped = int(bad["message"].fillna("").astype(str).str.startswith(NOT_RUN).sum())
+        what = " and ".join(part for part in (
+            plural(len(failed) - skipped, "trial") + " failed" if len(failed) > skipped else "",
+            plural(skipped, "config") + f" {'was' if skipped == 1 else 'were'} not run"
+            if skipped else "") if part)
         lines.append("")
-        lines.append(f"{plural(len(failed), 'trial')} failed (kept in trials.parquet):")
+        lines.append(f"{what} (kept in trials.parquet):")
         lines += [f"  {f}" for f in failed]
     if dropped := left_out(trials):
         lines.append("")

@@ -62,6 +62,14 @@ class StudyState:
     # the tuner's trial number -> the config of each trial that compiled past --compile-timeout
     # (run, not a not-run row): the other configs of its mode there are skipped (Search)
     compile_timeouts: dict[int, TrialConfig] = dataclasses.field(default_factory=dict)
+    # keys of ``measured`` whose row is a not-run one (a skipped config): done, never run
+    not_run: set[str] = dataclasses.field(default_factory=set)
+
+    @property
+    def ran(self) -> set[str]:
+        """The measured configs that ran: what ``--trials`` and the progress count (a config
+        skipped as not run is done, but no trial)."""
+        return self.measured - self.not_run
 
     def taken(self, key: str) -> bool:
         return key in self.measured or key in self.pending
@@ -111,6 +119,7 @@ class Claims:
         recorded: set[str] = set()
         broken: dict[int, Breakage] = {}
         compile_timeouts: dict[int, TrialConfig] = {}
+        not_run: set[str] = set()
         for stored in sorted(self.fronts.trials(), key=lambda s: s.number):
             t = stored.frozen
             if stored.number == exclude:
@@ -119,6 +128,8 @@ class Claims:
             record = stored_result(t)
             if record is not None:
                 recorded.add(cast(str, key))  # every measured trial carries its key
+                if not was_run(record):
+                    not_run.add(cast(str, key))
                 # A model that raised says nothing about the config, and eager past --timeout
                 # may finish under a larger one: a rerun measures them (tuner.study.broken).
                 # The status of the record, not the attribute set after it: a search killed
@@ -146,7 +157,7 @@ class Claims:
                     running.add(key)
                     beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
         return StudyState(measured, pending, waiting, running, beating, queued, holders,
-                          recorded, broken, compile_timeouts)
+                          recorded, broken, compile_timeouts, not_run & measured)
 
     @staticmethod
     def _note_breakage(stored: StoredTrial, record: dict[str, object],

@@ -19,17 +19,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from tuner.errors import UserError
 from tuner.launch.runner import LaunchSettings
 from tuner.launch.signals import EXIT_INTERRUPTED as EXIT_STOPPED
 from tuner.launch.signals import EXIT_TERMINATED, STOPPED_EXITS
-from tuner.spec.records import Status
 from tuner.spec.workload import factory_module
 from tuner.study.export import export_study
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
-from tuner.study.search import STOPPED, Search, SearchSummary
+from tuner.study.search import STOPPED, Search, SearchSummary, counted
 from tuner.study.spec import StudySpec
 
 __all__ = ["EXIT_STOPPED", "EXIT_TERMINATED", "GO", "STORAGE_ENV", "Fleet", "WorkerExit",
@@ -115,7 +112,7 @@ class Fleet:
         search.prepare()
         self._spec = spec
         self._fronts = search.fronts
-        self._measured_before = _measured(export_study(self._fronts, spec).trials)
+        self._measured_before = counted(export_study(self._fronts, spec).trials)[0]
         self._tell(GO)
 
     def cancel(self) -> None:
@@ -155,11 +152,11 @@ class Fleet:
         # Workers told to stop before their search began exit 0 (still waiting for the go)
         # or by the signal itself: the fleet was stopped all the same.
         stopped = bool(self.passed_on) or any(self.stopped(e) for e in self.exits)
-        measured = _measured(exported.trials)
+        measured, skipped = counted(exported.trials)
         return SearchSummary(
             spec.directory, measured, measured - self._measured_before,
             STOPPED if stopped else f"all {len(self.exits)} workers finished",
-            exported.trials, exported.pareto, stopped=stopped)
+            exported.trials, exported.pareto, stopped=stopped, skipped=skipped)
 
     def stopped(self, worker: WorkerExit) -> bool:
         """Whether ``worker`` exited as a stopped search does (130 for Ctrl-C, 143 for
@@ -211,5 +208,3 @@ def _ended(returncode: int) -> str:
     return f"stopped with exit code {returncode} (its error is above)"
 
 
-def _measured(df: pd.DataFrame) -> int:
-    return int(df["status"].ne(Status.INTERRUPTED.value).sum())

@@ -61,6 +61,7 @@ class SearchSummary:
     trials: pd.DataFrame
     pareto: pd.DataFrame
     stopped: bool = False  # by the user (Ctrl-C, SIGTERM, stop_after_trial or abort)
+    skipped: int = 0  # rows of configs skipped without a trial (not in ``measured``)
 
 
 class Search:
@@ -155,7 +156,7 @@ class Search:
                     if any(not state.taken(o.key) for o in _same_mode(c, configs))]
             if sum(self._skip_mode(config, number, not_run) for number, config in told):
                 state = claims.state()
-            if spec.n_trials is not None and len(state.measured) >= spec.n_trials:
+            if spec.n_trials is not None and len(state.ran) >= spec.n_trials:
                 stop_reason = f"reached {plural(spec.n_trials, 'trial')}"
                 break
             remaining = [c for c in configs
@@ -163,7 +164,7 @@ class Search:
             # Other workers measure the last configs: wait for them rather than stop, since the
             # trial of one that dies goes stale and its config comes back to the queue.
             nothing_to_start = (not remaining and not state.waiting) or (
-                spec.n_trials is not None and len(state.measured) + state.beating >= spec.n_trials)
+                spec.n_trials is not None and len(state.ran) + state.beating >= spec.n_trials)
             if nothing_to_start and not state.beating:
                 stop_reason = "every config in the search space is measured"
                 break
@@ -242,7 +243,8 @@ class Search:
             new += 1
             measured = _measured_now(state, config, exported.trials)
             self.on_trial(TrialEvent(
-                number=measured, target=spec.n_trials or len(configs), trial_number=number,
+                number=measured, target=_target(spec.n_trials, configs, exported.trials),
+                trial_number=number,
                 config=config, result=result,
                 best=_best_by_batch(exported.trials),
                 eta_s=_eta(history, [c for c in configs if c.key != config.key
@@ -288,9 +290,9 @@ class Search:
             stop_reason += "; the finalists are not measured again yet"
         exported = self.export()
         df = exported.trials
-        return SearchSummary(spec.directory, int(df["status"].ne(Status.INTERRUPTED.value).sum()),
-                             new, stop_reason, df, exported.pareto,
-                             stopped=user_stopped)
+        ran, skipped = counted(df)
+        return SearchSummary(spec.directory, ran, new, stop_reason, df, exported.pareto,
+                             stopped=user_stopped, skipped=skipped)
 
     def _held_broken(self, state: StudyState, broken: dict[int, Breakage]) -> None:
         """Add to ``broken`` the batch sizes the study holds broken (an earlier run's, or
@@ -507,10 +509,32 @@ def _measured_now(state: StudyState, config: TrialConfig, trials: pd.DataFrame) 
     """How many configs the study holds measured once ``config``'s trial is recorded: those of
     ``state`` (read before the trial), this one, and those whose rows other workers wrote while
     it ran (``trials``, read after it). Without these a fleet's workers each counted only their
-    own: with 8, each said 1 of N for its first trial."""
-    rows = trials[trials["status"] != Status.INTERRUPTED.value]
+    own: with 8, each said 1 of N for its first trial. A config skipped as not run is no trial:
+    --trials 40 stopped after 4 results where a compile past --compile-timeout skipped 31."""
+    rows = trials[(trials["status"] != Status.INTERRUPTED.value) & ~_not_run(trials)]
     since = set(rows["config_key"]) - state.recorded
-    return len(state.measured | {config.key} | since)
+    return len(state.ran | {config.key} | since)
+
+
+def counted(trials: pd.DataFrame) -> tuple[int, int]:
+    """(trials measured, configs skipped without a trial) among a study's rows; an
+    interrupted trial's row is neither."""
+    skipped = _not_run(trials)
+    kept = trials["status"].ne(Status.INTERRUPTED.value)
+    return int((kept & ~skipped).sum()), int(skipped.sum())
+
+
+def _not_run(trials: pd.DataFrame) -> pd.Series:
+    """The rows of configs skipped without a trial (their message starts with NOT_RUN)."""
+    return trials["message"].fillna("").astype(str).str.startswith(NOT_RUN)
+
+
+def _target(n_trials: int | None, configs: list[TrialConfig], trials: pd.DataFrame) -> int:
+    """The trials the progress counts up to: ``--trials``, at most the configs of the space
+    that are still to be run or ran (a skipped config leaves the count)."""
+    skipped = set(trials.loc[_not_run(trials), "config_key"])
+    runnable = sum(c.key not in skipped for c in configs)
+    return runnable if n_trials is None else min(n_trials, runnable)
 
 
 def _any_ok(df: pd.DataFrame) -> bool:
