@@ -283,3 +283,17 @@ def test_output_to_a_full_disk_is_one_line_not_a_traceback():
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == ["Error: No space left on device"]
+
+
+@pytest.mark.parametrize(("model", "said"), [
+    ("", "--model is empty"), (" ", "--model is empty"),
+    (" resnet18", "--model ' resnet18' has spaces"),
+    (":tiny_cnn", "--model ':tiny_cnn': expected package.module:factory"),
+    ("tests.models:", "--model 'tests.models:': expected package.module:factory"),
+])
+def test_a_model_that_names_nothing_is_blamed_on_the_model_not_a_study_name(tmp_path, model, said):
+    # Without --name the study is named after the model: '' gave "study name '-cpu' starts
+    # with '-'", a name the user never gave.
+    result = invoke(*search_args(tmp_path, model=model))
+    assert_one_line_error(result, said)
+    assert not list(tmp_path.iterdir())

@@ -43,7 +43,7 @@ from tuner.errors import UserError
 from tuner.launch import signals
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space_file import SpaceFile
-from tuner.spec.workload import check_cudnn_benchmark
+from tuner.spec.workload import check_cudnn_benchmark, check_model_spelling
 from tuner.trial.prebuild import PrebuildRequest
 
 if TYPE_CHECKING:
@@ -238,6 +238,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
                         shape_schedule=parse_shapes(shape_schedule or ""))
     sizes = from_file.batch_sizes or positive_ints(batch_sizes, "batch size", "--batch-sizes")
     backend_list = from_file.backends or split(backends, "--backend")
+    check_model_spelling(model)  # before the study is named after it
     study_name = _study_name(model, device) if name is None else name
     protocol = TrialProtocol(min_calls=min_calls, min_seconds=min_seconds,
                              warm_cache=warm_cache, compile_timeout_s=compile_timeout_s)

@@ -214,6 +214,21 @@ def validate(workload: Workload) -> None:
                             "classification model name or package.module:factory")
 
 
+def check_model_spelling(model: str) -> None:
+    """Refuse a --model that names no model whatever is installed (empty, with spaces, or a
+    factory without its module or name): checked before the study is named after it, which
+    blamed ``--model ''`` on a study name '-cpu' the user never gave."""
+    if not model.strip():
+        raise UserError("--model is empty: give a torchvision classification model name "
+                        "(resnet18) or package.module:factory")
+    if model != model.strip() or any(c.isspace() for c in model):
+        raise UserError(f"--model {model!r} has spaces: give a torchvision classification "
+                        "model name (resnet18) or package.module:factory")
+    module, colon, factory = model.partition(":")
+    if colon and (not module or not factory):
+        raise UserError(f"--model {model!r}: expected package.module:factory")
+
+
 def torchvision_models() -> list[str]:
     import torchvision
 
