@@ -74,6 +74,8 @@ CASES = [
     ("search-device-cuda-9", search(device="cuda:9"), ["--device cuda:9", "no GPU 9"]),
     ("search-device-tpu", search(device="tpu"), ["unknown device 'tpu'"]),
     ("search-device-cuda-x", search(device="cuda:x"), ["unknown device 'cuda:x'"]),
+    # cuda:00 was stored as written, then cuda:0 was "another workload"
+    ("search-device-cuda-00", search(device="cuda:00"), ["unknown device 'cuda:00'"]),
     ("search-min-seconds-nan", search(min_seconds="nan"), ["--min-seconds", "not a finite"]),
     ("search-min-seconds-inf", search(min_seconds="inf"), ["--min-seconds"]),
     ("search-min-seconds-negative", search(min_seconds="-1"), ["--min-seconds"]),

@@ -34,6 +34,14 @@ def test_the_file_reads_typed_as_it_is_written(tmp_path):
         inductor_options=(("epilogue_fusion", (True, False)),))
 
 
+def test_a_file_saved_with_a_byte_order_mark_reads_and_utf8_whatever_the_locale(tmp_path):
+    # Windows editors write a BOM: it was "not valid TOML: Invalid statement (at line 1,
+    # column 1)" for a file that looks fine in any editor.
+    path = tmp_path / "space.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + "# r\u00e9seau\n".encode() + SPACE.encode())
+    assert read_space_file(path).batch_sizes == (1, 2)
+
+
 def test_a_search_measures_the_files_space_and_the_command_line_wins(tmp_path, fake_cli):
     path = tmp_path / "space.toml"
     path.write_text(SPACE)

@@ -69,7 +69,7 @@ _ITEMS: dict[str, tuple[tuple[type, ...], str]] = {
 def read_space_file(path: Path) -> SpaceFile:
     """Read and check the file's shape; a one-line error for anything off."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM, as Windows editors write
     except FileNotFoundError:
         raise UserError(f"--space {path}: no such file") from None
     except OSError as exc:

@@ -35,7 +35,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 # in TF32 on CUDA: torch.set_float32_matmul_precision("high") and the allow_tf32 flags).
 PRECISIONS = ("float32", "tf32", "bfloat16", "float16")
 # What --device accepts: the CPU, or a CUDA GPU (cuda is cuda:0).
-CUDA_DEVICE = r"cuda(:\d+)?"
+CUDA_DEVICE = r"cuda(:(0|[1-9]\d*))?"  # cuda:00 would be another workload than cuda:0
 DEVICE = rf"cpu|{CUDA_DEVICE}"
 
 
