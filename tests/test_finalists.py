@@ -673,3 +673,18 @@ def test_finalists_measured_again_load_the_eager_references_the_search_kept(tmp_
     assert len(repeats) == 2 * len(select.pareto(summary.trials))
     kept = str(s.spec.layout.references_dir)
     assert {r.references for r in trials} == {r.references for r in repeats} == {kept}
+
+
+def test_confirm_redo_says_at_the_start_that_the_same_command_would_not_resume(tmp_path, fake_cli):
+    # Its opening line said "`tuner confirm` or the same command resumes"; the same command
+    # forgets the re-measurements again (its closing line already said "without --redo").
+    from tests.test_cli import STUDY, invoke, search_args
+
+    assert invoke(*search_args(tmp_path, "--confirm", "0")).exit_code == 0
+    redo = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--redo", "--repeats", "1")
+    assert redo.exit_code == 0, redo.output
+    opening = next(line for line in redo.stderr.splitlines() if line.startswith("confirming "))
+    assert opening.endswith("(Ctrl-C stops; the same command without --redo resumes)")
+    plain = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2")
+    opening = next(line for line in plain.stderr.splitlines() if line.startswith("confirming "))
+    assert opening.endswith("(Ctrl-C stops; `tuner confirm` or the same command resumes)")

@@ -69,8 +69,11 @@ def run_confirm(search: Any, say: Callable[[str], None], repeats: Any, redo: boo
     the process in flight (twice: abandons it), SIGTERM abandons it. True if it was stopped;
     the signals it got are appended to ``received`` (signals.exit_code). ``redo``: the caller
     has forgotten the earlier re-measurements (Search.forget_repeats); it words the stop."""
+    from tuner.study.finalists import RESUMES
+
     with signals.installed(signals.stop_handlers(search, say, "re-measurement", received)):
-        summary = search.confirm(repeats)
+        summary = search.confirm(repeats, resumes="the same command without --redo" if redo
+                                 else RESUMES)
     failed = f", {summary.failed} failed (left out of the fronts)" if summary.failed else ""
     # Nothing measured and not stopped: every finalist had its --repeats from earlier runs.
     done = "; each already has its --repeats (--redo measures them again)" \

@@ -75,6 +75,8 @@ REPEATS_ATTR = "tuner.repeats."
 # More re-measurements than this are a typo: each is a whole trial, and every one rewrites the
 # finalist's stored list.
 MAX_REPEATS = 100
+# What resumes a confirm stopped part way (the opening line says it; after --redo, not this).
+RESUMES = "`tuner confirm` or the same command"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,13 +270,15 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
             also: pd.DataFrame | None = None,
             on_message: Callable[[str], None] | None = None,
             stop: threading.Event | None = None,
-            abort: threading.Event | None = None) -> ConfirmSummary:
+            abort: threading.Event | None = None,
+            resumes: str = RESUMES) -> ConfirmSummary:
     """Re-measure each finalist (each row of ``front``, the study's Pareto set), and each row of
     ``also`` (trials off it measured again like finalists: :func:`slow_core_contenders`), as
     ``repeats`` says (a number, or :class:`Repeats`); re-measurements made before count
     (:func:`forget` forgets them).
 
     ``stop`` ends it before the next process, ``abort`` kills the one in flight (not recorded).
+    ``resumes``: what the opening line says resumes it (after --redo, not the same command).
     """
     plan_of = repeats if isinstance(repeats, Repeats) else Repeats(fixed=repeats)
     say = on_message or (lambda text: None)
@@ -297,7 +301,7 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
     whom = plural(len(finalists) - off, "finalist") + (
         f" and {plural(off, 'trial')} off the front" if off else "")
     say(f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
-        "`tuner confirm` or the same command resumes)")
+        f"{resumes} resumes)")
     measured = failed = 0
     noisy: list[str] = []
     for number, config, records, own in finalists:

@@ -341,10 +341,12 @@ class Search:
                             "forgotten; a stop from here "
                             "on resumes without --redo")
 
-    def confirm(self, repeats: int | str | finalists.Repeats,
-                redo: bool = False) -> finalists.ConfirmSummary:
+    def confirm(self, repeats: int | str | finalists.Repeats, redo: bool = False,
+                resumes: str = finalists.RESUMES
+                ) -> finalists.ConfirmSummary:
         """Re-measure the finalists (see :mod:`tuner.study.finalists`); ``stop_after_trial``
-        stops it before the next process, ``abort`` kills the one in flight."""
+        stops it before the next process, ``abort`` kills the one in flight. ``resumes``: what
+        the progress says resumes it."""
         if self.runner is None:
             raise ValueError("Search.confirm needs a runner")
         plan = repeats if isinstance(repeats, finalists.Repeats) else \
@@ -369,7 +371,7 @@ class Search:
                 rounds.append(finalists.confirm(
                     self.study, self.claims.storage, self.spec, self.runner, front, plan,
                     also=slow, on_message=self.on_message,
-                    stop=self.stop_after_trial, abort=self.abort))
+                    stop=self.stop_after_trial, abort=self.abort, resumes=resumes))
         finally:
             self.runner.close()
         if rounds[-1].measured:  # stopped after measuring; else the round's export holds it all
