@@ -173,6 +173,19 @@ def test_a_compile_budget_not_below_the_timeout_is_warned_about(tmp_path):
     fine = invoke(*search_args(tmp_path / "b", "--compile-timeout", "30s", "--confirm", "0",
                                timeout="90s"))
     assert fine.exit_code == 0 and "warning" not in fine.stderr
+    # A worker joining the study (5-minute budget by default) with a shorter --timeout said
+    # nothing.
+    worker = invoke("worker", "--study", STUDY, "--studies-dir", str(tmp_path / "b"),
+                    "--timeout", "4m", "--trials", "1")
+    assert worker.exit_code == 0, worker.output
+    assert ("warning: --compile-timeout 30 s (study 'resnet18-cpu') is not below --timeout") \
+        not in worker.stderr
+    worker = invoke("worker", "--study", STUDY, "--studies-dir", str(tmp_path / "b"),
+                    "--timeout", "20s", "--trials", "1")
+    assert worker.exit_code == 0, worker.output
+    assert ("warning: --compile-timeout 30 s (study 'resnet18-cpu') is not below --timeout "
+            "20 s: a long compile ends as timeout, not compile_timeout") in worker.stderr
+    assert "give this worker a --timeout above it" in worker.stderr
 
 
 def test_trials_that_all_time_out_are_not_blamed_on_the_model(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ import dataclasses
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -287,11 +288,8 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
             fleet.cancel()
         raise
     say = teller(quiet)
-    if compile_timeout_s is not None and compile_timeout_s >= timeout_s:
-        say(f"warning: --compile-timeout {compile_timeout_s:g} s is not below --timeout "
-            f"{timeout_s:g} s: a long compile ends as timeout, not compile_timeout, so its "
-            "mode's other configs at that batch size are each tried up to --timeout; give a "
-            "--compile-timeout below --timeout")
+    _warn_of_compile_budget(say, compile_timeout_s, timeout_s, "",
+                            "give a --compile-timeout below --timeout")
     if fleet is not None and chosen is not None:
         def confirm_after(received: list[int]) -> bool:
             # once the workers are done: here, on the first GPU
@@ -405,6 +403,10 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
             _import_from_here()
             check_loads_here(spec.workload, spec.name, "worker")
         say = teller(plan.quiet, prefix="" if plan.launch.gpu is None else f"gpu{plan.launch.gpu} ")
+        if not plan.gpus_checked:  # a fleet's search warned already
+            _warn_of_compile_budget(say, spec.protocol.compile_timeout_s, plan.launch.timeout_s,
+                                    f" (study {spec.name!r})",
+                                    "give this worker a --timeout above it")
         search_ = Search(spec, runner, **run.progress(say))
     except BaseException:
         if runner is not None:
@@ -512,6 +514,17 @@ def _default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _warn_of_compile_budget(say: Callable[[str], None], compile_timeout_s: float | None,
+                            timeout_s: float, whose: str, advice: str) -> None:
+    """A warning where the compile budget is not below the trial's --timeout: the budget then
+    never ends a compile, and its mode is never skipped. ``whose``: after the budget, what
+    set it (" (study 'x')" for a worker)."""
+    if compile_timeout_s is not None and compile_timeout_s >= timeout_s:
+        say(f"warning: --compile-timeout {compile_timeout_s:g} s{whose} is not below --timeout "
+            f"{timeout_s:g} s: a long compile ends as timeout, not compile_timeout, so its "
+            f"mode's other configs at that batch size are each tried up to --timeout; {advice}")
 
 
 def _study_name(model: str, device: str) -> str:
