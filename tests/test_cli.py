@@ -130,6 +130,8 @@ def test_counts_of_one_are_singular(tmp_path):
     ({"shape_schedule": "1,a"}, ["shape schedule entry 'a'"]),
     ({"shape_schedule": "1,-8"}, ["shape schedule entry '-8'"]),
     ({"budget": "soon"}, ["cannot read duration 'soon'"]),
+    ({"budget": "1h1h"}, ["cannot read duration '1h1h'"]),  # was 2 h
+    ({"budget": "30s30m"}, ["cannot read duration '30s30m'"]),  # was 30 m 30 s
     ({"budget": "0"}, ["duration '0'", "more than zero"]),
     ({"timeout": "0s"}, ["duration '0s'", "more than zero"]),
 ], ids=lambda v: ",".join(f"{k}={o}" for k, o in v.items()) if isinstance(v, dict) else "")

@@ -181,7 +181,10 @@ def parse_duration(text: str) -> float:
         seconds = float(text)
     else:
         parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
-        if not parts or "".join(n + u for n, u in parts) != text:
+        units = [u for _, u in parts]
+        # Each unit once, largest first: 1h1h (2 h?) and 30s30m are typos, not sums.
+        if not parts or "".join(n + u for n, u in parts) != text or \
+                units != sorted(set(units), key="hms".index):
             raise UserError(f"cannot read duration {text!r}: use e.g. 8h, 30m, 1h30m or 90s")
         seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
     if not math.isfinite(seconds):  # 400 digits are inf as a float: no resume could ask it again
