@@ -58,3 +58,40 @@ def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path
     # The baselines are queued first: an ETA from the unqueued configs alone said 0 s here.
     assert all(e.eta_s is not None and e.eta_s > 0 for e in events[:-1])
     assert events[-1].eta_s is None
+    # Before any compile was timed, the ETA prices the compiles left at eager's seconds: a
+    # floor, said as one (a real CPU search said "ETA 4 s" before 30 s of compiles).
+    assert events[0].config.backend == "eager" and events[0].eta_at_least
+    assert not any(e.eta_at_least for e in events if any(
+        f.config.compiled for f in events[:events.index(e) + 1]))
+
+
+def test_the_progress_line_says_when_the_eta_is_a_floor():
+    from tuner.render.progress import progress_line
+    from tuner.spec.records import TrialEvent, TrialRequest
+    from tuner.spec.workload import Workload
+
+    from .fakes import FakeRunner
+
+    result = FakeRunner().run(TrialRequest(EAGER_1, Workload("resnet18", "cpu")), None)
+    event = TrialEvent(number=1, target=3, config=EAGER_1, result=result, best={}, eta_s=4.0)
+    assert progress_line(event).endswith("| ETA 4 s")
+    floor = TrialEvent(number=1, target=3, config=EAGER_1, result=result, best={}, eta_s=4.0,
+                       eta_at_least=True)
+    assert progress_line(floor).endswith("| ETA at least 4 s")
+
+
+def test_the_finalists_re_measurement_gives_an_eta(tmp_path, fake_cli):
+    # The search's ETA ends with the search; the re-measurement that follows by default (2-6
+    # processes a finalist) printed no ETA at all.
+    from tests.test_cli import STUDY, invoke, search_args
+
+    assert invoke(*search_args(tmp_path, "--confirm", "0")).exit_code == 0
+    fixed = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2")
+    lines = [x for x in fixed.stderr.splitlines() if x.startswith("[confirm ")]
+    assert len(lines) == 8  # 4 finalists, 2 each
+    assert all(" | ETA " in x and "at least" not in x for x in lines[:-1]), lines
+    assert " | ETA" not in lines[-1]
+    # auto (2 to 6 each, until the interval is narrow): the fewest it may take.
+    auto = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--redo")
+    lines = [x for x in auto.stderr.splitlines() if x.startswith("[confirm ")]
+    assert lines and " | ETA at least " in lines[0], lines

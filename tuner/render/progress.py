@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tuner.render.text import fmt_s
 from tuner.spec.records import TrialEvent
+from tuner.words import fmt_s
 
 
 def progress_line(event: TrialEvent) -> str:
@@ -17,5 +17,6 @@ def progress_line(event: TrialEvent) -> str:
     else:
         what = f"{r.status.value}: {r.message[:120]}"
     best = ", ".join(f"bs={bs}: {label} {ms:.3f} ms" for bs, (label, ms) in sorted(event.best.items()))
-    eta = f" | ETA {fmt_s(event.eta_s)}" if event.eta_s is not None else ""
+    eta = (f" | ETA {'at least ' if event.eta_at_least else ''}{fmt_s(event.eta_s)}"
+           if event.eta_s is not None else "")
     return f"{where} {c.label} bs={c.batch_size}: {what} | best {best or '-'}{eta}"

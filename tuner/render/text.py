@@ -31,15 +31,6 @@ def cell(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
-def fmt_s(seconds: float) -> str:
-    """``42 s``, ``7 min``, ``1.5 h``."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
 def describe_fingerprint(fp: dict[str, Any]) -> str:
     """One line for humans: ``NVIDIA H200 (cc 9.0), torch 2.11.0, CUDA 13.0, host h``."""
     if fp.get("device_kind") == "cuda":

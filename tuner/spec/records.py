@@ -293,3 +293,5 @@ class TrialEvent:
     best: dict[int, tuple[str, float]]  # batch size -> (label, p50 ms) of the fastest so far
     eta_s: float | None
     trial_number: int | None = None  # the trial's own number: its row, trials/<N>/
+    # eta_s is a floor: compiles are left and none has been timed (eager's seconds stand in)
+    eta_at_least: bool = False

@@ -53,7 +53,7 @@ from tuner.data.select import pareto
 from tuner.errors import UserError
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import Status, TrialRequest, TrialResult
-from tuner.words import plural
+from tuner.words import fmt_s, plural
 
 if TYPE_CHECKING:
     import optuna
@@ -304,7 +304,8 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
         f"{resumes} resumes)")
     measured = failed = 0
     noisy: list[str] = []
-    for number, config, records, own in finalists:
+    spent: list[float] = []  # seconds of each re-measurement here: what the ETA is made of
+    for index, (number, config, records, own) in enumerate(finalists):
         while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
                 return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
@@ -315,6 +316,7 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
             kind, request, cache = _next(spec, number, config, records)
             workdir = spec.layout.repeat_dir(number, len(records) + 1)
             empty = Path(tempfile.mkdtemp(prefix="tuner-cache-")) if cache is None else None
+            started = time.monotonic()
             try:
                 result = runner.run(request, workdir, abort, cache_dir=cache or empty)
             finally:
@@ -326,9 +328,15 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
             records[:] = repeats_of(study, storage).get(number, [])
             measured += 1
             failed += not result.ok
+            spent.append(time.monotonic() - started)
             done = f"{measured}/{total}" if total is not None else f"{measured}"
+            left = _left(plan_of, own + _p50s(records), len(records),
+                         [len(r) for _, _, r, _ in finalists[index + 1:]])
+            eta = "" if not left or not result.ok else (
+                f" | ETA {'' if plan_of.fixed is not None else 'at least '}"
+                f"{fmt_s(left * statistics.fmean(spent))}")
             say(f"[confirm {done}] {config.label} bs={config.batch_size} "
-                f"(trial {number}, {kind}): {_outcome(kind, result)}")
+                f"(trial {number}, {kind}): {_outcome(kind, result)}{eta}")
             if not result.ok:
                 # One fresh process that crashes or computes wrong is enough: such a config is
                 # no longer eligible (tuner.data.select), so more repeats would decide nothing.
@@ -343,6 +351,18 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
     for sentence in noisy:
         say(sentence)
     return ConfirmSummary(len(front), measured, failed, False, tuple(noisy))
+
+
+def _left(plan_of: Repeats, p50s: list[float], records: int, later: list[int]) -> int:
+    """Re-measurements still to come: those the finalist just measured needs (``p50s``,
+    ``records``), and those the ``later`` finalists (their records each) need; with auto, the
+    fewest (each may need more until its interval is narrow)."""
+    def needs(done: int) -> int:
+        return max(0, (plan_of.fixed if plan_of.fixed is not None else plan_of.least) - done)
+
+    now = needs(records) if plan_of.fixed is not None else \
+        max(needs(records), int(plan_of.more(p50s, records)))
+    return now + sum(needs(done) for done in later)
 
 
 def _p50s(records: list[dict[str, Any]]) -> list[float]:

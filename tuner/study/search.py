@@ -242,16 +242,16 @@ class Search:
                 continue
             new += 1
             measured = _measured_now(state, config, exported.trials)
+            left = [c for c in configs if c.key != config.key and c.key not in state.measured
+                    and c.key not in state.running and c.batch_size not in broken]
             self.on_trial(TrialEvent(
                 number=measured, target=_target(spec.n_trials, configs, exported.trials),
                 trial_number=number,
                 config=config, result=result,
                 best=_best_by_batch(exported.trials),
-                eta_s=_eta(history, [c for c in configs if c.key != config.key
-                                     and c.key not in state.measured
-                                     and c.key not in state.running
-                                     and c.batch_size not in broken],
-                           measured, spec.n_trials, deadline)))
+                eta_s=_eta(history, left, measured, spec.n_trials, deadline),
+                eta_at_least=any(c.compiled for c in left)
+                and not any(c.compiled for c, _ in history)))
             if breaks_batch(config, result.status) and config.batch_size not in broken:
                 why = broken[config.batch_size] = breakage(number, config, result)
                 self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
