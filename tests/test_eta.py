@@ -43,6 +43,15 @@ def test_a_trials_target_caps_the_count_and_a_deadline_the_time():
     assert _eta(history, left, 2, None, soon) <= 5.0
 
 
+def test_workers_sharing_the_study_share_what_is_left():
+    # Each of a fleet's workers said the time for all of what was left at its own pace: with
+    # 2 GPUs twice as long, with 8 eight times.
+    history = [(EAGER_1, 2.0), (DEFAULT_1, 30.0)]
+    left = [EAGER_8, DEFAULT_8]
+    assert _eta(history, left, 2, None, None, workers=2) == pytest.approx(16.0)
+    assert _eta(history, left, 2, None, None, workers=1) == pytest.approx(32.0)
+
+
 def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):
     from tests.fakes import FakeRunner
     from tuner.study.search import Search

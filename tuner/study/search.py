@@ -8,6 +8,7 @@ written again after every trial, so an interrupted search loses nothing.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
@@ -139,12 +140,16 @@ class Search:
         not_run: set[str] = set()  # keys this run recorded as not run
         rng = random.Random(spec.seed)
         said_waiting = False
+        # Trials other workers ran at each of the last states read: the workers sharing what is
+        # left, for the ETA (a state read while another was between trials would miss it).
+        others: collections.deque[int] = collections.deque(maxlen=3)
         skipped_modes: set[int] = set()  # trials past --compile-timeout whose mode is skipped
         while True:
             claims.stop_heartbeat()  # the trial of the last round is told
             claims.reap_dead()  # a worker killed beside this one on this host: found at once
             claims.fail_stale()  # one on another host: found after the grace period
             state = claims.state()
+            others.append(len(state.running))
             self._held_broken(state, broken)
             # An earlier run's, or another worker's, compile past --compile-timeout skips its
             # mode there as this run's own does: a search killed before it recorded the skip
@@ -249,7 +254,8 @@ class Search:
                 trial_number=number,
                 config=config, result=result,
                 best=_best_by_batch(exported.trials),
-                eta_s=_eta(history, left, measured, spec.n_trials, deadline),
+                eta_s=_eta(history, left, measured, spec.n_trials, deadline,
+                           workers=1 + max(others)),
                 eta_at_least=any(c.compiled for c in left)
                 and not any(c.compiled for c, _ in history)))
             if breaks_batch(config, result.status) and config.batch_size not in broken:
@@ -552,11 +558,12 @@ def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
 
 
 def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], measured: int,
-         target: int | None, deadline: float | None) -> float | None:
+         target: int | None, deadline: float | None, workers: int = 1) -> float | None:
     """Seconds until the search ends, or None where that cannot be told: each config ``left``
     (the queued baselines included) estimated from this run's trials (``history``) of the same
     label, else of the same kind; a compile costs far more than an eager trial, so one mean over
-    both would be wrong whichever kind is left."""
+    both would be wrong whichever kind is left. ``workers``: those measuring the study now,
+    this one included, which share what is left (a fleet's each said the whole of it)."""
     if not history:
         return None
     seconds = _TrialSeconds(history)
@@ -565,7 +572,7 @@ def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], meas
     if count <= 0:
         return None
     # Which configs a --trials target leaves unmeasured is the sampler's choice: the mean of all.
-    eta = count * sum(estimates) / len(estimates)
+    eta = count * sum(estimates) / len(estimates) / max(1, workers)
     if deadline is not None:
         eta = min(eta, max(0.0, deadline - time.monotonic()))
     return eta
