@@ -50,6 +50,9 @@ def test_workers_sharing_the_study_share_what_is_left():
     left = [EAGER_8, DEFAULT_8]
     assert _eta(history, left, 2, None, None, workers=2) == pytest.approx(16.0)
     assert _eta(history, left, 2, None, None, workers=1) == pytest.approx(32.0)
+    # The search's own seconds between trials (files, sampler) count for each config left: on
+    # a busy box they were most of a fake trial's cycle, and the ETA said a third of the time.
+    assert _eta(history, left, 2, None, None, overhead_s=1.5) == pytest.approx(35.0)
 
 
 def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):

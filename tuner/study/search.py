@@ -143,6 +143,9 @@ class Search:
         # Trials other workers ran at each of the last states read: the workers sharing what is
         # left, for the ETA (a state read while another was between trials would miss it).
         others: collections.deque[int] = collections.deque(maxlen=3)
+        # This process's own seconds between trials (files, sampler): the median, as the first
+        # holds one-off imports.
+        overheads: list[float] = []
         skipped_modes: set[int] = set()  # trials past --compile-timeout whose mode is skipped
         while True:
             claims.stop_heartbeat()  # the trial of the last round is told
@@ -232,6 +235,8 @@ class Search:
             result.tuner_overhead_s = None if ended is None else t0 - ended
             ended = time.monotonic()
             history.append((config, time.monotonic() - t0))
+            if result.tuner_overhead_s is not None:
+                overheads.append(result.tuner_overhead_s)
             if result.status is Status.INTERRUPTED:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     trial.set_user_attr(INTERRUPTED_ATTR, True)
@@ -255,7 +260,8 @@ class Search:
                 config=config, result=result,
                 best=_best_by_batch(exported.trials),
                 eta_s=_eta(history, left, measured, spec.n_trials, deadline,
-                           workers=1 + max(others)),
+                           workers=1 + max(others),
+                           overhead_s=statistics.median(overheads) if overheads else 0.0),
                 eta_at_least=any(c.compiled for c in left)
                 and not any(c.compiled for c, _ in history)))
             if breaks_batch(config, result.status) and config.batch_size not in broken:
@@ -558,16 +564,19 @@ def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
 
 
 def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], measured: int,
-         target: int | None, deadline: float | None, workers: int = 1) -> float | None:
+         target: int | None, deadline: float | None, workers: int = 1,
+         overhead_s: float = 0.0) -> float | None:
     """Seconds until the search ends, or None where that cannot be told: each config ``left``
     (the queued baselines included) estimated from this run's trials (``history``) of the same
     label, else of the same kind; a compile costs far more than an eager trial, so one mean over
     both would be wrong whichever kind is left. ``workers``: those measuring the study now,
-    this one included, which share what is left (a fleet's each said the whole of it)."""
+    this one included, which share what is left (a fleet's each said the whole of it).
+    ``overhead_s``: this process's own time a trial, between trials (on a busy box, as much
+    as a fake trial)."""
     if not history:
         return None
     seconds = _TrialSeconds(history)
-    estimates = [seconds.estimate(config) for config in left]
+    estimates = [seconds.estimate(config) + overhead_s for config in left]
     count = len(estimates) if target is None else min(len(estimates), target - measured)
     if count <= 0:
         return None
