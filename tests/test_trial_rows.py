@@ -62,3 +62,20 @@ def test_a_record_changed_in_place_is_not_served_from_the_kept_copy(field):
     rows.row("s", 0, config, WORKLOAD, record)
     record[field] = "timeout" if field == "status" else "changed"
     assert rows.row("s", 0, config, WORKLOAD, record)[1][field] == record[field]
+
+
+def test_the_file_holds_the_memory_a_config_needs_at_most_beside_what_it_serves_in(tmp_path):
+    # peak_vram_bytes is the steady state; what --max-vram-gb bounds (compiling included) was in
+    # no column, so a pandas filter on peak_vram_bytes let through a config recommend refused.
+    from tests.synthetic import configs, write_study
+    from tuner.use.recommend import recommend
+
+    study = write_study(tmp_path, "mem", trial_configs=configs([1], ["eager", "inductor:default"]),
+                        changes={"inductor:default": {"vram_bytes_compile_reserved": 3 * 2**30}})
+    d = pd.read_parquet(study / "trials.parquet").set_index("label")
+    assert d.loc["inductor:default", "memory_needed_bytes"] == 3 * 2**30
+    assert d.loc["inductor:default", "peak_vram_bytes"] < 2**30
+    assert d.loc["eager", "memory_needed_bytes"] == d.loc["eager", "peak_memory_bytes"]
+    rec = recommend(study, batch_size=1, max_vram_gb=2)
+    assert rec.config.label == "eager"
+    assert rec.to_dict()["measured"]["memory_needed_bytes"] == d.loc["eager", "memory_needed_bytes"]

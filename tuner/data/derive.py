@@ -47,6 +47,7 @@ def baseline_of(df: pd.DataFrame) -> pd.Series:
 DERIVED = ("latency_ms_p50_median", "latency_ms_p90_median", "latency_ms_p99_median",
            "stream_ms_p50_median", "throughput_per_s",
            "time_to_steady_s", "peak_memory_bytes", "memory_kind", "peak_vram_bytes",
+           "memory_needed_bytes",
            "achieved_tflops", "eager_latency_ms_p50", "speedup_vs_eager", "break_even_calls",
            "fraction_of_peak", "host_core_slowdown")
 
@@ -89,7 +90,13 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
     df["peak_memory_bytes"] = pd.array([None if m is None or pd.isna(m) else int(m)
                                         for m, _ in memory], dtype="Int64")
     df["memory_kind"] = [kind for _, kind in memory]
-    df["peak_vram_bytes"] = df["vram_bytes_steady_reserved"]
+    df["peak_vram_bytes"] = df["vram_bytes_steady_reserved"]  # serving, as its name does not say
+    # What --max-vram-gb bounds: serving, or compiling and warming up, whichever held more.
+    needed = pd.concat([pd.to_numeric(df["peak_memory_bytes"], errors="coerce"),
+                        pd.to_numeric(df["vram_bytes_compile_reserved"], errors="coerce")],
+                       axis=1).max(axis=1)
+    df["memory_needed_bytes"] = pd.array([None if pd.isna(v) else int(v) for v in needed],
+                                         dtype="Int64")
     df["achieved_tflops"] = number["flops_per_call"] / (stream * 1e-3) / 1e12
 
     # Neither a row nor its eager baseline has a speedup from a p50 of 0 or inf (no latency).

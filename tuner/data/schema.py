@@ -97,6 +97,8 @@ SCHEMA = pa.schema([
     ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
     # memory
     ("peak_memory_bytes", _i64), ("memory_kind", _str), ("peak_vram_bytes", _i64),
+    # the most held at any point, compiling included: what recommend --max-vram-gb bounds
+    ("memory_needed_bytes", _i64),
     ("vram_bytes_baseline", _i64), ("vram_bytes_compile_allocated", _i64),
     ("vram_bytes_compile_reserved", _i64), ("vram_bytes_steady_allocated", _i64),
     ("vram_bytes_steady_reserved", _i64), ("vram_bytes_process_nvml", _i64),
