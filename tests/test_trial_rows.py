@@ -79,3 +79,24 @@ def test_the_file_holds_the_memory_a_config_needs_at_most_beside_what_it_serves_
     rec = recommend(study, batch_size=1, max_vram_gb=2)
     assert rec.config.label == "eager"
     assert rec.to_dict()["measured"]["memory_needed_bytes"] == d.loc["eager", "memory_needed_bytes"]
+
+
+@pytest.mark.parametrize("timer", ["cuda_event", "perf_counter"])
+def test_a_record_of_a_tuner_that_timed_back_to_back_only_keeps_its_stream_figures(timer):
+    # Reading an old file takes its stream times from its latency; exporting the same study
+    # again from study.db (a resume) dropped them, and its items/s with them.
+    import dataclasses
+
+    from tuner.data.rows import frame, trial_row
+    from tuner.spec.records import TrialRequest
+
+    config = TrialConfig("inductor", 8, "default", False)
+    new = FakeRunner().run(TrialRequest(config, WORKLOAD), None)
+    old = dataclasses.replace(new, timer=timer, stream_timer=None, stream_ms_p50=None,
+                              stream_ms_p90=None, stream_ms_p99=None, stream_ms_iqr=None)
+    row = trial_row("s", 0, config, WORKLOAD, old)
+    assert (row["stream_ms_p50"], row["stream_ms_p99"]) == (old.latency_ms_p50, old.latency_ms_p99)
+    assert frame([row])["throughput_per_s"].iloc[0] == pytest.approx(8e3 / old.latency_ms_p50)
+    # A record timed one request at a time keeps its own stream figures.
+    assert trial_row("s", 0, config, WORKLOAD, new)["stream_ms_p50"] == new.stream_ms_p50
+    assert new.timer not in ("cuda_event", "perf_counter")

@@ -14,6 +14,10 @@ from tuner.spec.config import TrialConfig, option_column
 from tuner.spec.records import FINGERPRINT_FIELDS, TrialResult
 from tuner.spec.workload import Workload
 
+# The timers of records made before calls were timed one request at a time (whose timer is
+# perf_counter_sync, tuner.trial.device): every call timed back to back.
+BACK_TO_BACK_TIMERS = ("cuda_event", "perf_counter")
+
 
 def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
               result: TrialResult) -> dict[str, Any]:
@@ -33,6 +37,12 @@ def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
         cudnn_benchmark=ran.cudnn_benchmark)
     row.update({option_column(name): value for name, value in config.options})
     row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_FIELDS})
+    if row.get("stream_timer") is None and row.get("timer") in BACK_TO_BACK_TIMERS:
+        # A record of a tuner that timed calls back to back only (files of schema 1 and 2, which
+        # tuner.data.files.read reads the same way): its latency is the stream figure. Without
+        # this, the study exported again lost its stream times and items/s.
+        row.update({f"stream_ms_{stat}": row.get(f"latency_ms_{stat}")
+                    for stat in ("p50", "p90", "p99", "iqr")}, stream_timer=row["timer"])
     return row
 
 
