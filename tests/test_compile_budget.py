@@ -275,15 +275,21 @@ def test_a_resume_skips_the_mode_of_a_compile_past_the_budget_that_a_killed_run_
                f"its {skipped} skipped" in m for m in said)
 
 
+def _autotune_space():
+    """Batch sizes 1 and 8: eager, and inductor default and max-autotune-no-cudagraphs, each
+    with dynamic and epilogue_fusion off and on."""
+    return build_space(device="cuda", batch_sizes=[1, 8], backends=["eager", "inductor"],
+                       modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
+                       options={"epilogue_fusion": ["true", "false"]},
+                       available_backends=BACKENDS, available_modes=MODES,
+                       available_options={"epilogue_fusion": bool})
+
+
 def test_a_mode_that_compiled_past_the_budget_is_not_tried_again_at_that_batch_size(tmp_path):
     # A night must not go to max-autotune timeouts: once a config of a mode ran past the compile
     # budget at a batch size, that mode's other configs there are rows saying so, not trials.
     # Fake cold compiles: default 15 s, max-autotune-no-cudagraphs 60 s, budget 30 s.
-    space = build_space(device="cuda", batch_sizes=[1, 8], backends=["eager", "inductor"],
-                        modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
-                        options={"epilogue_fusion": ["true", "false"]},
-                        available_backends=BACKENDS, available_modes=MODES,
-                        available_options={"epilogue_fusion": bool})
+    space = _autotune_space()
     spec = make_spec(tmp_path, space=space, protocol=BUDGET)
     runner = FakeRunner()
     summary = Search(spec, runner).run()
@@ -307,11 +313,7 @@ def test_a_mode_that_compiled_past_the_budget_is_not_tried_again_at_that_batch_s
 def test_configs_skipped_for_the_compile_budget_do_not_count_toward_trials(tmp_path):
     # --trials 10 stopped after 4 trials where a max-autotune compile past the budget skipped
     # its mode's other configs: each not-run row counted as a measured trial.
-    space = build_space(device="cuda", batch_sizes=[1, 8], backends=["eager", "inductor"],
-                        modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
-                        options={"epilogue_fusion": ["true", "false"]},
-                        available_backends=BACKENDS, available_modes=MODES,
-                        available_options={"epilogue_fusion": bool})
+    space = _autotune_space()
     runner = FakeRunner()
     events = []
     search = Search(make_spec(tmp_path, space=space, protocol=BUDGET, n_trials=10), runner,

@@ -68,6 +68,12 @@ def failed_again(df: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(df["repeats_failed"], errors="coerce").fillna(0).gt(0)
 
 
+def not_run(df: pd.DataFrame) -> pd.Series:
+    """The rows of configs skipped without a trial (a mode past the compile budget, a batch
+    size whose eager failed): their message starts with NOT_RUN."""
+    return df["message"].fillna("").astype(str).str.startswith(NOT_RUN)
+
+
 def why_left_out(rows: pd.DataFrame) -> list[str]:
     """Why each of ``rows`` (none of them eligible) is left out, as :func:`eligible` decides: a
     failure's status, a config the search did not run and why, or what an ok row lacks. What
@@ -159,7 +165,6 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
 # After the objective itself, in this order: a tail that is better, a warm-up that is cheaper,
 # then the earlier trial. Exact ties only; noise is :func:`best`'s to weigh.
 TIE_BREAKERS = (TAIL_P90, "time_to_steady_s", "trial_number")
-_NEEDED = "_memory_needed_bytes"  # rank's own column: memory_needed_bytes of each row
 # Objectives decided by latency: there, a config within noise of eager is no faster than it.
 _LATENCY_OBJECTIVES = ("latency", "throughput")
 
@@ -170,12 +175,9 @@ def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
     serving memory to eager's 1 GiB)."""
     spec = OBJECTIVES[objective]
     keys = [spec.column] + [c for c in TIE_BREAKERS if c != spec.column]
-    extra: dict[str, Any] = {}
     if objective == "memory":
-        keys.insert(1, _NEEDED)
-        extra[_NEEDED] = [memory_needed_bytes(row) for _, row in df.iterrows()]
-    ordered = df.assign(**extra)
-    ordered = ordered.assign(**{c: pd.to_numeric(ordered[c], errors="coerce") for c in keys})
+        keys.insert(1, "memory_needed_bytes")
+    ordered = df.assign(**{c: pd.to_numeric(df[c], errors="coerce") for c in keys})
     ordered = ordered.sort_values(
         keys, ascending=[not spec.higher_is_better] + [True] * (len(keys) - 1),
         na_position="last", kind="stable")
@@ -218,10 +220,10 @@ def best(df: pd.DataFrame, objective: str) -> pd.Series:
 
 
 def memory_needed_bytes(row: pd.Series) -> int | None:
-    """The most memory a config held at any point: serving, or compiling and warming up."""
-    values = (num(row.get("peak_memory_bytes")), num(row.get("vram_bytes_compile_reserved")))
-    known = [v for v in values if v is not None]
-    return int(max(known)) if known else None
+    """The most memory a config held at any point: serving, or compiling and warming up (the
+    row's ``memory_needed_bytes``, which :func:`tuner.data.derive.derive` computes)."""
+    value = num(row.get("memory_needed_bytes"))
+    return None if value is None else int(value)
 
 
 def _over(fmt: str, value: float, limit: float) -> str:

@@ -20,11 +20,12 @@ from tuner.data.select import (
     eligible,
     failed_again,
     left_out_counts,
+    not_run,
     why_left_out,
 )
 from tuner.render.text import cell, describe_fingerprint, is_list
 from tuner.spec.layout import DB_FILE
-from tuner.spec.records import NOT_RUN, SCHEDULE_REPEATS, Status
+from tuner.spec.records import SCHEDULE_REPEATS, Status
 from tuner.spec.workload import Workload, shape_label
 from tuner.words import plural
 
@@ -385,7 +386,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     if failed:
         # A config skipped without a trial (its mode compiled past the budget) is no failed trial.
         bad = trials[trials["status"] != Status.OK.value]
-        skipped = int(bad["message"].fillna("").astype(str).str.startswith(NOT_RUN).sum())
+        skipped = int(not_run(bad).sum())
         what = " and ".join(part for part in (
             plural(len(failed) - skipped, "trial") + " failed" if len(failed) > skipped else "",
             plural(skipped, "config") + f" {'was' if skipped == 1 else 'were'} not run"

@@ -25,6 +25,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from tuner.data.select import LATENCY, comparable, eligible, pareto
+from tuner.data.select import not_run as not_run_rows  # "not_run" is a set of keys in Search.run
 from tuner.errors import UserError
 from tuner.launch.runner import Runner
 from tuner.spec.config import TrialConfig
@@ -525,7 +526,7 @@ def _measured_now(state: StudyState, config: TrialConfig, trials: pd.DataFrame) 
     it ran (``trials``, read after it). Without these a fleet's workers each counted only their
     own: with 8, each said 1 of N for its first trial. A config skipped as not run is no trial:
     --trials 40 stopped after 4 results where a compile past --compile-timeout skipped 31."""
-    rows = trials[(trials["status"] != Status.INTERRUPTED.value) & ~_not_run(trials)]
+    rows = trials[(trials["status"] != Status.INTERRUPTED.value) & ~not_run_rows(trials)]
     since = set(rows["config_key"]) - state.recorded
     return len(state.ran | {config.key} | since)
 
@@ -533,20 +534,15 @@ def _measured_now(state: StudyState, config: TrialConfig, trials: pd.DataFrame) 
 def counted(trials: pd.DataFrame) -> tuple[int, int]:
     """(trials measured, configs skipped without a trial) among a study's rows; an
     interrupted trial's row is neither."""
-    skipped = _not_run(trials)
+    skipped = not_run_rows(trials)
     kept = trials["status"].ne(Status.INTERRUPTED.value)
     return int((kept & ~skipped).sum()), int(skipped.sum())
-
-
-def _not_run(trials: pd.DataFrame) -> pd.Series:
-    """The rows of configs skipped without a trial (their message starts with NOT_RUN)."""
-    return trials["message"].fillna("").astype(str).str.startswith(NOT_RUN)
 
 
 def _target(n_trials: int | None, configs: list[TrialConfig], trials: pd.DataFrame) -> int:
     """The trials the progress counts up to: ``--trials``, at most the configs of the space
     that are still to be run or ran (a skipped config leaves the count)."""
-    skipped = set(trials.loc[_not_run(trials), "config_key"])
+    skipped = set(trials.loc[not_run_rows(trials), "config_key"])
     runnable = sum(c.key not in skipped for c in configs)
     return runnable if n_trials is None else min(n_trials, runnable)
 
