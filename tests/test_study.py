@@ -124,6 +124,32 @@ def test_resuming_with_the_batch_sizes_in_another_order_is_the_same_study(tmp_pa
         run(tmp_path, space=make_space(batch_sizes=(8, 1, 32)))
 
 
+def test_resuming_with_backends_modes_and_dynamic_in_another_order_is_the_same_study(tmp_path):
+    asked = make_space(backends=("eager", "inductor"), modes=MODES[:2], dynamic=(False, True))
+    first, _ = run(tmp_path, n_trials=4, space=asked)
+    # The baselines run inductor's default mode and dynamic=False whatever the order, so the
+    # order only breaks ties; the resume samples in the stored order, which Optuna requires.
+    reordered = make_space(backends=("inductor", "eager"), modes=MODES[1::-1], dynamic=(True, False))
+    resumed, runner = run(tmp_path, space=reordered)
+    assert resumed.measured == len(keys(asked)) and first.measured == 4
+    assert sorted(runner.calls) == sorted(keys(asked) - set(first.trials["config_key"]))
+    assert (resumed.trials["status"] == "ok").all()
+
+
+def test_resuming_with_dtypes_in_another_order_says_to_give_the_study_order(tmp_path):
+    def space(dtypes):
+        return build_space(device="cuda", batch_sizes=[1], backends=["eager", "inductor"],
+                           modes=["default"], dynamic=[False], available_backends=BACKENDS,
+                           available_modes=MODES, dtypes=dtypes)
+
+    run(tmp_path, n_trials=1, space=space(["float32", "bfloat16"]))
+    # The baselines compile in the first precision: another order is another study.
+    with pytest.raises(UserError) as exc:
+        Search(make_spec(tmp_path, space=space(["bfloat16", "float32"])), FakeRunner())
+    assert str(exc.value).endswith("; --dtype lists the study's values in another order, and the "
+                                   "baselines run the first value: give them in the study's order")
+
+
 def test_resuming_with_another_workload_names_the_difference(tmp_path):
     run(tmp_path, n_trials=1)
     other = Workload(model="resnet18", device="cuda", dtype="bfloat16")

@@ -47,6 +47,7 @@ from tuner.study.storage import (
     STATUS_ATTR,
     open_study,
     resumed_protocol,
+    resumed_space,
 )
 from tuner.words import plural
 
@@ -86,8 +87,10 @@ class Search:
         self.fronts = open_study(spec, lambda study, trial: self.claims.on_stale(study, trial))
         # Fields an older study lacks keep their old meaning (no compile budget), as for a
         # worker that joins it.
+        # Backends and modes listed in another order are searched in the study's order.
         self.spec = spec = dataclasses.replace(
-            spec, protocol=resumed_protocol(self.fronts.main, spec.protocol))
+            spec, protocol=resumed_protocol(self.fronts.main, spec.protocol),
+            space=resumed_space(self.fronts.main, spec.space))
         # The study that defines it all (and holds the finalists' re-measurements); its trials
         # live in each batch size's study (self.fronts), unless it was made before.
         self.study = self.fronts.main

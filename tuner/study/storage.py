@@ -669,13 +669,35 @@ def _every_key(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
 
 
 def _space_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
-    """Every key, but batch sizes listed in another order are the same space: their order only
-    breaks ties in which batch size is searched next (a dimension's values are another matter:
-    its first is what the baselines run)."""
+    """Every key, but the dimensions whose order does not change what is measured, listed in
+    another order, are the same space (:data:`_UNORDERED`; a resume takes the stored order of
+    those Optuna samples, :func:`resumed_space`). The first value of the others is what the
+    baselines run."""
     keys = _every_key(stored, wanted)
-    if sorted(stored.get("batch_sizes") or []) == sorted(wanted.get("batch_sizes") or []):
-        keys.discard("batch_sizes")
-    return keys
+    return {key for key in keys if not _same_but_order(key, stored.get(key), wanted.get(key))}
+
+
+# The dimensions whose order only breaks ties in what is searched next: the baselines run
+# every batch size, inductor's default mode first (tuner.spec.space.SearchSpace.baselines),
+# and dynamic=False where it is searched at all.
+_UNORDERED = ("batch_sizes", "backends", "modes", "dynamic")
+
+
+def _same_but_order(key: str, stored: Any, wanted: Any) -> bool:
+    if key not in _UNORDERED or (key == "dynamic" and False not in (stored or [])):
+        return False  # without dynamic=False, the baselines run dynamic's first value
+    return _reordered(stored, wanted)
+
+
+def resumed_space(study: optuna.Study, asked: SearchSpace) -> SearchSpace:
+    """The space a run searches: ``asked``, with its backends, modes and dynamic values in the
+    study's stored order where they differ only in order, so that each trial's parameters keep
+    the choices Optuna stored with the study's first trials (batch sizes keep the asked order:
+    each has its own study, and the order says which is searched first)."""
+    stored = study.user_attrs.get(SPACE_ATTR) or {}
+    kept = {key: tuple(stored[key]) for key in ("backends", "modes", "dynamic")
+            if _same_but_order(key, stored.get(key), list(getattr(asked, key)))}
+    return dataclasses.replace(asked, **kept) if kept else asked
 
 
 def _workload_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
@@ -685,7 +707,25 @@ def _workload_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     return keys - {"image_size"} if ":" in str(wanted.get("model", "")) else keys
 
 
-def _space_hint(stored: dict[str, Any], differ: set[str]) -> str:
+def _space_hint(stored: dict[str, Any], wanted: dict[str, Any], differ: set[str]) -> str:
+    """What to pass where a dimension lists the study's values in another order (its first value
+    is what the baselines run), else :func:`_cover_hint`."""
+    reordered = sorted(key for key in differ if _reordered(stored.get(key), wanted.get(key)))
+    if reordered:
+        named = " and ".join(OPTION_OF.get(key, key) for key in reordered)
+        return (f"; {named} {'lists' if len(reordered) == 1 else 'list'} the study's values in "
+                f"another order, and the baselines run the first value: give them in the "
+                f"study's order")
+    return _cover_hint(stored, differ)
+
+
+def _reordered(stored: Any, wanted: Any) -> bool:
+    return isinstance(stored, list) and isinstance(wanted, list) and stored != wanted \
+        and len(stored) == len(wanted) and all(value in stored for value in wanted) \
+        and all(value in wanted for value in stored)
+
+
+def _cover_hint(stored: dict[str, Any], differ: set[str]) -> str:
     """Why a study that searched neither inductor options nor channels_last differs from the
     same command now, where only those differ: a CUDA search without --space adds them
     (tuner.spec.space.default_options, default_formats), and the study was made with a --space
@@ -720,7 +760,7 @@ DIMENSION_OF = {dimension: knob for knob, dimension in SEARCHED_AS.items()}
 
 def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: str,
                   compared: Callable[[dict[str, Any], dict[str, Any]], set[str]] = _every_key,
-                  hint: Callable[[dict[str, Any], set[str]], str] | None = None,
+                  hint: Callable[[dict[str, Any], dict[str, Any], set[str]], str] | None = None,
                   show: Callable[[str, Any, bool], str] | None = None) -> None:
     """Store what defines the study on first use; after that, refuse a run that asks for
     another one, since its trials would not be comparable with the stored ones. ``hint``:
@@ -737,5 +777,5 @@ def _check_or_set(study: optuna.Study, attr: str, wanted: dict[str, Any], what: 
                 f"{told(k, wanted.get(k), True)}" for k in sorted(differ)]
         raise UserError(f"study {study.study_name!r} was made with another {what} "
                         f"({'; '.join(diff)}); rerun with the same options or pick a new "
-                        f"--name{hint(stored, differ) if hint else ''}",
+                        f"--name{hint(stored, wanted, differ) if hint else ''}",
                         about=tuple(OPTION_OF[k] for k in sorted(differ) if k in OPTION_OF))
