@@ -100,3 +100,16 @@ def test_a_record_of_a_tuner_that_timed_back_to_back_only_keeps_its_stream_figur
     # A record timed one request at a time keeps its own stream figures.
     assert trial_row("s", 0, config, WORKLOAD, new)["stream_ms_p50"] == new.stream_ms_p50
     assert new.timer not in ("cuda_event", "perf_counter")
+
+
+def test_whole_numbers_read_back_as_integers_where_a_failed_trial_leaves_gaps(tmp_path):
+    from tests.synthetic import write_study
+
+    study = write_study(tmp_path, "gaps", fail={"inductor:default": Status.COMPILE_ERROR})
+    d = pd.read_parquet(study / "trials.parquet")  # as the README has a user read it
+    failed = d.status == "compile_error"
+    assert failed.any() and (~failed).any()
+    for column in ("graph_breaks", "recompiles", "peak_vram_bytes"):
+        assert str(d[column].dtype) == "Int64", column  # not floats such as 3.0
+        compiled = ~failed & (d.backend != "eager")  # eager has no graph breaks
+        assert d.loc[failed, column].isna().all() and d.loc[compiled, column].notna().all()

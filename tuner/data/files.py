@@ -57,6 +57,11 @@ def to_table(df: pd.DataFrame) -> pa.Table:
             df[field.name] = column.where(column.map(_filled), None)
             if field.name in options and pa.types.is_string(field.type):
                 df[field.name] = df[field.name].map(lambda v: v if v is None else str(v))
+        # Whole numbers with gaps are floats in pandas: stored as pandas' nullable Int64, so
+        # that pd.read_parquet gives them back as integers (it reads pandas' dtype from the
+        # file) rather than as 3.0.
+        elif pa.types.is_integer(field.type) and df[field.name].dtype.kind in "fO":
+            df[field.name] = df[field.name].astype("Int64")
     return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
 
 
