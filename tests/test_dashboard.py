@@ -67,6 +67,9 @@ def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
         if not t.user_attrs[KEY_ATTR].startswith("eager"):
             assert is_number(t.user_attrs["compile_s_cold"])
             assert t.user_attrs["graph_breaks"] == 0 and t.user_attrs["recompiles"] == 0
+            # counts as the Parquet holds them: 0, not 0.0
+            assert type(t.user_attrs["graph_breaks"]) is type(t.user_attrs["recompiles"]) is int
+        assert type(t.user_attrs["peak_memory_bytes"]) is int
     # The same numbers as the Parquet file. The speedup is against eager as the search measured
     # it; the Parquet's, once the finalists were measured again, is on their medians (README).
     rows = files.read(spec.directory)[0].set_index("config_key")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -38,6 +39,16 @@ def test_a_committed_study_loads_with_every_column_and_its_derived_ones(study):
     before = "latency_ms_p50_median" not in pq.read_schema(study / "trials.parquet").names
     rows = trials.assign(latency_ms_p50_repeats=None) if before else trials
     assert sorted(pareto["trial_number"]) == sorted(select.pareto(rows)["trial_number"])
+
+
+@pytest.mark.parametrize("study", COMMITTED, ids=[p.name for p in COMMITTED])
+def test_counts_and_byte_sizes_of_a_file_of_any_version_read_as_integers(study):
+    trials, _ = files.read(study)
+    for name in ("memory_needed_bytes", "peak_memory_bytes", "peak_vram_bytes", "graph_breaks",
+                 "recompiles", "batch_size", "trial_number"):
+        assert pd.api.types.is_integer_dtype(trials[name]), (name, trials[name].dtype)
+    ok = trials[trials["status"] == "ok"]
+    assert len(ok.nsmallest(1, "memory_needed_bytes")) == 1  # sorts as numbers
 
 
 @pytest.mark.parametrize("study", COMMITTED, ids=[p.name for p in COMMITTED])

@@ -4,6 +4,7 @@ for files of any schema version (read), so ``show``, ``recommend`` and ``compare
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from typing import Any
 
@@ -130,7 +131,11 @@ def derive(df: pd.DataFrame, fingerprints: list[dict[str, Any]] | None = None,
         for column in (c for c in DERIVED if c not in recompute):
             # An inf a file holds (written from a p50 of 0) is no value: computed afresh.
             held = stored[column].notna() & ~stored[column].isin([np.inf, -np.inf])
-            df[column] = stored[column].where(held, df[column])
+            filled = stored[column].where(held, df[column])
+            # A column the file lacked reads as None's: its values are the computed ones' kind.
+            with contextlib.suppress(TypeError, ValueError):
+                filled = filled.astype(df[column].dtype)
+            df[column] = filled
     return df
 
 

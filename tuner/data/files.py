@@ -65,6 +65,14 @@ def to_table(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
 
 
+def _integers(column: pd.Series) -> pd.Series:
+    """``column`` as pandas' nullable Int64, where every value it holds is a whole number."""
+    try:
+        return column.astype("Int64")
+    except (TypeError, ValueError):  # a fraction or text: left as the file has it
+        return column
+
+
 def _option_type(column: pd.Series) -> pa.DataType:
     """An option column's Arrow type, from its values (bool, int, float or str); text where
     they mix kinds or none is filled."""
@@ -231,6 +239,9 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     for column in COLUMNS:
         if column not in df:
             df[column] = None
+    for field in SCHEMA:  # whole numbers that an older file stored as floats where rows lack them
+        if pa.types.is_integer(field.type) and df[field.name].dtype.kind in "fO":
+            df[field.name] = _integers(df[field.name])
     # This version's order; the inductor options' columns (and any other extra) kept after.
     df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]
     if version < 3:  # latency was timed back to back then: that is the stream figure

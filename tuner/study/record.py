@@ -17,9 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import optuna
+import pyarrow as pa
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.data.rows import plain
+from tuner.data.schema import SCHEMA
 from tuner.spec.config import TrialConfig
 from tuner.spec.records import NOT_RUN, TrialResult
 from tuner.spec.space import SearchSpace
@@ -70,7 +72,13 @@ def failure_message(message: Any) -> str:
 def summary(row: Mapping[str, Any]) -> dict[str, float | int | bool]:
     """The :data:`SUMMARY_COLUMNS` of one Parquet row that hold a value, as plain Python."""
     values = {column: plain(row.get(column)) for column in SUMMARY_COLUMNS}
-    return {column: value for column, value in values.items() if value is not None}
+    # A count or byte size in a column with gaps is a float in the frame; the file's is whole.
+    return {column: int(value) if column in _WHOLE and isinstance(value, float)
+            and value.is_integer() else value
+            for column, value in values.items() if value is not None}
+
+
+_WHOLE = {field.name for field in SCHEMA if pa.types.is_integer(field.type)}
 
 
 def record_not_run(fronts: Fronts, space: SearchSpace, config: TrialConfig,
