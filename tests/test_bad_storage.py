@@ -272,6 +272,24 @@ def test_a_study_db_that_is_not_a_database_says_to_restore_it(tmp_path):
                           "restore study.db from a copy and run the same command again", KEPT)
 
 
+def test_a_storage_given_as_another_file_says_so_and_never_to_restore_it(tmp_path):
+    folder = made(tmp_path)
+    parquet = folder / layout.TRIALS_FILE
+    before = parquet.read_bytes()
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    told = {parquet: "trials.parquet is a Parquet file", text: "notes.txt is not an SQLite database"}
+    for file, said in told.items():
+        for args in (search_args(tmp_path, storage=f"sqlite:///{file}"),
+                     ["worker", "--study", STUDY, "--studies-dir", str(tmp_path),
+                      "--storage", f"sqlite:///{file}"]):
+            result = invoke(*args)
+            assert_one_line_error(result, "file is not a database", said,
+                                  "not a study's storage: point --storage at the study's study.db")
+            assert "restore" not in result.stderr  # the file is fine: it is the wrong one
+    assert parquet.read_bytes() == before
+
+
 def failing_write(monkeypatch, said: str) -> None:
     """The search's next store of a trial fails in SQLite as Optuna raises it: the database's
     own error, in SQLAlchemy's, in Optuna's StorageInternalError."""

@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.data.select import PARETO_OBJECTIVES, Constraints
 from tuner.errors import UserError
-from tuner.spec.layout import STUDIES_DIR, TRIALS_FILE, StudyLayout
+from tuner.spec.layout import DB_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
 from tuner.spec.records import TrialProtocol
 from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload
@@ -546,6 +546,14 @@ def _next_step(url: str, reason: str) -> str | None:
         if file is not None and (file.parent / TRIALS_FILE).is_file() else ""
     what = "it" if file is None else file.name
     # SQLite's own words (SQLITE_CORRUPT, SQLITE_NOTADB), never ours: "not a database URL".
+    if file is not None and "file is not a database" in said and not _sqlite_header(file) \
+            and (file.name != DB_FILE or _starts_with(file, b"PAR1")):
+        # Not a damaged study.db but another file given as --storage (a trials.parquet, say):
+        # never "restore" it from a copy.
+        kind = "a Parquet file" if _starts_with(file, b"PAR1") else "not an SQLite database"
+        return (f"{file.name} is {kind}, not a study's storage: point --storage at the "
+                f"study's {DB_FILE} (sqlite:///path/to/{DB_FILE}), or leave --storage out to "
+                f"use the study folder's")
     if any(word in said for word in ("malformed", "file is not a database", "encrypted")):
         return f"the file is damaged: restore {what} from a copy and run the same command " \
                f"again{kept}"
@@ -556,6 +564,19 @@ def _next_step(url: str, reason: str) -> str | None:
                 "folder into a writable folder and pass that as --studies-dir; the same "
                 f"command then resumes{kept}")
     return None
+
+
+def _sqlite_header(file: Path) -> bool:
+    """Whether ``file`` begins as every SQLite 3 database does (its damage is past the header)."""
+    return _starts_with(file, b"SQLite format 3\x00")
+
+
+def _starts_with(file: Path, magic: bytes) -> bool:
+    try:
+        with file.open("rb") as handle:
+            return handle.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def _cause(url: str, exc: Exception) -> str:
