@@ -212,6 +212,16 @@ def test_plot_defaults_to_the_study_folder_and_says_which_batch_sizes_have_no_ba
         "no_importance": {"1": "3 verified rows, too few for importances (at least 4)"}}
 
 
+def test_plot_writes_inside_out_whatever_study_name_the_file_holds(tmp_path):
+    # A file someone sent: its metadata names the study "../../escape".
+    sent = write_study(tmp_path / "a" / "b", "sent", trial_configs=configs((1,), THREE),
+                       meta={"study": "../../escape"})
+    out = CliRunner().invoke(main, ["plot", str(sent), "--out", str(tmp_path / "a" / "b" / "p")])
+    assert out.exit_code == 0, out.output
+    assert out.stdout == f"{tmp_path / 'a' / 'b' / 'p' / 'escape-pareto-bs1.png'}\n"
+    assert sorted(p.name for p in tmp_path.rglob("*.png")) == ["escape-pareto-bs1.png"]
+
+
 def test_plot_of_many_long_labels_marks_points_by_trial_number(tmp_path):
     """32 Pareto-optimal configs, each labelled with five inductor options: the points carry
     their trial number, a key below the panels their labels, and the panels keep their size."""

@@ -5,6 +5,7 @@ memory and against warm-up (compile included), and the parameter importances
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
     ``<study>-importance-bs<N>.png`` for each one with importances into ``directory`` (made if
     missing); return the paths written."""
     name = str(meta.get("study") or "study")
+    # The file names' stem: a study name is a folder name, but the file's metadata is any text
+    # (a file someone sent: "../../x" would write outside ``directory``).
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._-") or "study"
     ok = eligible(trials)
     if ok.empty:
         raise UserError(f"nothing to plot: study {name} has no row that finished and matched eager")
@@ -42,11 +46,11 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
     for bs, rows in ok.groupby("batch_size"):
         failed = int(((trials["batch_size"] == bs) & (trials["status"] != Status.OK.value)).sum())
         written.append(_save(front_figure(name, int(bs), rows, front, failed),
-                             directory / f"{name}-pareto-bs{int(bs)}.png"))
+                             directory / f"{stem}-pareto-bs{int(bs)}.png"))
     for b in found:
         if b.importances:
             written.append(_save(importance_figure(name, b),
-                                 directory / f"{name}-importance-bs{b.batch_size}.png"))
+                                 directory / f"{stem}-importance-bs{b.batch_size}.png"))
     return written
 
 
