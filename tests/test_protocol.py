@@ -294,3 +294,35 @@ def test_an_eager_output_of_nan_alone_is_unchecked_and_says_so():
     check = compare_outputs(some.clone(), some, "float32")
     assert check.correct is True
     assert check.note == "eager output has 1 NaN values (compared NaN-aware)"
+
+
+def test_an_eager_output_that_is_one_value_everywhere_says_the_check_shows_little():
+    # A ViT whose classifier head starts at zero gives its bias for every input: a compiled
+    # config that computed anything before the head would still match it.
+    import torch
+
+    from tuner.trial.checks import compare_outputs
+
+    zeros = torch.zeros(4, 10)
+    check = compare_outputs(zeros.clone(), zeros, "bfloat16")
+    assert check.correct is True and check.max_abs_error == 0.0
+    assert check.note == ("eager's output is 0 everywhere, so the check against it shows little "
+                          "(does a layer start at zero?)")
+    varied = torch.arange(40.0).reshape(4, 10)
+    assert compare_outputs(varied.clone(), varied, "float32").note == ""
+
+
+def test_a_torchvision_vit_built_with_random_weights_gives_outputs_that_vary():
+    # torchvision starts the ViTs' head at zero: their output was 0 for every input, and every
+    # row of a vit study had max_abs_error 0.
+    import torch
+
+    from tuner.spec.workload import Workload
+    from tuner.trial.build import build_on_host
+
+    model, inputs, _ = build_on_host(Workload(model="vit_b_16", device="cpu"), 2)
+    with torch.no_grad():
+        out = model(*inputs)
+    assert out.std() > 0 and not torch.equal(out[0], out[1])
+    assert float(model.heads.head.weight.detach().std()) == pytest.approx(0.02, rel=0.1)
+    assert not model.class_token.any()  # only the layers' weights: as torchvision has it

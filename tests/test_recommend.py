@@ -681,3 +681,14 @@ def test_throughput_over_every_batch_size_names_the_best_compiled_config_of_any_
     # One batch size: no batch size to name.
     one = recommend(study, batch_size=1, objective="throughput", max_compile_s=1)
     assert "the best compiled one, inductor:default (trial 1)," in one.why_eager
+
+
+def test_recommend_says_what_the_check_against_eager_could_not_show(tmp_path):
+    note = ("eager's output is 0 everywhere, so the check against it shows little (does a "
+            "layer start at zero?)")
+    study = write_study(tmp_path, "s", changes={
+        label: {"correctness_note": note} for label in ("eager", "inductor:max-autotune")})
+    rec = recommend(study, batch_size=1)
+    assert rec.config.label == "inductor:max-autotune"
+    assert f"\ncorrectness  {note}" in rec.describe()
+    assert "correctness" not in recommend(write_study(tmp_path, "t"), batch_size=1).describe()

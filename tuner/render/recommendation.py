@@ -230,6 +230,9 @@ def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
                                    "artifacts/ along); apply() compiles cold"))
     if m.noisy:
         rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
+    checked = rec.row.get("correctness_note")
+    if isinstance(checked, str) and checked:  # what the check against eager could not show
+        rows.append(("correctness", checked))
     if not rec.confirmed and rec.config.compiled:
         rows.append(("note", f"measured in one process: `tuner confirm {rec.path.parent}` "
                              "measures the finalists again in fresh processes; until then, a "

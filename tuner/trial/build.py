@@ -49,7 +49,26 @@ def build_on_host(workload: Workload, batch_size: int
     except Exception as exc:  # noqa: BLE001
         raise WorkloadError(f"cannot build {workload.model}: {type(exc).__name__}: {exc}") from exc
     after_model = torch.get_rng_state()
+    vary_zero_weights(model, workload.seed)
     return model.eval(), torchvision_inputs(workload, batch_size), after_model
+
+
+def vary_zero_weights(model: torch.nn.Module, seed: int) -> list[str]:
+    """Draw from N(0, 0.02) each layer weight that torchvision starts at zero, and return their
+    names. The ViTs start their classifier head at zero, so with random weights their output is
+    its bias, the same for every input, and a compiled config's output checked against eager's
+    would be checked against a constant. Their own generator: the inputs' draws stay as they
+    were. What a layer's weights hold does not change what a call costs."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    varied = []
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if name.endswith("weight") and weight.dim() >= 2 and not weight.any():
+                weight.normal_(0.0, 0.02, generator=generator)
+                varied.append(name)
+    return varied
 
 
 def to_device(workload: Workload, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
