@@ -145,6 +145,45 @@ def test_a_study_file_without_its_workload_shows_the_model_its_rows_name(root, t
     assert result.stdout.splitlines()[0] == f"study {STUDY}: resnet18 float32 on cpu, 4 trials"
 
 
+def _set_column(path: Path, name: str, values: list, type_: pa.DataType) -> None:
+    """Rewrite ``path`` with its column ``name`` holding ``values``, the metadata kept."""
+    table = pq.read_table(path)
+    meta = table.schema.metadata
+    i = table.schema.get_field_index(name)
+    table = table.set_column(i, pa.field(name, type_), pa.array(values, type_))
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+ROWS = {"config-not-json": ("config_json", "{bad", pa.string(), None,
+                            "'s config_json is not a config (JSONDecodeError)"),
+        "config-a-list": ("config_json", "[1]", pa.string(), None,
+                          "'s config_json is not a config (TypeError)"),
+        "no-trial-numbers": ("trial_number", None, pa.int64(), None,
+                             "4 of 4 rows have no trial_number"),
+        "no-model": ("model", None, pa.string(), "workload",
+                     "no tuner.workload metadata, and rows without a model")}
+
+
+@pytest.mark.parametrize("case", list(ROWS))
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_damaged_rows_are_a_one_line_error_naming_the_file(root, tmp_path, command, case):
+    # Each was a traceback: JSONDecodeError, TypeError in TrialConfig.from_dict, "cannot convert
+    # float NaN to integer", Workload() missing its model.
+    studies = tmp_path / "studies"
+    shutil.copytree(root, studies)
+    column, value, type_, dropped, said = ROWS[case]
+    for name in ("trials.parquet", "pareto.parquet"):
+        rows = pq.read_metadata(studies / STUDY / name).num_rows
+        _set_column(studies / STUDY / name, column, [value] * rows, type_)
+    if dropped:
+        _set_meta(studies / STUDY, dropped, None)
+    args = [a.format(s=studies / STUDY, other=studies / OTHER) for a in COMMANDS[command]]
+    result = invoke(*args)
+    assert "Traceback" not in result.stderr
+    assert_one_line_error(result, f"{studies / STUDY / 'trials.parquet'}: damaged (", said,
+                          "rerun `tuner search` with the same options to rewrite it from study.db")
+
+
 # -- 2: CUDA-graph inductor options need a CUDA device ------------------------------------------
 
 @pytest.mark.parametrize("option", ["triton.cudagraphs=true", "triton.cudagraphs=false,true",

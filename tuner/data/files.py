@@ -33,6 +33,7 @@ from tuner.data.schema import (
 from tuner.data.select import pareto, with_ranks
 from tuner.errors import UserError
 from tuner.files import readable_mode
+from tuner.spec.config import TrialConfig
 from tuner.spec.layout import DB_FILE, PARETO_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
 from tuner.spec.records import FINGERPRINT_FIELDS
 
@@ -250,12 +251,35 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     missing = [c for c in ("status", "batch_size") if len(df) and df[c].isna().all()]
     if missing:
         raise UserError(f"{path}: not a tuner study file (no {', '.join(missing)} values)")
+    if (damaged := _damaged_rows(df, meta)) is not None:
+        raise UserError(f"{path}: damaged ({damaged}){_rewrite(path)}")
     before_median = "latency_ms_p50_median" not in table.schema.names
     df = derive(df, meta.get("fingerprints") or [], fill_only=True,
                 recompute=FROM_MEDIAN if before_median else ())
     # Ranked afresh, so a file written under an earlier rule for "within noise" reads as the
     # verdicts that show, recommend and compare reach now (tuner.data.noise).
     return with_ranks(df), meta
+
+
+def _damaged_rows(df: pd.DataFrame, meta: dict[str, Any]) -> str | None:
+    """What in ``df``'s rows the readers could not use (each would be a traceback in show,
+    recommend or compare), or None: a row without its trial number, a config that is not a
+    config's JSON, a study that names its model neither in its metadata nor in every row."""
+    if (unnumbered := int(df["trial_number"].isna().sum())):
+        return f"{unnumbered} of {len(df)} rows have no trial_number"
+    for number, text in zip(df["trial_number"], df["config_json"]):
+        if text is None or (isinstance(text, float) and text != text):
+            continue  # a row written before config_json: its config columns say it
+        try:
+            TrialConfig.from_dict(json.loads(text))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return f"trial {number}'s config_json is not a config ({type(exc).__name__})"
+    workload = meta.get("workload")
+    if workload is not None and not isinstance(workload.get("model"), str):
+        return "its tuner.workload metadata names no model"
+    if workload is None and df["model"].isna().any():
+        return "no tuner.workload metadata, and rows without a model"
+    return None
 
 
 # The shape of each metadata value the readers use (what export writes): JSON of another kind
