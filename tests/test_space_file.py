@@ -3,6 +3,10 @@ option given on the command line wins."""
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -236,3 +240,16 @@ def test_a_cuda_study_made_with_a_space_file_resumed_without_it_is_told_to_pass_
         "0", "--name", "s", "--studies-dir", str(tmp_path), "-q", "--trials", "2"])
     line = one_line_error(result)
     assert "if the study was made with a --space file, pass the same --space file" in line
+
+
+def test_a_space_file_that_never_ends_is_refused_after_a_megabyte(tmp_path):
+    # /dev/zero read until memory ran out, then a MemoryError traceback.
+    with pytest.raises(UserError, match=r"^--space /dev/zero: over 1024 KiB; a space file is a "
+                                        r"few lines of TOML$"):
+        read_space_file(Path("/dev/zero"))
+    fifo = tmp_path / "space"  # as --space <(...) gives it
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("batch_sizes = [1, 8]\n"))
+    writer.start()
+    assert read_space_file(fifo).batch_sizes == (1, 8)
+    writer.join()

@@ -66,10 +66,18 @@ _ITEMS: dict[str, tuple[tuple[type, ...], str]] = {
     "cudnn_benchmark": ((bool,), "[true, false]")}
 
 
+MAX_BYTES = 1 << 20  # a space file is a few lines; more is not one
+
+
 def read_space_file(path: Path) -> SpaceFile:
     """Read and check the file's shape; a one-line error for anything off."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM, as Windows editors write
+        with path.open("rb") as handle:  # a FIFO too (--space <(...)); /dev/zero never ends
+            raw = handle.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise UserError(f"--space {path}: over {MAX_BYTES // 1024} KiB; a space file is a "
+                            "few lines of TOML")
+        data = tomllib.loads(raw.decode("utf-8-sig"))  # a BOM, as Windows editors write
     except FileNotFoundError:
         raise UserError(f"--space {path}: no such file") from None
     except OSError as exc:
