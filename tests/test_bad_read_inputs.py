@@ -160,6 +160,8 @@ ROWS = {"config-not-json": ("config_json", "{bad", pa.string(), None,
                           "'s config_json is not a config (TypeError)"),
         "no-trial-numbers": ("trial_number", None, pa.int64(), None,
                              "4 of 4 rows have no trial_number"),
+        "fractional-batch-size": ("batch_size", 1.5, pa.float64(), None,
+                                  "batch_size 1.5 is not a whole number"),
         "no-model": ("model", None, pa.string(), "workload",
                      "no tuner.workload metadata, and rows without a model")}
 

@@ -263,10 +263,13 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 def _damaged_rows(df: pd.DataFrame, meta: dict[str, Any]) -> str | None:
     """What in ``df``'s rows the readers could not use (each would be a traceback in show,
-    recommend or compare), or None: a row without its trial number, a config that is not a
-    config's JSON, a study that names its model neither in its metadata nor in every row."""
+    recommend or compare), or None: a row without its trial number, a batch size that is not a
+    whole number, a config that is not a config's JSON, a study that names its model neither in its metadata nor in every row."""
     if (unnumbered := int(df["trial_number"].isna().sum())):
         return f"{unnumbered} of {len(df)} rows have no trial_number"
+    sizes = pd.to_numeric(df["batch_size"], errors="coerce").dropna()
+    if (fraction := sizes[sizes != sizes.round()]).size:
+        return f"batch_size {fraction.iloc[0]:g} is not a whole number"
     for number, text in zip(df["trial_number"], df["config_json"]):
         if text is None or (isinstance(text, float) and text != text):
             continue  # a row written before config_json: its config columns say it
