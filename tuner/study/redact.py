@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import cast
 
 
 def redact(url: str) -> str:
@@ -12,7 +11,10 @@ def redact(url: str) -> str:
     is hidden up to the last ``@``."""
     from sqlalchemy.engine import make_url
 
-    if password_of(url) is not None and "@" in cast(str, password_of(url)):
+    secret = password_of(url)
+    if secret is None:  # nothing before an @ to hide: the URL as given, not re-encoded
+        text = url      # (SQLAlchemy writes sqlite:///:memory: as sqlite:///%3Amemory%3A)
+    elif "@" in secret:
         text = _mask_userinfo(url)
     else:
         try:
