@@ -4,6 +4,7 @@ and a non-zero exit."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -303,3 +304,24 @@ def test_a_study_with_no_finished_trial_yet_says_so(tmp_path, command):
         assert_one_line_error(result, f"study {folder} has no finished trial to read yet",
                               "a search writes its trials.parquet once its first trial finishes")
         assert "no such file" not in result.stderr
+
+
+NOT_UTF8 = "holds bytes that are not UTF-8, and a study's files need a UTF-8 path: rename the folder"
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_study_under_a_name_that_is_not_utf8_is_told_to_rename_it(root, tmp_path, command):
+    # Arrow cannot open such a name: "not a readable Parquet file ... rerun tuner search" of a
+    # good file.
+    folder = tmp_path / os.fsdecode(b"caf\xe9")  # Latin-1, not UTF-8
+    shutil.copytree(root, folder)
+    args = [a.format(s=folder / STUDY, other=root / OTHER) for a in COMMANDS[command]]
+    assert_one_line_error(invoke(*args), f"{str(folder / STUDY)!r} {NOT_UTF8}")
+
+
+def test_a_search_under_a_folder_that_is_not_utf8_is_refused_before_any_trial(tmp_path):
+    # It ran its trials, then a UnicodeEncodeError traceback left study.db and no Parquet.
+    studies = tmp_path / os.fsdecode(b"caf\xe9")
+    result = invoke(*search_args(studies))
+    assert_one_line_error(result, f"Invalid value for '--studies-dir': {str(studies)!r} {NOT_UTF8}")
+    assert not studies.exists()

@@ -36,3 +36,18 @@ def readable_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
+
+
+# Arrow writes and reads a Parquet file by a UTF-8 name: another name was a UnicodeEncodeError
+# traceback in search, and "not a readable Parquet file" for a good file in show.
+NOT_UTF8 = ("holds bytes that are not UTF-8, and a study's files need a UTF-8 path: rename the "
+            "folder")
+
+
+def not_utf8(text: str) -> bool:
+    """Whether ``text`` (a path as Python decoded it) holds bytes that are not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tuner.errors import UserError
+from tuner.files import NOT_UTF8, not_utf8
 from tuner.launch.signals import EXIT_INTERRUPTED
 from tuner.spec.layout import STUDIES_DIR
 
@@ -143,6 +144,8 @@ class GivenPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail("is empty: give a path", param, ctx)
+        if isinstance(value, str) and not_utf8(value):
+            self.fail(f"{value!r} {NOT_UTF8}", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -32,7 +32,7 @@ from tuner.data.schema import (
 )
 from tuner.data.select import pareto, with_ranks
 from tuner.errors import UserError
-from tuner.files import readable_mode
+from tuner.files import NOT_UTF8, not_utf8, readable_mode
 from tuner.spec.config import TrialConfig
 from tuner.spec.layout import DB_FILE, PARETO_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
 from tuner.spec.records import FINGERPRINT_FIELDS
@@ -413,7 +413,10 @@ def _plain(value: Any) -> Any:
 def check_path(path: Path) -> Path:
     """``path``, where asking whether it exists raises nothing but that it does not: a name
     too long, a folder that may not be searched, a file used as a folder are one-line errors
-    (``Path.is_dir`` raises some of them, with the whole name)."""
+    (``Path.is_dir`` raises some of them, with the whole name), and so is a name that is not
+    UTF-8."""
+    if not_utf8(str(path)):
+        raise UserError(f"{str(path)!r} {NOT_UTF8}")
     try:
         path.stat()
     except FileNotFoundError:
