@@ -16,6 +16,9 @@
 #   GPU_IMPORT=1       benchmarks/import_beside_compile.py: cold compiles alone and beside the
 #                      next trial's pre-started import, 3 each
 #   GPU_SEARCH=0       skip the example search
+#   GPU_VIT=1          a random vit_b_16 bf16, eager and inductor at batch sizes 1 and 8: its
+#                      head is drawn, not zero (tuner.spec.build), so its output varies and the
+#                      check against eager measures an error
 source "$(dirname "$0")/gpu_env.sh"
 
 if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
@@ -35,6 +38,16 @@ cp studies/h200-resnet18/*.parquet studies/h200-resnet18/study.db "$OUT/" 2>/dev
 cat "$OUT/search.txt"
 fi
 
+if [ "${GPU_VIT:-0}" = 1 ]; then
+  timeout -s TERM 400 python3 -m tuner search --model vit_b_16 --batch-sizes 1,8 \
+      --dtype bfloat16 --backend eager,inductor --mode default --dynamic false \
+      --inductor-option none --channels-last false --name gpu-vit --confirm 0 \
+      --studies-dir "$OUT/studies" > "$OUT/vit-search.txt" 2> "$OUT/vit-search.log"
+  echo "vit search exit: $?"
+  tail -3 "$OUT/vit-search.log"
+  python3 -c 'import sys, pandas as pd; df = pd.read_parquet(sys.argv[1]); print(df[["label", "batch_size", "status", "correct", "max_abs_error", "tolerance", "correctness_note"]].to_string())' \
+      "$OUT/studies/gpu-vit/trials.parquet" | tee "$OUT/vit-errors.txt"
+fi
 if [ "${GPU_FIDELITY:-0}" = 1 ]; then
   python3 benchmarks/fidelity.py --device cuda --out "$OUT/fidelity-h200.md" 2> "$OUT/fidelity.log"
   echo "fidelity exit: $?"
