@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tuner.spec.config import TrialConfig
-from tuner.study.search import _eta
+from tuner.study.search import _eta, _shown_eta
 
 EAGER_1, EAGER_8 = TrialConfig("eager", 1), TrialConfig("eager", 8)
 DEFAULT_1, DEFAULT_8 = (TrialConfig("inductor", bs, "default", False) for bs in (1, 8))
@@ -107,3 +107,14 @@ def test_the_finalists_re_measurement_gives_an_eta(tmp_path, fake_cli):
     auto = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--redo")
     lines = [x for x in auto.stderr.splitlines() if x.startswith("[confirm ")]
     assert lines and " | ETA at least " in lines[0], lines
+
+
+def test_an_eta_cut_at_the_budgets_end_is_not_a_floor():
+    # Compiles left and none timed make the ETA "at least"; but where the --budget ends first,
+    # the search stops then, and "ETA at least 5 s" would say it might go on.
+    soon = time.monotonic() + 5.0
+    eta, at_least = _shown_eta(600.0, soon, at_least=True)
+    assert eta is not None and eta <= 5.0
+    assert at_least is False
+    assert _shown_eta(3.0, soon, at_least=True) == (3.0, True)
+    assert _shown_eta(600.0, None, at_least=True) == (600.0, True)

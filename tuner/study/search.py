@@ -258,16 +258,17 @@ class Search:
             measured = _measured_now(state, config, exported.trials)
             left = [c for c in configs if c.key != config.key and c.key not in state.measured
                     and c.key not in state.running and c.batch_size not in broken]
+            eta_s, eta_at_least = _shown_eta(
+                _eta(history, left, measured, spec.n_trials, None, workers=1 + max(others),
+                     overhead_s=statistics.median(overheads) if overheads else 0.0),
+                deadline,
+                at_least=any(c.compiled for c in left) and not any(c.compiled for c, _ in history))
             self.on_trial(TrialEvent(
                 number=measured, target=_target(spec.n_trials, configs, exported.trials),
                 trial_number=number,
                 config=config, result=result,
                 best=_best_by_batch(exported.trials),
-                eta_s=_eta(history, left, measured, spec.n_trials, deadline,
-                           workers=1 + max(others),
-                           overhead_s=statistics.median(overheads) if overheads else 0.0),
-                eta_at_least=any(c.compiled for c in left)
-                and not any(c.compiled for c, _ in history)))
+                eta_s=eta_s, eta_at_least=eta_at_least))
             if breaks_batch(config, result.status) and config.batch_size not in broken:
                 why = broken[config.batch_size] = breakage(number, config, result)
                 self.on_message(f"batch size {config.batch_size} is skipped from here on: the "
@@ -584,6 +585,17 @@ def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], meas
     if deadline is not None:
         eta = min(eta, max(0.0, deadline - time.monotonic()))
     return eta
+
+
+def _shown_eta(eta: float | None, deadline: float | None,
+               at_least: bool) -> tuple[float | None, bool]:
+    """The event's ``eta_s`` and ``eta_at_least``: an ETA past the --budget's end is the
+    budget's end, when the search stops, and not a floor however little has been timed."""
+    if eta is not None and deadline is not None:
+        budget_left = max(0.0, deadline - time.monotonic())
+        if eta >= budget_left:
+            return budget_left, False
+    return eta, at_least
 
 
 class _TrialSeconds:
