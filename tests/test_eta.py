@@ -15,32 +15,32 @@ REDUCE_8 = TrialConfig("inductor", 8, "reduce-overhead", False)
 
 
 def test_no_eta_before_the_first_trial_or_with_nothing_left():
-    assert _eta([], [EAGER_8], 0, None, None) is None
-    assert _eta([(EAGER_1, 2.0)], [], 1, None, None) is None
+    assert _eta([], [EAGER_8], 0, None) is None
+    assert _eta([(EAGER_1, 2.0)], [], 1, None) is None
 
 
 def test_each_config_left_is_estimated_from_its_own_label_then_its_kind():
     history = [(EAGER_1, 2.0), (DEFAULT_1, 30.0)]
     # inductor:default from its own trial, eager from eager, reduce-overhead from the compiles.
-    eta = _eta(history, [EAGER_8, DEFAULT_8, REDUCE_8], 2, None, None)
+    eta = _eta(history, [EAGER_8, DEFAULT_8, REDUCE_8], 2, None)
     assert eta == pytest.approx(2.0 + 30.0 + 30.0)
     # With no trial of its kind yet, from every trial.
-    assert _eta([(EAGER_1, 2.0), (EAGER_8, 4.0)], [DEFAULT_8], 2, None, None) == 3.0
+    assert _eta([(EAGER_1, 2.0), (EAGER_8, 4.0)], [DEFAULT_8], 2, None) == 3.0
 
 
 def test_three_compiles_left_after_fast_eager_trials_are_not_underestimated():
     history = [(EAGER_1, 1.0), (EAGER_8, 1.0), (DEFAULT_1, 16.0)]
     left = [DEFAULT_8, REDUCE_8, TrialConfig("inductor", 1, "reduce-overhead", False)]
-    assert _eta(history, left, 3, None, None) == 48.0
+    assert _eta(history, left, 3, None) == 48.0
 
 
 def test_a_trials_target_caps_the_count_and_a_deadline_the_time():
     history = [(EAGER_1, 2.0), (DEFAULT_1, 30.0)]
     left = [EAGER_8, DEFAULT_8]
-    assert _eta(history, left, 2, 3, None) == pytest.approx(16.0)
-    assert _eta(history, left, 3, 3, None) is None
+    assert _eta(history, left, 2, 3) == pytest.approx(16.0)
+    assert _eta(history, left, 3, 3) is None
     soon = time.monotonic() + 5.0
-    assert _eta(history, left, 2, None, soon) <= 5.0
+    assert _shown_eta(_eta(history, left, 2, None), soon, at_least=False)[0] <= 5.0
 
 
 def test_workers_sharing_the_study_share_what_is_left():
@@ -48,11 +48,11 @@ def test_workers_sharing_the_study_share_what_is_left():
     # 2 GPUs twice as long, with 8 eight times.
     history = [(EAGER_1, 2.0), (DEFAULT_1, 30.0)]
     left = [EAGER_8, DEFAULT_8]
-    assert _eta(history, left, 2, None, None, workers=2) == pytest.approx(16.0)
-    assert _eta(history, left, 2, None, None, workers=1) == pytest.approx(32.0)
+    assert _eta(history, left, 2, None, workers=2) == pytest.approx(16.0)
+    assert _eta(history, left, 2, None, workers=1) == pytest.approx(32.0)
     # The search's own seconds between trials (files, sampler) count for each config left: on
     # a busy box they were most of a fake trial's cycle, and the ETA said a third of the time.
-    assert _eta(history, left, 2, None, None, overhead_s=1.5) == pytest.approx(35.0)
+    assert _eta(history, left, 2, None, overhead_s=1.5) == pytest.approx(35.0)
 
 
 def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):

@@ -259,7 +259,7 @@ class Search:
             left = [c for c in configs if c.key != config.key and c.key not in state.measured
                     and c.key not in state.running and c.batch_size not in broken]
             eta_s, eta_at_least = _shown_eta(
-                _eta(history, left, measured, spec.n_trials, None, workers=1 + max(others),
+                _eta(history, left, measured, spec.n_trials, workers=1 + max(others),
                      overhead_s=statistics.median(overheads) if overheads else 0.0),
                 deadline,
                 at_least=any(c.compiled for c in left) and not any(c.compiled for c, _ in history))
@@ -564,8 +564,7 @@ def _best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
 
 
 def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], measured: int,
-         target: int | None, deadline: float | None, workers: int = 1,
-         overhead_s: float = 0.0) -> float | None:
+         target: int | None, workers: int = 1, overhead_s: float = 0.0) -> float | None:
     """Seconds until the search ends, or None where that cannot be told: each config ``left``
     (the queued baselines included) estimated from this run's trials (``history``) of the same
     label, else of the same kind; a compile costs far more than an eager trial, so one mean over
@@ -581,10 +580,7 @@ def _eta(history: list[tuple[TrialConfig, float]], left: list[TrialConfig], meas
     if count <= 0:
         return None
     # Which configs a --trials target leaves unmeasured is the sampler's choice: the mean of all.
-    eta = count * sum(estimates) / len(estimates) / max(1, workers)
-    if deadline is not None:
-        eta = min(eta, max(0.0, deadline - time.monotonic()))
-    return eta
+    return count * sum(estimates) / len(estimates) / max(1, workers)
 
 
 def _shown_eta(eta: float | None, deadline: float | None,
