@@ -11,6 +11,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.processes import wait_until_gone
 from tuner.data import files
 from tuner.errors import UserError
 from tuner.spec import layout
@@ -160,3 +161,48 @@ def test_sigterm_stops_tuner_confirm_with_143(tmp_path):
     _, _, rest = signal_at(proc, "confirming ", signal.SIGTERM)  # its handlers are in place
     assert proc.returncode == 143, rest
     assert "stopped by the user" in rest
+
+
+def children(pid: int) -> list[int]:
+    """The pids of ``pid``'s child processes (Linux)."""
+    kids: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
+    # SIGKILL (or SIGHUP, whose default kills) to `tuner search --gpus 0,1` left both workers,
+    # in their own sessions, measuring on: a rerun beside them found their trials running.
+    argv = ["search", "--model", "resnet18", "--backend", "eager,inductor", "--mode", "default",
+            "--batch-sizes", "1,2", "--gpus", "0,1", "--inductor-option", "none",
+            "--channels-last", "false", "--confirm", "0", "--studies-dir", str(tmp_path)]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "30",
+                             *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env(), cwd=tmp_path)
+    seen: list[str] = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if sum("  running " in s for s in seen) == 2:  # each worker is in its trial
+                break
+        workers = children(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(workers) == 2, "".join(seen)
+    assert all(wait_until_gone(pid, within_s=10) for pid in workers), "".join(seen)
+    rest = proc.stderr.read()
+    proc.stderr.close()
+    # each abandoned its trial as a stopped search does, and says how to go on
+    for gpu in ("gpu0", "gpu1"):
+        assert (f"{gpu} stopped: stopped by the user (the trial in flight was abandoned); the "
+                "same command resumes; 0 new trials") in rest, rest
+
+    again = subprocess.run([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "0", *argv],
+                           capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
+    assert again.returncode == 0, again.stderr
+    trials, _ = files.read(tmp_path / "resnet18-cuda")
+    assert len(trials) == 4 and trials["config_key"].is_unique and (trials["status"] == "ok").all()

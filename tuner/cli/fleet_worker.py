@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import UserError
 from tuner.launch.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, installed
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
+from tuner.trial.serve import die_with_parent
 
 if TYPE_CHECKING:
     from tuner.launch.runner import Runner
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m tuner.cli.fleet_worker PLAN_JSON", file=sys.stderr)
         return 2
     with installed({signal.SIGTERM: _terminated}):  # the search puts its own in place
+        die_with_parent(signum=signal.SIGTERM)  # the fleet's process, named in TUNER_PARENT_PID
         return _work(WorkerPlan.from_json(argv[0]))
 
 

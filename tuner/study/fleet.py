@@ -28,6 +28,7 @@ from tuner.study.export import export_study
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 from tuner.study.search import STOPPED, Search, SearchSummary, counted
 from tuner.study.spec import StudySpec
+from tuner.trial.contract import PARENT_PID_ENV
 
 __all__ = ["EXIT_STOPPED", "EXIT_TERMINATED", "GO", "STORAGE_ENV", "Fleet", "WorkerExit",
            "WorkerPlan", "plan_of"]
@@ -90,7 +91,9 @@ class Fleet:
         env = {k: v for k, v in os.environ.items() if k != STORAGE_ENV}
         if self.storage is not None:
             env[STORAGE_ENV] = self.storage
-        return {**env, "PYTHONUNBUFFERED": "1"}
+        # The workers die with this process (SIGTERM: each abandons its trial), killed outright
+        # though it be: in their own sessions, nothing else would stop them.
+        return {**env, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}
 
     def spawn(self) -> None:
         """Start the workers; each gets ready and waits for :meth:`start` (or :meth:`cancel`)."""

@@ -26,14 +26,16 @@ from tuner.trial.contract import EXIT_CODES, PARENT_PID_ENV
 from tuner.trial.prebuild import Prebuilt
 
 
-def die_with_parent(parent_pid: int | None = None) -> None:
-    """Be killed when the process named by TUNER_PARENT_PID (or ``parent_pid``) dies (Linux;
-    elsewhere a no-op).
+def die_with_parent(parent_pid: int | None = None, signum: int | None = None) -> None:
+    """Be sent ``signum`` (SIGKILL by default) when the process named by TUNER_PARENT_PID (or
+    ``parent_pid``) dies (Linux; elsewhere a no-op).
 
     The parent kills this trial's process group whenever it ends a trial, but killed outright
     (SIGKILL, the OOM killer) it cannot, and an orphaned trial would go on computing on the GPU
     beside the trial that measures its config again. The kernel signals us when the parent's
     thread that started us exits: the runner starts trials from the search loop's thread.
+    A fleet's worker (tuner.cli.fleet_worker) asks for SIGTERM instead: its handler abandons
+    the trial in flight, which then dies with it, and the worker exits 143.
     """
     parent = str(parent_pid) if parent_pid else os.environ.get(PARENT_PID_ENV, "")
     if not parent.isdigit() or not sys.platform.startswith("linux"):
@@ -42,7 +44,8 @@ def die_with_parent(parent_pid: int | None = None) -> None:
     import signal
 
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(  # PR_SET_PDEATHSIG
+            1, int(signal.SIGKILL if signum is None else signum))
     except (OSError, AttributeError):
         return
     if os.getppid() != int(parent):  # a wrapper between us, or the parent died just before
