@@ -3,6 +3,7 @@ the storage and why, before it changes anything, and leaves no folder behind."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import shutil
@@ -288,6 +289,25 @@ def test_a_storage_given_as_another_file_says_so_and_never_to_restore_it(tmp_pat
                                   "not a study's storage: point --storage at the study's study.db")
             assert "restore" not in result.stderr  # the file is fine: it is the wrong one
     assert parquet.read_bytes() == before
+
+
+def test_another_applications_sqlite_database_is_refused_and_left_as_it_is(tmp_path):
+    # A search given an app's database (a mistyped path) added Optuna's 13 tables to it.
+    import sqlite3
+
+    app = tmp_path / "other_app.db"
+    with contextlib.closing(sqlite3.connect(app)) as db:
+        db.executescript("CREATE TABLE users (id INTEGER); CREATE TABLE orders (id INTEGER);")
+    before = app.read_bytes()
+    result = invoke(*search_args(tmp_path / "studies", storage=f"sqlite:///{app}"))
+    assert_one_line_error(result, f"--storage sqlite:///{app} is a SQLite database of something "
+                          "else (tables orders, users), with no Optuna study in it",
+                          "name a new file (sqlite:///path/to/study.db)")
+    assert app.read_bytes() == before and not (tmp_path / "studies").exists()
+    # A study's own database, and one that another study shares, are opened as before.
+    shared = made(tmp_path / "shared") / layout.DB_FILE
+    result = invoke(*search_args(tmp_path / "shared", storage=f"sqlite:///{shared}", name="b"))
+    assert result.exit_code == 0, result.output
 
 
 def failing_write(monkeypatch, said: str) -> None:

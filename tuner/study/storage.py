@@ -76,6 +76,8 @@ def open_study(spec: StudySpec,
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     given = spec.storage is not None
+    if given:
+        _refuse_another_apps_sqlite(cast(str, spec.storage))
     with _opening(spec):
         try:
             storage = make_storage(spec.storage_url, on_stale, given=given)
@@ -199,6 +201,40 @@ def _refuse_new_study_over_results(spec: StudySpec,
                + (" (or none: the folder has a study.db)" if db else "") + f", {other}")
     raise UserError(f"{spec.directory} holds a study's results ({', '.join(found)}) but {lacks}, "
                     f"so a new study would overwrite them: {fix}")
+
+
+# Optuna's tables (optuna.storages._rdb.models, and alembic's): a file holding any of them is a
+# study's storage, or one being made by another process at this moment.
+OPTUNA_TABLES = frozenset({
+    "studies", "version_info", "study_directions", "study_user_attributes",
+    "study_system_attributes", "trials", "trial_user_attributes", "trial_system_attributes",
+    "trial_params", "trial_values", "trial_intermediate_values", "trial_heartbeats",
+    "alembic_version"})
+
+
+def _refuse_another_apps_sqlite(url: str) -> None:
+    """A --storage that names an existing SQLite file holding tables, none of them Optuna's (an
+    application's database, a mistyped path): opening it would add Optuna's 13 tables to that
+    file, so refuse before anything is written."""
+    file = _sqlite_file(url)
+    if file is None or not file.is_file() or not _sqlite_header(file):
+        return  # a new file, or not a database at all: opening it says so
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro",
+                                                uri=True)) as db:
+            tables = sorted(row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite%'"))
+    except sqlite3.Error:
+        return  # damaged, locked: opening it says why
+    if tables and not OPTUNA_TABLES.intersection(tables):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise UserError(f"--storage {redact(url)} is a SQLite database of something else "
+                        f"(tables {shown}), with no Optuna study in it: tuner would add its "
+                        "tables to it; name a new file (sqlite:///path/to/study.db) or a "
+                        "study's own")
 
 
 def _holds(storage: optuna.storages.BaseStorage, name: str) -> bool:
