@@ -141,6 +141,29 @@ def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
     assert leftovers == []
 
 
+def test_ctrl_c_during_the_last_trial_says_the_same_command_measures_the_finalists(tmp_path):
+    # The loop ended as the space did, so the stop line said only "the finalists are not
+    # measured again yet", not what measures them, though the run exited 130.
+    proc = subprocess.Popen(command(tmp_path, 0.5), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    _, _, rest = signal_at(proc, "  running ", signal.SIGINT, nth=CONFIGS)
+    assert proc.returncode == 130, rest
+    assert (f"stopped: every config in the search space is measured; the finalists are not "
+            f"measured again yet; the same command resumes; {CONFIGS} new trials") in rest, rest
+    again = subprocess.run(command(tmp_path, 0.0), capture_output=True, text=True, env=env(),
+                           cwd=tmp_path, timeout=120)
+    assert again.returncode == 0 and "[confirm 1]" in again.stderr, again.stderr
+
+
+def test_ctrl_c_while_a_search_confirms_its_finalists_stops_after_the_re_measurement(tmp_path):
+    proc = subprocess.Popen(command(tmp_path, 0.2), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    _, _, rest = signal_at(proc, "confirming ", signal.SIGINT)
+    assert proc.returncode == 130, rest
+    assert "stopping after the current re-measurement (Ctrl-C again to abandon it)" in rest, rest
+    assert "confirming the finalists was stopped (the same command resumes it)" in rest, rest
+
+
 def test_sigterm_abandons_the_trial_in_flight_and_exits_143(tmp_path):
     # 128 + SIGTERM, as a shell reports a process SIGTERM killed; Ctrl-C's is 130 (above).
     proc = subprocess.Popen(command(tmp_path, 30.0), stdout=subprocess.DEVNULL,

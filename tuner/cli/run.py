@@ -27,7 +27,7 @@ def run_search(search: Any, say: Callable[[str], None], as_json: bool) -> None:
         f"target {plural(min(spec.n_trials or configs, configs), 'trial')}; progress below, Ctrl-C stops after "
         "a trial")
     received: list[int] = []
-    with signals.installed(signals.stop_handlers(search, say, "trial", received)):
+    with signals.installed(signals.stop_handlers(search, say, lambda: search.in_flight, received)):
         summary = search.run()
     finish(summary, say, as_json)
     if search.stop_after_trial.is_set() or search.abort.is_set():

@@ -27,15 +27,17 @@ def exit_code(received: Sequence[int]) -> int:
     return EXIT_TERMINATED if signal.SIGTERM in received else EXIT_INTERRUPTED
 
 
-def stop_handlers(run: Stoppable, say: Callable[[str], None], what: str,
+def stop_handlers(run: Stoppable, say: Callable[[str], None], what: str | Callable[[], str],
                   received: list[int] | None = None) -> dict[int, Callable[[int, Any], None]]:
-    """Ctrl-C stops after the ``what`` in flight, a second Ctrl-C abandons it; SIGTERM (a
-    scheduler, `timeout`) abandons it at once. Each signal is appended to ``received``, for
-    :func:`exit_code`."""
+    """Ctrl-C stops after the ``what`` in flight (a name, or what returns the name at the
+    moment), a second Ctrl-C abandons it; SIGTERM (a scheduler, `timeout`) abandons it at once.
+    Each signal is appended to ``received``, for :func:`exit_code`."""
     got: list[int] = [] if received is None else received
+    name = what if callable(what) else lambda: what
 
     def on_sigint(signum: int, frame: Any) -> None:
         got.append(signum)
+        what = name()
         if run.stop_after_trial.is_set():
             run.abort.set()
             say(f"aborting the {what} in flight ...")

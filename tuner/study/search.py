@@ -83,6 +83,9 @@ class Search:
         self.on_start = on_start or (lambda number, config: None)
         self.stop_after_trial = threading.Event()
         self.abort = threading.Event()
+        # What a Ctrl-C now stops after (tuner.launch.signals.stop_handlers): a trial, or while
+        # confirming the finalists, a re-measurement.
+        self.in_flight = "trial"
         # The storage tells this process of the trials it fails for want of heartbeats.
         self.fronts = open_study(spec, lambda study, trial: self.claims.on_stale(study, trial))
         # Fields an older study lacks keep their old meaning (no compile budget), as for a
@@ -303,11 +306,15 @@ class Search:
         if repeats.any and not stopped:
             if self.confirm(repeats).stopped:
                 stop_reason += "; confirming the finalists was stopped (the same command resumes it)"
-        elif repeats.any:
-            stop_reason += "; the finalists are not measured again yet"
         exported = self.export()
         df = exported.trials
         ran, skipped = counted(df)
+        if repeats.any and stopped:
+            # Stopped during the last trial too: the loop ended as the space did, but the
+            # finalists were not measured, and the same command measures them.
+            user_stopped = True
+            if ran:
+                stop_reason += "; the finalists are not measured again yet"
         return SearchSummary(spec.directory, ran, new, stop_reason, df, exported.pareto,
                              stopped=user_stopped, skipped=skipped)
 
@@ -366,6 +373,7 @@ class Search:
         the progress says resumes it."""
         if self.runner is None:
             raise ValueError("Search.confirm needs a runner")
+        self.in_flight = "re-measurement"
         plan = repeats if isinstance(repeats, finalists.Repeats) else \
             finalists.Repeats.parse(repeats)
         rounds: list[finalists.ConfirmSummary] = []
@@ -391,6 +399,7 @@ class Search:
                     stop=self.stop_after_trial, abort=self.abort, resumes=resumes))
         finally:
             self.runner.close()
+            self.in_flight = "trial"
         if rounds[-1].measured:  # stopped after measuring; else the round's export holds it all
             self.export()
         return finalists.ConfirmSummary(
