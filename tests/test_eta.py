@@ -118,3 +118,87 @@ def test_an_eta_cut_at_the_budgets_end_is_not_a_floor():
     assert at_least is False
     assert _shown_eta(3.0, soon, at_least=True) == (3.0, True)
     assert _shown_eta(600.0, None, at_least=True) == (600.0, True)
+
+
+def owned_trial(study, owner: dict, finished: bool) -> None:
+    """A trial of ``study`` that ``owner`` claimed: still running, or failed just now."""
+    from optuna.trial import TrialState
+
+    from tuner.study.storage import OWNER_ATTR
+
+    trial = study.ask()
+    trial.set_user_attr(OWNER_ATTR, owner)
+    if finished:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def test_the_workers_measuring_a_study_include_one_between_two_trials(tmp_path, monkeypatch):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tuner.study import claims as claims_module
+    from tuner.study.claims import Claims, pid_namespace
+    from tuner.study.storage import open_study
+
+    from .test_study import make_spec
+
+    spec = make_spec(tmp_path)
+    fronts = open_study(spec)
+    study = fronts.of(spec.space.batch_sizes[0])
+    here = {"host": socket.gethostname(), "pid_namespace": pid_namespace()}
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    between = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owned_trial(study, {"host": "other-host", "pid": 7}, finished=False)  # running there
+        owned_trial(study, {**here, "pid": between.pid}, finished=True)  # between two trials
+        owned_trial(study, {"host": "other-host", "pid": 8}, finished=True)  # can't be checked
+        owned_trial(study, {**here, "pid": ended.pid}, finished=True)  # a search killed since
+        owned_trial(study, {**here, "pid": os.getpid()}, finished=True)  # this one
+        state = Claims(fronts, spec.space, lambda message: None).state()
+        assert state.workers == {("other-host", None, 7), ("other-host", None, 8),
+                                 (here["host"], here["pid_namespace"], between.pid)}
+        monkeypatch.setattr(claims_module, "WORKER_RECENT_S", 0.0)
+        state = Claims(fronts, spec.space, lambda message: None).state()
+        assert state.workers == {("other-host", None, 7)}  # only the one running now
+    finally:
+        between.kill()
+        between.wait()
+
+
+def test_a_worker_between_two_trials_shares_what_is_left_in_the_eta(tmp_path):
+    # Fleet workers that ended their trials at about the same moment each read the study while
+    # the other was between trials (nothing of its running), took itself for alone, and said
+    # twice the ETA the other did.
+    import socket
+    import subprocess
+    import sys
+
+    from tests.fakes import FakeRunner
+    from tuner.spec.space import build_space
+    from tuner.study.claims import pid_namespace
+    from tuner.study.search import Search
+    from tuner.study.storage import open_study
+
+    from .test_study import BACKENDS, MODES, make_spec
+
+    space = build_space(device="cuda", batch_sizes=[1, 2, 4, 8], backends=["eager"],
+                        available_backends=BACKENDS, available_modes=MODES)
+    alone: list = []
+    Search(make_spec(tmp_path / "alone", space=space), FakeRunner(delay_s=0.3),
+           on_trial=alone.append).run()
+    spec = make_spec(tmp_path / "shared", space=space)
+    fronts = open_study(spec)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owned_trial(fronts.of(8), {"host": socket.gethostname(), "pid": other.pid,
+                                   "pid_namespace": pid_namespace()}, finished=True)
+        shared: list = []
+        Search(spec, FakeRunner(delay_s=0.3), on_trial=shared.append).run()
+    finally:
+        other.kill()
+        other.wait()
+    # 3 trials left after the first, 0.3 s each: about 0.9 s alone, half that shared by two.
+    assert shared[0].eta_s < 0.75 * alone[0].eta_s, (shared[0].eta_s, alone[0].eta_s)

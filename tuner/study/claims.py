@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import os
 import socket
 import threading
@@ -41,6 +42,10 @@ from tuner.study.storage import (
 
 HELD_STATUSES = {status.value for status in HELD}  # as records store them
 
+# A process whose trial ended this recently still measures the study (StudyState.workers): it
+# is between trials, which takes a second or so, up to a fresh process's import.
+WORKER_RECENT_S = 30.0
+
 
 @dataclasses.dataclass
 class StudyState:
@@ -64,6 +69,9 @@ class StudyState:
     compile_timeouts: dict[int, TrialConfig] = dataclasses.field(default_factory=dict)
     # keys of ``measured`` whose row is a not-run one (a skipped config): done, never run
     not_run: set[str] = dataclasses.field(default_factory=set)
+    # The other processes measuring the study now, (host, pid namespace, pid): the owners of
+    # trials running, and of trials that ended within WORKER_RECENT_S (one between two trials)
+    workers: set[tuple[object, ...]] = dataclasses.field(default_factory=set)
 
     @property
     def ran(self) -> set[str]:
@@ -120,10 +128,19 @@ class Claims:
         broken: dict[int, Breakage] = {}
         compile_timeouts: dict[int, TrialConfig] = {}
         not_run: set[str] = set()
+        workers: set[tuple[object, ...]] = set()
+        me = _owner_id({"host": socket.gethostname(), "pid_namespace": pid_namespace(),
+                        "pid": os.getpid()})
+        recent = datetime.datetime.now() - datetime.timedelta(seconds=WORKER_RECENT_S)
         for stored in sorted(self.fronts.trials(), key=lambda s: s.number):
             t = stored.frozen
             if stored.number == exclude:
                 continue
+            owner = t.user_attrs.get(OWNER_ATTR)
+            if isinstance(owner, dict) and (t.state == TrialState.RUNNING or (
+                    t.datetime_complete is not None and t.datetime_complete >= recent and (
+                        not sees_processes_of(owner) or alive(cast(int, owner.get("pid")))))):
+                workers.add(_owner_id(owner))  # not a search just killed, where that is seen
             key = t.user_attrs.get(KEY_ATTR)
             record = stored_result(t)
             if record is not None:
@@ -157,7 +174,8 @@ class Claims:
                     running.add(key)
                     beating += bool((t.user_attrs.get(OWNER_ATTR) or {}).get("heartbeat_s"))
         return StudyState(measured, pending, waiting, running, beating, queued, holders,
-                          recorded, broken, compile_timeouts, not_run & measured)
+                          recorded, broken, compile_timeouts, not_run & measured,
+                          workers - {me})
 
     @staticmethod
     def _note_breakage(stored: StoredTrial, record: dict[str, object],
@@ -287,6 +305,11 @@ class Claims:
         number = self.fronts.number(study, trial.number)
         if not self.state(exclude=number).taken(config.key):  # config.key == key
             self.enqueue(config, **{RETRY_ATTR: number})
+
+
+def _owner_id(owner: dict[str, object]) -> tuple[object, ...]:
+    """Which process a trial's OWNER_ATTR names."""
+    return owner.get("host"), owner.get("pid_namespace"), owner.get("pid")
 
 
 def pid_namespace() -> int | None:

@@ -147,8 +147,8 @@ class Search:
         not_run: set[str] = set()  # keys this run recorded as not run
         rng = random.Random(spec.seed)
         said_waiting = False
-        # Trials other workers ran at each of the last states read: the workers sharing what is
-        # left, for the ETA (a state read while another was between trials would miss it).
+        # The other workers measuring the study at each of the last states read (one between
+        # two trials included: StudyState.workers): those sharing what is left, for the ETA.
         others: collections.deque[int] = collections.deque(maxlen=3)
         # This process's own seconds between trials (files, sampler): the median, as the first
         # holds one-off imports.
@@ -159,7 +159,7 @@ class Search:
             claims.reap_dead()  # a worker killed beside this one on this host: found at once
             claims.fail_stale()  # one on another host: found after the grace period
             state = claims.state()
-            others.append(len(state.running))
+            others.append(len(state.workers))
             self._held_broken(state, broken)
             # An earlier run's, or another worker's, compile past --compile-timeout skips its
             # mode there as this run's own does: a search killed before it recorded the skip
