@@ -203,7 +203,7 @@ def _refuse_new_study_over_results(spec: StudySpec,
                     f"so a new study would overwrite them: {fix}")
 
 
-# Optuna's tables (optuna.storages._rdb.models, and alembic's): a file holding any of them is a
+# Optuna's tables (those of its RDB storage, and alembic's): a file holding any of them is a
 # study's storage, or one being made by another process at this moment.
 OPTUNA_TABLES = frozenset({
     "studies", "version_info", "study_directions", "study_user_attributes",
