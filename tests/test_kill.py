@@ -80,8 +80,8 @@ def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
                            cwd=tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
     # The new search notices it, fails it and queues its config again, which it then measures.
-    assert (f"({key}) was left running by a search that died; it will be measured again"
-            in again.stderr)
+    assert (f"({key}) was left running by search process {proc.pid}, which died; it will be "
+            "measured again" in again.stderr)
     trials = stored_trials(url)
     [now] = [t for name, t in trials if name == where and t.number == dead.number]
     assert now.state == TrialState.FAIL and now.user_attrs.get(INTERRUPTED_ATTR) is True

@@ -146,5 +146,5 @@ def kill_one_worker_and_check_recovery(spec: StudySpec, elsewhere: bool = True) 
         assert f"trial {stuck.number} " in err and "sent no heartbeat" in err
     else:
         assert dead.user_attrs[INTERRUPTED_ATTR] is True
-        assert (f"trial {stuck.number} ({key}) was left running by a search that died; it will "
-                "be measured again") in err
+        assert (f"trial {stuck.number} ({key}) was left running by search process {doomed.pid}, "
+                "which died; it will be measured again") in err

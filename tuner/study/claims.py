@@ -247,7 +247,8 @@ class Claims:
                 stored.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
                 self.requeue(stored.study, t)
                 self.on_message(f"trial {stored.number} ({t.user_attrs.get(KEY_ATTR)}) was "
-                                "left running by a search that died; it will be measured again")
+                                f"left running by {_process(owner)}, which died; it will be "
+                                "measured again")
 
     def finish(self, stored: StoredTrial) -> bool:
         """Tell Optuna of ``stored``, a RUNNING trial whose process died, if it holds its result
@@ -305,6 +306,14 @@ class Claims:
         number = self.fronts.number(study, trial.number)
         if not self.state(exclude=number).taken(config.key):  # config.key == key
             self.enqueue(config, **{RETRY_ATTR: number})
+
+
+def _process(owner: dict[str, object]) -> str:
+    """The search process a trial's OWNER_ATTR names, for a message: its pid, and the GPUs its
+    trials saw, which tell a fleet's workers apart."""
+    gpus = owner.get("gpus")
+    return f"search process {owner.get('pid')}" + (
+        f" (CUDA_VISIBLE_DEVICES={gpus})" if gpus is not None else "")
 
 
 def _owner_id(owner: dict[str, object]) -> tuple[object, ...]:
