@@ -139,7 +139,7 @@ class Claims:
             owner = t.user_attrs.get(OWNER_ATTR)
             if isinstance(owner, dict) and (t.state == TrialState.RUNNING or (
                     t.datetime_complete is not None and t.datetime_complete >= recent and (
-                        not sees_processes_of(owner) or alive(cast(int, owner.get("pid")))))):
+                        not sees_processes_of(owner) or alive(int(owner.get("pid", -1)))))):
                 workers.add(_owner_id(owner))  # not a search just killed, where that is seen
             key = t.user_attrs.get(KEY_ATTR)
             record = stored_result(t)
