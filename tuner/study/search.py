@@ -35,6 +35,7 @@ from tuner.study.broken import Breakage, breakage, breaks_batch, not_run_result
 from tuner.study.claims import Claims, StudyState
 from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
 from tuner.study.fronts import StoredTrial
+from tuner.study.long_trial import StillRunning
 from tuner.study.params import nearest, suggest
 from tuner.study.record import NOT_RUN, failure_message, record_not_run, store_result, summary
 from tuner.study.sampler import CONSTRAINTS_ATTR, constraint_values, objective_values
@@ -236,8 +237,10 @@ class Search:
                                    dataclasses.replace(spec.protocol, measure_peak=new == 0),
                                    references=str(spec.layout.references_dir))
             assert self.runner is not None  # run() checked it before calling _run()
-            result = self.runner.run(request, spec.layout.trial_dir(number), self.abort,
-                                     cache_dir=finalists.fresh_trial_cache(spec, config, number))
+            workdir = spec.layout.trial_dir(number)
+            with StillRunning(config, workdir, self.on_message):
+                result = self.runner.run(request, workdir, self.abort,
+                                         cache_dir=finalists.fresh_trial_cache(spec, config, number))
             # This process's own time since the run's previous trial ended (files, sampler).
             result.tuner_overhead_s = None if ended is None else t0 - ended
             ended = time.monotonic()
