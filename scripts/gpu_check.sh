@@ -19,6 +19,8 @@
 #   GPU_VIT=1          a random vit_b_16 bf16, eager and inductor at batch sizes 1 and 8: its
 #                      head is drawn, not zero (tuner.spec.build), so its output varies and the
 #                      check against eager measures an error
+#   GPU_LONG=1         resnet18 max-autotune at batch size 32 under --compile-timeout 100s: the
+#                      search's "still running after 1 min (in its first call, compiling)" line
 source "$(dirname "$0")/gpu_env.sh"
 
 if [ "${GPU_SKIP_TESTS:-0}" != 1 ]; then
@@ -47,6 +49,14 @@ if [ "${GPU_VIT:-0}" = 1 ]; then
   tail -3 "$OUT/vit-search.log"
   python3 -c 'import sys, pandas as pd; df = pd.read_parquet(sys.argv[1]); print(df[["label", "batch_size", "status", "correct", "max_abs_error", "tolerance", "correctness_note"]].to_string())' \
       "$OUT/studies/gpu-vit/trials.parquet" | tee "$OUT/vit-errors.txt"
+fi
+if [ "${GPU_LONG:-0}" = 1 ]; then
+  timeout -s TERM 300 python3 -m tuner search --model resnet18 --batch-sizes 32 \
+      --backend eager,inductor --mode max-autotune --dynamic false --inductor-option none \
+      --channels-last false --compile-timeout 100s --name gpu-long --confirm 0 \
+      --studies-dir "$OUT/studies" > "$OUT/long-search.txt" 2> "$OUT/long-search.log"
+  echo "long search exit: $?"
+  grep -E "running|still running|\[[0-9]+/" "$OUT/long-search.log"
 fi
 if [ "${GPU_FIDELITY:-0}" = 1 ]; then
   python3 benchmarks/fidelity.py --device cuda --out "$OUT/fidelity-h200.md" 2> "$OUT/fidelity.log"
