@@ -497,6 +497,16 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
                                   columns={"inductor:default": {"repeats_failed": 1}}))
     assert again.why_eager == ("no compiled config finished, matched eager and held up when "
                                "measured again (1 failed when measured again)")
+    # A slower compiled config within the limits, a faster one past them: not "compiling does
+    # not pay off" either.
+    trio = configs([1], ["eager", "inductor:default", "aot_eager"])
+    some = recommend(write_study(tmp_path, "e", trial_configs=trio,
+                                 changes={"aot_eager": {"latency_ms_p50": 9.0,
+                                                        "compile_s_cold": 0.5}}),
+                     max_compile_s=1)
+    assert some.config.label == "eager"
+    assert some.why_eager == ("eager was best within the limits: inductor:default (trial 1) does "
+                              "better, but takes 15.0 s where max_compile_s=1")
     # Compiled and slower: that is compiling not paying off.
     slower = recommend(write_study(tmp_path, "c", trial_configs=pair,
                                    changes={"inductor:default": {"latency_ms_p50": 9.0}}))

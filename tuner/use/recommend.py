@@ -386,6 +386,14 @@ def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
     one_size = df["batch_size"].nunique() <= 1
 
     if not compiled_at(feasible).empty:
+        # The choice without the limits: a compiled config they ruled out, where it is one.
+        unlimited = best(candidates, objective)
+        if unlimited["backend"] != EAGER and not feasible["trial_number"].isin(
+                [unlimited["trial_number"]]).any():
+            broken = " and ".join(s for _, _, s in constraints.violations(unlimited))
+            size = "" if one_size else f" at batch size {int(unlimited['batch_size'])}"
+            return (f"eager was best within the limits: {unlimited['label']}{size} (trial "
+                    f"{int(unlimited['trial_number'])}) does better, but {broken}")
         return {"warmup": "eager was best here: it compiles nothing, so it warms up first",
                 "memory": "eager was best here: no compiled config needs less memory"}.get(
                     objective, "eager was best here: compiling does not pay off")
