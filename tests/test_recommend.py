@@ -19,7 +19,7 @@ from tuner.data import files
 from tuner.data.select import GIB
 from tuner.errors import UserError
 from tuner.spec.records import Status
-from tuner.spec.space import TrialConfig
+from tuner.spec.space import SearchSpace, TrialConfig
 from tuner.spec.workload import Workload
 from tuner.trial import fingerprint as fingerprint_module
 from tuner.use.compare import compare
@@ -514,6 +514,15 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
     # for warm-up eager always wins; that says nothing of whether compiling pays
     assert recommend(slower.path, objective="warmup").why_eager == \
         "eager was best here: it compiles nothing, so it warms up first"
+    # Only eager measured so far, compiled configs of the space still to come (a search still
+    # running, or stopped early): said so, not only "the study measured no compiled config".
+    space = SearchSpace(backends=("eager", "inductor"), modes=("default", "reduce-overhead"),
+                        dynamic=(False,), batch_sizes=(1, 8))
+    early = recommend(write_study(tmp_path, "f", trial_configs=configs([1], ["eager"]),
+                                  meta={"space": space.to_dict()}))
+    assert early.why_eager == ("the study measured no compiled config at this batch size yet: 2 "
+                               "compiled configs of its search space have no trial (the search, "
+                               "still running or resumed, measures them)")
     # A compiled recommendation has no such reason.
     compiled = recommend(write_study(tmp_path, "d", trial_configs=pair))
     assert compiled.config.compiled and compiled.why_eager == ""

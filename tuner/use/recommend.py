@@ -44,8 +44,10 @@ from tuner.data.select import (
 from tuner.errors import UserError
 from tuner.spec.config import EAGER, TrialConfig, uses_cudagraphs
 from tuner.spec.records import FINGERPRINT_FIELDS
+from tuner.spec.space import SearchSpace
 from tuner.spec.workload import Workload, tensor_dtype
 from tuner.use.environment import MismatchWarning, environment_mismatch
+from tuner.words import plural
 
 if TYPE_CHECKING:
     import torch
@@ -370,16 +372,31 @@ def recommend(
         within_noise=_within_noise_of(chosen, feasible) if objective in ("latency", "throughput")
         else (),
         why_eager="" if config.compiled else _why_eager(chosen, df, candidates, feasible,
-                                                        constraints, objective))
+                                                        constraints, objective,
+                                                        _unmeasured_compiled(meta, df)))
+
+
+def _unmeasured_compiled(meta: dict[str, Any], df: pd.DataFrame) -> int:
+    """How many compiled configs of the study's space, at the batch sizes of ``df``, have no
+    row yet (a search still going, or stopped early)."""
+    try:
+        space = SearchSpace.from_dict(meta["space"])
+    except (KeyError, TypeError, ValueError):
+        return 0
+    sizes, have = set(df["batch_size"]), set(df["config_key"])
+    return sum(c.compiled and c.batch_size in sizes and c.key not in have
+               for c in space.configs())
 
 
 def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
-               feasible: pd.DataFrame, constraints: Constraints, objective: str) -> str:
+               feasible: pd.DataFrame, constraints: Constraints, objective: str,
+               unmeasured: int = 0) -> str:
     """Why an eager ``chosen`` won at its batch size: compiling did not pay off (a compiled
     config met the limits), the limits ruled out every compiled config, or no compiled config
     finished and matched eager. ``df`` holds the batch sizes the choice was made among: one,
     or every one for throughput without a batch size, where the best compiled config may be of
-    another batch size than ``chosen``."""
+    another batch size than ``chosen``. ``unmeasured``: the compiled configs of the study's
+    space with no row yet."""
     def compiled_at(rows: pd.DataFrame) -> pd.DataFrame:
         return rows[rows["backend"] != EAGER]
 
@@ -405,8 +422,11 @@ def _why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
                 f"{row['label']}{size} (trial {int(row['trial_number'])}), {broken}")
     tried = compiled_at(df)
     if tried.empty:
+        left = (f" yet: {plural(unmeasured, 'compiled config')} of its search space "
+                f"{'has' if unmeasured == 1 else 'have'} no trial (the search, still running or "
+                "resumed, measures them)" if unmeasured else "")
         return ("the study measured no compiled config at this batch size" if one_size
-                else "the study measured no compiled config")
+                else "the study measured no compiled config") + left
     # A finalist that a fresh process failed finished and matched eager in the search.
     held = " and held up when measured again" if failed_again(tried).any() else ""
     return f"no compiled config finished, matched eager{held} ({_why_none(tried)})" if held \
