@@ -218,6 +218,38 @@ def test_a_trial_off_the_front_for_a_slow_cores_sake_is_measured_again(tmp_path)
     assert again.measured == 0 and again.finalists == len(summary.pareto)
 
 
+class StreamsFast(FakeRunner):
+    """reduce-overhead at batch size 1 waits 6 ms a request but streams a call a millisecond
+    back to back: the front (per request) leaves it out, throughput picks it."""
+
+    def run(self, request, workdir, abort=None, cache_dir=None):
+        result = super().run(request, workdir, abort, cache_dir)
+        config = request.config
+        if (config.label, config.batch_size, config.dynamic) == (
+                "inductor:reduce-overhead", 1, False):
+            return dataclasses.replace(result, latency_ms_p50=6.0, latency_ms_p90=6.1,
+                                       latency_ms_p99=6.2, stream_ms_p50=1.0)
+        return result
+
+
+def test_the_throughput_pick_off_the_front_is_measured_again_like_a_finalist(tmp_path):
+    # recommend --objective throughput picked it, said "measured in one process: `tuner
+    # confirm` measures the finalists again", and confirm never measured it.
+    from tuner.use.recommend import recommend
+
+    said: list[str] = []
+    s, summary = search(tmp_path, runner=StreamsFast(), on_message=said.append)
+    pick, _ = reduce_overhead_at_1(summary.trials)
+    assert pick not in set(summary.pareto["trial_number"])
+    assert len(finalists.repeats_of(s.study, s.claims.storage)[pick]) == 2
+    assert (f"also measured again: trial {pick} at batch size 1, off the front (which ranks what "
+            "one request waits) but the most items/s back to back, what `tuner recommend "
+            "--objective throughput` picks") in said
+    rec = recommend(s.spec.directory, batch_size=1, objective="throughput")
+    assert rec.trial_number == pick and rec.confirmed
+    assert "measured in one process" not in rec.describe()
+
+
 def test_a_resumed_searchs_progress_names_the_fastest_by_its_median(tmp_path):
     _, first = search(tmp_path, runner=SlowAgain(), n_trials=6)
     row = first.trials.set_index("label").loc["inductor:reduce-overhead"]

@@ -219,6 +219,21 @@ def best(df: pd.DataFrame, objective: str) -> pd.Series:
     return fallback
 
 
+def throughput_picks_off_front(trials: pd.DataFrame, front: pd.DataFrame) -> pd.DataFrame:
+    """Per batch size, the row ``tuner recommend --objective throughput`` picks (the most items
+    per second back to back) where it is not on the Pareto ``front``, which ranks what one
+    request waits: ``tuner show`` names it, and the finalists' re-measurement measures it too."""
+    picks = []
+    for bs, group in eligible(trials).groupby("batch_size"):
+        here = front[front["batch_size"] == bs] if "batch_size" in front else front
+        if here.empty or pd.to_numeric(group["throughput_per_s"], errors="coerce").isna().all():
+            continue
+        top = best(group, "throughput")
+        if top["trial_number"] not in set(here["trial_number"]):
+            picks.append(top.name)
+    return trials.loc[picks]
+
+
 def memory_needed_bytes(row: pd.Series) -> int | None:
     """The most memory a config held at any point: serving, or compiling and warming up (the
     row's ``memory_needed_bytes``, which :func:`tuner.data.derive.derive` computes)."""

@@ -21,6 +21,7 @@ from tuner.data.select import (
     failed_again,
     left_out_counts,
     not_run,
+    throughput_picks_off_front,
     why_left_out,
 )
 from tuner.render.text import cell, describe_fingerprint, is_list
@@ -431,14 +432,9 @@ def throughput_off_front(trials: pd.DataFrame, pareto: pd.DataFrame,
     one sentence naming it, so that a recommendation never names a config show did not list."""
     out: dict[int, str] = {}
     study = "STUDY" if folder is None else shlex.quote(str(folder))
-    for bs, group in eligible(trials).groupby("batch_size"):
-        front = pareto[pareto["batch_size"] == bs] if "batch_size" in pareto else pareto
-        if pd.to_numeric(group["throughput_per_s"], errors="coerce").isna().all():
-            continue
-        top = best(group, "throughput")
-        if front.empty or top["trial_number"] in set(front["trial_number"]):
-            continue
-        out[int(bs)] = (f"batch size {bs}: the most items/s back to back is {top['label']} "
+    for _, top in throughput_picks_off_front(trials, pareto).iterrows():
+        bs = int(top["batch_size"])
+        out[bs] = (f"batch size {bs}: the most items/s back to back is {top['label']} "
                         f"(trial {int(top['trial_number'])}, {top['throughput_per_s']:,.0f} "
                         f"items/s, {top[LATENCY]:.3f} ms p50 per request): it is not on this front, "
                         "which ranks what one request waits, but it is what a server busy "
