@@ -320,7 +320,8 @@ def test_a_config_is_found_in_a_study_that_searched_more_dimensions(tmp_path):
     wide = extended(tmp_path, "epilogue_fusion", [True, False], mode_options=MODE_OPTIONS)
     c = compare([plain, wide])
     t = transfer(c, 1, "A", "B")
-    assert t.label == "inductor:max-autotune" and t.outcome in ("on_front", "off_front")
+    # B searched both memory formats: A's label names the one it ran
+    assert t.label == "inductor:max-autotune contiguous" and t.outcome in ("on_front", "off_front")
     key = TrialConfig("inductor", 1, "max-autotune", False, channels_last=False,
                       options={"epilogue_fusion": True}).key
     rows, _, _ = files.load(wide)
@@ -552,6 +553,24 @@ def test_labels_name_the_precision_where_the_studies_differ_in_it(tmp_path, two_
     assert "A's inductor:max-autotune fp32 on B: not measured there; B's best is " \
            "inductor:max-autotune bf16" in render(c)
     assert best(compare(two_gpus), 1, "latency", "A").label == "inductor:max-autotune"
+
+
+def test_a_study_that_searched_several_precisions_is_named_so_and_its_rows_labelled(
+        tmp_path, two_gpus):
+    # Its workload holds only the first precision: the header said "float32", no note said the
+    # studies differ, and A's "inductor:max-autotune" stood beside B's "... bf16".
+    pair = [TrialConfig("eager", 1, dtype=dt) for dt in ("float32", "bfloat16")]
+    pair += [TrialConfig("inductor", 1, "max-autotune", False, dtype=dt)
+             for dt in ("float32", "bfloat16")]
+    both = write_study(tmp_path, "both", trial_configs=pair,
+                       changes={TrialConfig("inductor", 1, "max-autotune", False,
+                                            dtype="bfloat16").key: {"latency_ms_p50": 1.0}})
+    c = compare([two_gpus[0], both])
+    text = render(c)
+    assert "  B  both: resnet18 float32,bfloat16 on cuda" in text
+    assert any("dtype: A float32, B float32,bfloat16" in n for n in c.confounders), c.confounders
+    assert best(c, 1, "latency", "A").label == "inductor:max-autotune fp32"
+    assert best(c, 1, "latency", "B").label == "inductor:max-autotune bf16"
 
 
 def test_a_small_ratio_keeps_two_significant_digits(tmp_path):

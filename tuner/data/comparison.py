@@ -20,6 +20,18 @@ class StudyRef:
     measured_again: bool = False
     trials: int = 0  # rows in its trials file
     verified: int = 0  # of them, those that finished and matched eager (eligible)
+    # precision, memory format, cudnn.benchmark: the values its rows ran with, in order (a
+    # study that searched several has them all; its workload holds only the first)
+    ran_with: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+
+    def ran(self, key: str) -> str | None:
+        """What the study's rows ran with for ``key``, as text (``float32,bfloat16``), else
+        its workload's value."""
+        values = self.ran_with.get(key)
+        if values:
+            return ",".join(str(v) for v in values)
+        value = self.workload.get(key)
+        return None if value is None else str(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ def render(c: Comparison) -> str:
     lines = [f"comparing {len(c.studies)} studies (ratios are against study A)"]
     for s in c.studies:
         w = s.workload
-        lines.append(f"  {s.tag}  {s.name}: {w.get('model')} {w.get('dtype')} on "
+        lines.append(f"  {s.tag}  {s.name}: {w.get('model')} {s.ran('dtype')} on "
                      f"{w.get('device')}, measured on {where(s)}")
     lines.append("(median ms, median p99: per request, a finalist's median over its processes, "
                  "any other config's own: trials.parquet's latency_ms_p50_median, "

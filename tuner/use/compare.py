@@ -81,7 +81,9 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
                        memory_kind=str(kinds[0]) if len(kinds) == 1 else None,
                        measured_again=bool(ok["latency_ms_p50_repeats"].map(
                            lambda v: listed(v) > 1).any()),
-                       trials=len(df), verified=len(ok))
+                       trials=len(df), verified=len(ok),
+                       ran_with={k: _ran_with(df, dict(meta.get("workload") or {}), k)
+                                 for k in _RAN_WITH})
         loaded.append((ref, df, ok))
     refs = [ref for ref, _, _ in loaded]
     same = duplicates([(ref, df) for ref, df, _ in loaded])
@@ -90,8 +92,10 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
     if not any(ref.verified for ref in refs):
         raise UserError("nothing to compare: no study has a verified config (" + "; ".join(
             f"{ref.tag}: {_none_verified(ref)}" for ref in refs) + ")")
-    # A precision or memory format the studies' workloads differ in: named in every label.
-    differ = [k for k in _RAN_WITH if len({repr(ref.workload.get(k)) for ref in refs}) > 1]
+    # A precision or memory format the studies ran with differently, or one study searched
+    # several of: named in every label.
+    differ = [k for k in _RAN_WITH if len({ref.ran(k) for ref in refs}) > 1
+              or any(len(ref.ran_with.get(k) or ()) > 1 for ref in refs)]
     if differ:
         for i, (ref, df, ok) in enumerate(loaded):
             df = _labelled(df, ref.workload, differ)
@@ -159,7 +163,7 @@ def confounders(studies: list[StudyRef]) -> list[str]:
         out.append(f"torch differs ({_pairs(torch)}): part of any difference may come from torch, "
                    "not the hardware; compare studies made with the same torch to isolate the GPU")
     for key in _WORKLOAD_KEYS:
-        seen = values(lambda s, k=key: s.workload.get(k))
+        seen = values(lambda s, k=key: s.ran(k) if k in _RAN_WITH else s.workload.get(k))
         if len({repr(v) for v in seen.values()}) > 1:
             out.append(f"workload differs, {key}: {_pairs(seen)}: the studies measured "
                        "different things")
@@ -204,6 +208,18 @@ def _labelled(df: pd.DataFrame, workload: dict[str, Any], keys: list[str]) -> pd
         return dataclasses.replace(config, **unset).label if unset else str(row["label"])
 
     return df.assign(label=df.apply(label, axis=1)) if len(df) else df
+
+
+def _ran_with(df: pd.DataFrame, workload: dict[str, Any], key: str) -> list[Any]:
+    """The values of ``key`` (one of :data:`_RAN_WITH`) the rows of ``df`` ran with, in the
+    order first seen: the config's own, else the workload's."""
+    seen: list[Any] = []
+    for _, row in df.iterrows():
+        value = getattr(config_of(row), key)
+        value = workload.get(key) if value is None else value
+        if value is not None and value not in seen:
+            seen.append(value)
+    return seen
 
 
 def _absent(bs: int, tag: str, tried: pd.DataFrame) -> str:
