@@ -529,6 +529,30 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
     assert compiled.to_dict()["why_eager"] is None
 
 
+def test_a_pick_that_breaks_a_limit_of_the_studys_search_says_so(tmp_path, fake_cli):
+    # `tuner search --max-compile-s 20`, then `tuner recommend` named max-autotune, whose
+    # 60 s compile the search had been told was too long, as if no limit had been given.
+    from tests.test_cli import invoke, search_args
+
+    searched = invoke(*search_args(tmp_path, "--max-compile-s", "20", "--compile-timeout", "none",
+                                   mode="default,max-autotune-no-cudagraphs", batch_sizes="1"))
+    assert searched.exit_code == 0, searched.output
+    folder = str(tmp_path / "resnet18-cpu")
+    rec = recommend(folder)
+    assert rec.config.label == "inductor:max-autotune-no-cudagraphs"
+    assert rec.breaks_search_limits() == ["takes 60.0 s where max_compile_s=20"]
+    assert rec.to_dict()["breaks_search_limits"] == ["takes 60.0 s where max_compile_s=20"]
+    shown = invoke("recommend", folder)
+    assert ("note         it breaks a limit the study's search was given: takes 60.0 s where "
+            "--max-compile-s=20 (give --max-compile-s=20 here too to recommend within it)"
+            in shown.stdout), shown.stdout
+    # given here too, the limit is met, and there is nothing to say
+    within = recommend(folder, max_compile_s=20)
+    assert within.config.label == "inductor:default" and within.breaks_search_limits() == []
+    assert "limit the study's search" not in invoke("recommend", folder,
+                                                    "--max-compile-s", "20").stdout
+
+
 def test_a_cuda_graph_config_says_how_to_call_it_and_keep_its_outputs(tmp_path):
     # reduce-overhead on CUDA: the next call overwrites the outputs (verified on the H200 by
     # tests/test_gpu.py); describe, the snippet and the JSON say so, a CPU config does not.

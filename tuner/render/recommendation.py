@@ -50,6 +50,11 @@ class Recommended(Protocol):
     def cuda_graphs(self) -> bool: ...
 
     @property
+    def search_limits(self) -> Constraints: ...
+
+    def breaks_search_limits(self, called: Callable[[str], str] = str) -> list[str]: ...
+
+    @property
     def candidates(self) -> int: ...
 
     @property
@@ -233,6 +238,12 @@ def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
     checked = rec.row.get("correctness_note")
     if isinstance(checked, str) and checked:  # what the check against eager could not show
         rows.append(("correctness", checked))
+    if broken := rec.breaks_search_limits(called):
+        given = ", ".join(f"{called(k)}={v:g}" for k, v in rec.search_limits.to_dict().items()
+                          if v is not None)
+        rows.append(("note", f"it breaks a limit the study's search was given: "
+                             f"{'; '.join(broken)} (give {given} here too to recommend within "
+                             "it)"))
     if not rec.confirmed and rec.config.compiled:
         rows.append(("note", f"measured in one process: `tuner confirm {rec.path.parent}` "
                              "measures the finalists again in fresh processes; until then, a "

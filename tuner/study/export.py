@@ -189,6 +189,13 @@ def storage_label(spec: StudySpec) -> str:
     return DB_FILE if spec.storage is None else redact(spec.storage)
 
 
+def _limits(fronts: Fronts) -> dict[str, Any]:
+    """The limits the search was told (--max-vram-gb, --max-compile-s), where it was told any:
+    recommend says where its pick breaks one it was not given."""
+    limits = fronts.limits.to_dict()
+    return {"limits": limits} if any(v is not None for v in limits.values()) else {}
+
+
 def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
                  pacer: ExportPacer | None = None, after_trial: bool = False,
                  trials: pd.DataFrame | None = None) -> Exported:
@@ -204,7 +211,7 @@ def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
         return files.export(spec.layout, df, {
             "study": spec.name, "workload": spec.workload.to_dict(),
             "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
-            "storage": storage_label(spec), **_mode_options(spec)})
+            "storage": storage_label(spec), **_mode_options(spec), **_limits(fronts)})
 
     if pacer is None:
         return Exported(df, write())

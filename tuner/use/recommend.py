@@ -81,6 +81,9 @@ class Recommendation:
         why_eager: when the config is eager, why: it was best among configs that compile, the
             limits ruled out every compiled one, or none finished and matched eager. Empty
             for a compiled config.
+        search_limits: the limits the study's search was given (``--max-vram-gb``,
+            ``--max-compile-s``) that this call did not set; :meth:`breaks_search_limits`
+            says which of them the config breaks.
     """
 
     study: str
@@ -97,6 +100,13 @@ class Recommendation:
     row: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     within_noise: tuple[str, ...] = ()
     why_eager: str = ""
+    search_limits: Constraints = dataclasses.field(default_factory=Constraints)
+
+    def breaks_search_limits(self, called: Callable[[str], str] = str) -> list[str]:
+        """How the config breaks each of :attr:`search_limits` it is measured over, in words
+        (``takes 60.0 s where max_compile_s=20``); ``called`` names each limit."""
+        return [sentence for _, excess, sentence in
+                self.search_limits.violations(pd.Series(self.row), called) if excess != np.inf]
 
     def apply(self, model: torch.nn.Module, warm_start: bool = True) -> torch.nn.Module:
         """Set up ``model`` the way the study measured it and compile it with the recorded args.
@@ -256,6 +266,8 @@ class Recommendation:
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
             "artifacts_found": self.artifacts_found, "why_eager": self.why_eager or None,
             "cuda_graphs": self.cuda_graphs,
+            "search_limits": self.search_limits.to_dict(),
+            "breaks_search_limits": self.breaks_search_limits(),
         }
 
     def describe(self, called: Callable[[str], str] = str) -> str:
@@ -373,7 +385,21 @@ def recommend(
         else (),
         why_eager="" if config.compiled else _why_eager(chosen, df, candidates, feasible,
                                                         constraints, objective,
-                                                        _unmeasured_compiled(meta, df)))
+                                                        _unmeasured_compiled(meta, df)),
+        search_limits=_search_limits(meta, constraints))
+
+
+def _search_limits(meta: dict[str, Any], given: Constraints) -> Constraints:
+    """The limits the study's search was given (its files' ``limits``) that ``given`` leaves
+    unset; none where the files hold none, or none that can be read."""
+    stored = meta.get("limits")
+    if not isinstance(stored, dict):
+        return Constraints()
+    unset = {k for k, v in given.to_dict().items() if v is None}
+    try:
+        return Constraints(**{k: v for k, v in stored.items() if k in unset and v is not None})
+    except (UserError, TypeError):
+        return Constraints()
 
 
 def _unmeasured_compiled(meta: dict[str, Any], df: pd.DataFrame) -> int:
