@@ -144,9 +144,12 @@ def snippet(rec: Recommended) -> str:
                       "    if ARTIFACTS.exists() and torch.__version__ == ARTIFACTS_TORCH:",
                       "        loaded = torch.compiler.load_cache_artifacts(ARTIFACTS.read_bytes())",
                       "    if loaded is None:",
-                      '        warnings.warn(f"no warm start: {ARTIFACTS} is missing or unreadable, '
-                      'or was saved by torch {ARTIFACTS_TORCH} and this is {torch.__version__}; '
-                      'the first call compiles cold")']
+                      '        why = ("is missing" if not ARTIFACTS.exists() else '
+                      'f"was saved by torch {ARTIFACTS_TORCH} and this is {torch.__version__}"',
+                      '               if torch.__version__ != ARTIFACTS_TORCH else '
+                      '"could not be read (torch logged why)")',
+                      '        warnings.warn(f"no warm start: {ARTIFACTS} {why}; the first call '
+                      'compiles cold")']
         args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
         lines.append(f"    return torch.compile(model, {args})")
     else:
