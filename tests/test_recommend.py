@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -486,6 +487,8 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
                                  "one, inductor:default (trial 1), takes 15.0 s where "
                                  "max_compile_s=1")
     assert f"no torch.compile: {limited.why_eager}" in limited.describe()
+    # eager compiles nothing: no "0.0 s first call" (show and compare print "-")
+    assert re.search(r"^compile +none \(eager\), 0\.2 s until steady", limited.describe(), re.M)
     assert f"return model  # not compiled: {limited.why_eager}" in limited.snippet()
     assert limited.to_dict()["why_eager"] == limited.why_eager
     # Every compiled trial failed: say how, not that eager won a comparison.
@@ -526,6 +529,7 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
     # A compiled recommendation has no such reason.
     compiled = recommend(write_study(tmp_path, "d", trial_configs=pair))
     assert compiled.config.compiled and compiled.why_eager == ""
+    assert re.search(r"^compile +15\.0 s first call, ", compiled.describe(), re.M)
     assert compiled.to_dict()["why_eager"] is None
 
 

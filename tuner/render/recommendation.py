@@ -194,7 +194,9 @@ def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
         ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s") + " back to back ("
          + _fmt(m.stream_ms_p50_median if m.stream_ms_p50_median is not None
                 else m.stream_ms_p50, "{:.3f} ms a call") + ")"),
-        ("compile", _fmt(m.compile_s_cold, "{:.1f} s first call") + ", "
+        # eager compiles nothing: no compile time (show and compare print "-" there)
+        ("compile", ("none (eager)" if not rec.config.compiled
+                     else _fmt(m.compile_s_cold, "{:.1f} s first call")) + ", "
          + ("" if m.compile_s_warm is None else f"{m.compile_s_warm:.1f} s warm, ")
          + ("" if m.compile_s_artifacts is None
             else f"{m.compile_s_artifacts:.1f} s from saved artifacts, ")
