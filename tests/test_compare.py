@@ -591,6 +591,9 @@ def test_compare_is_public_and_refuses_one_path(two_gpus):
     for one in (str(two_gpus[0]), two_gpus[0]):
         with pytest.raises(UserError, match="give a list of studies to compare"):
             tuner.compare(one)
+    # which of a set's studies would be the reference A is chance
+    with pytest.raises(UserError, match="in order, as a list: the first is the reference"):
+        tuner.compare(set(map(str, two_gpus)))
 
 
 def test_studies_without_any_verified_config_are_an_error(tmp_path):

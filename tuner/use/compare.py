@@ -59,6 +59,9 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
     if isinstance(paths, (str, bytes, os.PathLike)):  # a str is a sequence: of its characters
         raise UserError(f"give a list of studies to compare, e.g. compare([{str(paths)!r}, "
                         "'studies/other']), not one path")
+    if isinstance(paths, (set, frozenset)):  # the first is A, the reference: a set has no first
+        raise UserError("give the studies to compare in order, as a list: the first is the "
+                        "reference (A) for every ratio, and a set has no order")
     if not isinstance(paths, Iterable):
         raise UserError(f"give a list of studies to compare, e.g. compare(['studies/a', "
                         f"'studies/b']), not {paths!r}")
