@@ -33,17 +33,17 @@ def stop_handlers(run: Stoppable, say: Callable[[str], None], what: str | Callab
     moment), a second Ctrl-C abandons it; SIGTERM (a scheduler, `timeout`) abandons it at once.
     Each signal is appended to ``received``, for :func:`exit_code`."""
     got: list[int] = [] if received is None else received
-    name = what if callable(what) else lambda: what
+    name_of = what if callable(what) else lambda: what
 
     def on_sigint(signum: int, frame: Any) -> None:
         got.append(signum)
-        what = name()
+        unit = name_of()
         if run.stop_after_trial.is_set():
             run.abort.set()
-            say(f"aborting the {what} in flight ...")
+            say(f"aborting the {unit} in flight ...")
         else:
             run.stop_after_trial.set()
-            say(f"stopping after the current {what} (Ctrl-C again to abandon it)")
+            say(f"stopping after the current {unit} (Ctrl-C again to abandon it)")
 
     def on_sigterm(signum: int, frame: Any) -> None:
         got.append(signum)

@@ -435,11 +435,11 @@ def throughput_off_front(trials: pd.DataFrame, pareto: pd.DataFrame,
     for _, top in throughput_picks_off_front(trials, pareto).iterrows():
         bs = int(top["batch_size"])
         out[bs] = (f"batch size {bs}: the most items/s back to back is {top['label']} "
-                        f"(trial {int(top['trial_number'])}, {top['throughput_per_s']:,.0f} "
-                        f"items/s, {top[LATENCY]:.3f} ms p50 per request): it is not on this front, "
-                        "which ranks what one request waits, but it is what a server busy "
-                        f"with calls back to back wants (`tuner recommend {study} "
-                        f"--batch-size {bs} --objective throughput`).")
+                   f"(trial {int(top['trial_number'])}, {top['throughput_per_s']:,.0f} "
+                   f"items/s, {top[LATENCY]:.3f} ms p50 per request): it is not on this front, "
+                   "which ranks what one request waits, but it is what a server busy "
+                   f"with calls back to back wants (`tuner recommend {study} "
+                   f"--batch-size {bs} --objective throughput`).")
     return out
 
 

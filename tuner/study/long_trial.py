@@ -18,7 +18,7 @@ from tuner.launch.compile_budget import MARKER_FILE
 from tuner.spec.config import TrialConfig
 from tuner.words import fmt_s
 
-FIRST_S = 60.0  # the first line, after this long; each later one after twice the last gap
+FIRST_S = 60.0  # the first line this long into the trial; each later one twice as far in
 
 
 class StillRunning:

@@ -85,8 +85,7 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
                        measured_again=bool(ok["latency_ms_p50_repeats"].map(
                            lambda v: listed(v) > 1).any()),
                        trials=len(df), verified=len(ok),
-                       ran_with={k: _ran_with(df, dict(meta.get("workload") or {}), k)
-                                 for k in _RAN_WITH})
+                       ran_with=_ran_with(df, dict(meta.get("workload") or {})))
         loaded.append((ref, df, ok))
     refs = [ref for ref, _, _ in loaded]
     same = duplicates([(ref, df) for ref, df, _ in loaded])
@@ -213,15 +212,17 @@ def _labelled(df: pd.DataFrame, workload: dict[str, Any], keys: list[str]) -> pd
     return df.assign(label=df.apply(label, axis=1)) if len(df) else df
 
 
-def _ran_with(df: pd.DataFrame, workload: dict[str, Any], key: str) -> list[Any]:
-    """The values of ``key`` (one of :data:`_RAN_WITH`) the rows of ``df`` ran with, in the
-    order first seen: the config's own, else the workload's."""
-    seen: list[Any] = []
+def _ran_with(df: pd.DataFrame, workload: dict[str, Any]) -> dict[str, list[Any]]:
+    """Per key of :data:`_RAN_WITH`, the values the rows of ``df`` ran with, in the order first
+    seen: the config's own, else the workload's."""
+    seen: dict[str, list[Any]] = {key: [] for key in _RAN_WITH}
     for _, row in df.iterrows():
-        value = getattr(config_of(row), key)
-        value = workload.get(key) if value is None else value
-        if value is not None and value not in seen:
-            seen.append(value)
+        config = config_of(row)
+        for key, values in seen.items():
+            value = getattr(config, key)
+            value = workload.get(key) if value is None else value
+            if value is not None and value not in values:
+                values.append(value)
     return seen
 
 
