@@ -243,11 +243,13 @@ def test_top_level_help():
             assert name in result.stdout
 
 
-def test_python_dash_m_tuner_is_the_command_line():
-    proc = subprocess.run([sys.executable, "-m", "tuner", "--help"], capture_output=True,
+@pytest.mark.parametrize("module", ["tuner", "tuner.cli.app"])
+def test_python_dash_m_tuner_is_the_command_line(module):
+    # python -m tuner.cli.app (the entry point's module) printed nothing and exited 0
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "Usage: python -m tuner" in proc.stdout
+    assert f"Usage: python -m {module}" in proc.stdout
     assert all(name in proc.stdout for name in main.commands)
 
 

@@ -219,10 +219,11 @@ def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
     assert all(wait_until_gone(pid, within_s=10) for pid in workers), "".join(seen)
     rest = proc.stderr.read()
     proc.stderr.close()
-    # each abandoned its trial as a stopped search does, and says how to go on
+    # each abandoned its trial as a stopped search does, says why (not the user: its search
+    # died) and how to go on
     for gpu in ("gpu0", "gpu1"):
-        assert (f"{gpu} stopped: stopped by the user (the trial in flight was abandoned); the "
-                "same command resumes; 0 new trials") in rest, rest
+        assert (f"{gpu} stopped: the search that started this worker died (the trial in flight "
+                "was abandoned); the same command resumes; 0 new trials") in rest, rest
 
     again = subprocess.run([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "0", *argv],
                            capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)

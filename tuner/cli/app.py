@@ -29,3 +29,7 @@ def main() -> None:
 for _command in (measure.search, measure.worker, measure.confirm, read.show, read.recommend,
                  read.compare, read.plot):
     main.add_command(_command)
+
+
+if __name__ == "__main__":  # python -m tuner.cli.app, as python -m tuner
+    main()

@@ -9,7 +9,9 @@ nothing. What it needs to join the study (the commands, pandas, SQLAlchemy: 0.5-
 imports while the template imports and it waits, not before the template starts.
 
 Stopped (Ctrl-C or SIGTERM passed on by the fleet) before its search's own handlers are in
-place, it exits quietly: 0 before the go, 130 or 143 after it (tuner.launch.signals)."""
+place, it exits quietly: 0 before the go, 130 or 143 after it (tuner.launch.signals). The
+fleet's process killed outright, its workers get SIGTERM (die_with_parent) and say so in their
+stop reason: not the user's Ctrl-C, but their search's death."""
 
 from __future__ import annotations
 
@@ -37,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         return _work(WorkerPlan.from_json(argv[0]))
 
 
+# A worker's stop reason where the fleet's process died (killed outright: SIGKILL, the OOM
+# killer), rather than "stopped by the user".
+FLEET_DIED = "the search that started this worker died"
+
+
 def _work(plan: WorkerPlan) -> int:
+    fleet_pid = os.getppid()  # the fleet started this process itself (tuner.study.fleet)
     runner = None
     if plan.wait_for_go:
         try:
@@ -55,7 +63,8 @@ def _work(plan: WorkerPlan) -> int:
     from tuner.cli import measure
 
     try:
-        measure.run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner)
+        measure.run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner,
+                           stop_cause=lambda: FLEET_DIED if os.getppid() != fleet_pid else None)
     except KeyboardInterrupt:  # joining the study: nothing measured yet, the runner closed
         return EXIT_INTERRUPTED
     except _Terminated:

@@ -373,9 +373,11 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
 
 
 def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = False,
-               runner: Runner | None = None) -> None:
+               runner: Runner | None = None,
+               stop_cause: Callable[[], str | None] | None = None) -> None:
     """One worker on an existing study: ``tuner worker``, and each worker of a fleet, which
-    passes the ``runner`` it made while it waited for the study (closed here in all cases)."""
+    passes the ``runner`` it made while it waited for the study (closed here in all cases)
+    and its ``stop_cause`` (Search.stop_cause)."""
     from tuner.launch.gpus import check_worker_gpu
     from tuner.spec.workload import check_loads_here
     from tuner.study.export import export_study, refuse_another_studys_folder
@@ -408,6 +410,8 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
                                     f" (study {spec.name!r})",
                                     "give this worker a --timeout above it")
         search_ = Search(spec, runner, **run.progress(say))
+        if stop_cause is not None:
+            search_.stop_cause = stop_cause
     except BaseException:
         if runner is not None:
             runner.close()

@@ -84,6 +84,9 @@ class Search:
         self.on_start = on_start or (lambda number, config: None)
         self.stop_after_trial = threading.Event()
         self.abort = threading.Event()
+        # Why a run stopped with stop_after_trial or abort, as its stop reason: the user, unless
+        # this returns another cause at the moment (a fleet's worker whose search died).
+        self.stop_cause: Callable[[], str | None] = lambda: None
         # What a Ctrl-C now stops after (tuner.launch.signals.stop_handlers): a trial, or while
         # confirming the finalists, a re-measurement.
         self.in_flight = "trial"
@@ -188,7 +191,7 @@ class Search:
                 stop_reason = "the time budget is spent"
                 break
             if self.stop_after_trial.is_set() or self.abort.is_set():
-                stop_reason, user_stopped = STOPPED, True
+                stop_reason, user_stopped = self.stop_cause() or STOPPED, True
                 break
             if nothing_to_start:
                 if not said_waiting:
@@ -251,7 +254,8 @@ class Search:
                 with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
                     trial.set_user_attr(INTERRUPTED_ATTR, True)
                     trial.study.tell(trial, state=TrialState.FAIL)
-                stop_reason, user_stopped = f"{STOPPED} (the trial in flight was abandoned)", True
+                stop_reason = f"{self.stop_cause() or STOPPED} (the trial in flight was abandoned)"
+                user_stopped = True
                 break
             try:
                 exported = self.record(trial, number, result)
