@@ -47,9 +47,9 @@ import time
 from pathlib import Path
 
 from tuner.launch.runner import ProcessRunner
-from tuner.spec.records import Status, TrialProtocol, TrialRequest
-from tuner.spec.space import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.records import Status, TrialProtocol, TrialRequest
+from tuner.domain.space import TrialConfig
+from tuner.domain.workload import Workload
 
 FULL = [("resnet18", "float32", 1), ("resnet18", "float32", 32), ("resnet50", "bfloat16", 16),
         ("resnet50", "bfloat16", 64)]
@@ -91,7 +91,7 @@ def compiled_call(request: TrialRequest):
     """The config built and compiled again as the trial does: (call, sync, cuda)."""
     import torch
 
-    from tuner.spec.config import uses_cudagraphs
+    from tuner.domain.config import uses_cudagraphs
     from tuner.trial import build as wl
 
     cfg, work = request.config, request.workload

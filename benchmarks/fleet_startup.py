@@ -65,9 +65,9 @@ def environment(tuner_path: str | None) -> dict[str, str]:
 PARENT_STEPS = """
 import json, sys, time
 from pathlib import Path
-from tuner.spec.records import TrialProtocol
-from tuner.spec.space import build_space
-from tuner.spec.workload import Workload
+from tuner.domain.records import TrialProtocol
+from tuner.domain.space import build_space
+from tuner.domain.workload import Workload
 from tuner.study.export import export_study
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec

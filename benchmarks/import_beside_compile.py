@@ -32,9 +32,9 @@ from pathlib import Path
 
 from tuner.launch.prestart import Spare
 from tuner.launch.runner import ProcessRunner
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.domain.workload import Workload
 from tuner.trial.prebuild import PrebuildRequest
 
 ALONE, BESIDE = "alone", "with import"

@@ -66,7 +66,7 @@ class Timed:
     def __init__(self, model: str, dtype: str, batch: int) -> None:
         import torch
 
-        from tuner.spec.workload import Workload
+        from tuner.domain.workload import Workload
         from tuner.trial import build
 
         self.torch = torch

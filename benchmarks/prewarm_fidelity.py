@@ -31,9 +31,9 @@ import tempfile
 from pathlib import Path
 
 from tuner.launch.runner import ProcessRunner
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import TrialProtocol, TrialRequest, TrialResult
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import TrialProtocol, TrialRequest, TrialResult
+from tuner.domain.workload import Workload
 from tuner.trial.contract import GPU_TIME_ENV
 from tuner.trial.prebuild import PrebuildRequest
 from tuner.trial.prewarm import PREWARM_ENV

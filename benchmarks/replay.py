@@ -28,10 +28,10 @@ from tuner.data.schema import SCHEMA
 from tuner.data.select import eligible
 from tuner.errors import UserError
 from tuner.launch import compile_budget
-from tuner.spec.config import INDUCTOR, OptionValue, TrialConfig
-from tuner.spec.records import FINGERPRINT_FIELDS, Status, TrialRequest, TrialResult
-from tuner.spec.space import SearchSpace
-from tuner.spec.workload import Workload
+from tuner.domain.config import INDUCTOR, OptionValue, TrialConfig
+from tuner.domain.records import FINGERPRINT_FIELDS, Status, TrialRequest, TrialResult
+from tuner.domain.space import SearchSpace
+from tuner.domain.workload import Workload
 
 _RESULT_FIELDS = {f.name: f for f in dataclasses.fields(TrialResult)}
 _INT_COLUMNS = {f.name for f in SCHEMA if pa.types.is_integer(f.type)}

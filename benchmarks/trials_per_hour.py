@@ -49,7 +49,7 @@ from pathlib import Path
 import pandas as pd
 
 from tuner.data import files
-from tuner.spec.layout import StudyLayout
+from tuner.domain.layout import StudyLayout
 
 REPO = Path(__file__).resolve().parents[1]
 BACKENDS, MODES, DYNAMIC = ("eager", "inductor"), ("default", "reduce-overhead"), (False, True)
@@ -68,7 +68,7 @@ def space_args(batch_sizes: str) -> list[str]:
 
 def grid(batch_sizes: str) -> list[str]:
     """The fixed list every set measures: the keys of the space's whole grid."""
-    from tuner.spec.space import build_space
+    from tuner.domain.space import build_space
 
     space = build_space(device="cuda", batch_sizes=[int(b) for b in batch_sizes.split(",")],
                         backends=list(BACKENDS), modes=list(MODES), dynamic=list(DYNAMIC))

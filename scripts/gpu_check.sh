@@ -17,7 +17,7 @@
 #                      next trial's pre-started import, 3 each
 #   GPU_SEARCH=0       skip the example search
 #   GPU_VIT=1          a random vit_b_16 bf16, eager and inductor at batch sizes 1 and 8: its
-#                      head is drawn, not zero (tuner.spec.build), so its output varies and the
+#                      head is drawn, not zero (tuner.domain.build), so its output varies and the
 #                      check against eager measures an error
 #   GPU_LONG=1         resnet18 max-autotune at batch size 32 under --compile-timeout 100s: the
 #                      search's "still running after 1 min (in its first call, compiling)" line

@@ -10,9 +10,9 @@ import tempfile
 from pathlib import Path
 
 from tuner.launch.runner import ProcessRunner
-from tuner.spec.records import TrialProtocol, TrialRequest
-from tuner.spec.space import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.records import TrialProtocol, TrialRequest
+from tuner.domain.space import TrialConfig
+from tuner.domain.workload import Workload
 
 FIELDS = ("status", "message", "latency_ms_p50", "latency_ms_p90", "compile_s_cold", "correct",
           "flops_per_call", "achieved_tflops", "peak_tflops_measured", "ran_compiled",

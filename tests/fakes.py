@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.files import write_bytes_atomic
-from tuner.spec.records import Status, TrialRequest, TrialResult
+from tuner.domain.records import Status, TrialRequest, TrialResult
 
 
 class FakeRunner:
@@ -129,7 +129,7 @@ class FakeRunner:
     @staticmethod
     def _fake_schedule(request: TrialRequest, p50: float) -> dict[str, Any]:
         """A made-up replay: static shapes recompile once per new shape, dynamic ones once."""
-        from tuner.spec.workload import shape_batch, shape_label
+        from tuner.domain.workload import shape_batch, shape_label
 
         cfg, shapes = request.config, list(dict.fromkeys(request.workload.shape_schedule))
         new = [s for s in shapes if shape_batch(s) != cfg.batch_size]

@@ -14,9 +14,9 @@ from typing import Any
 from tests.fakes import FakeRunner
 from tuner.data import files
 from tuner.data.rows import frame, trial_row
-from tuner.spec.records import Status, TrialRequest
-from tuner.spec.space import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.records import Status, TrialRequest
+from tuner.domain.space import TrialConfig
+from tuner.domain.workload import Workload
 
 GPU_WORKLOAD = Workload(model="resnet18", device="cuda")
 BATCH_SIZES = (1, 8)

@@ -323,7 +323,7 @@ def test_a_file_ranked_under_an_earlier_rule_is_ranked_afresh_when_read(tmp_path
 def test_show_json_says_what_the_text_says_beside_its_tables(tmp_path):
     # The text told of a batch size with nothing to rank, each failed trial and a finalist left
     # out; the JSON had only the fronts and their verdicts.
-    from tuner.spec.records import Status
+    from tuner.domain.records import Status
 
     trial_configs = configs((1, 8), ("eager", "inductor:default", "inductor:reduce-overhead"))
     study = write_study(tmp_path, "dead8", trial_configs=trial_configs,

@@ -14,7 +14,7 @@ import pytest
 from tests.fakes import FakeRunner
 from tests.test_bad_inputs import fingerprint
 from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
-from tuner.spec.records import Status
+from tuner.domain.records import Status
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
 
@@ -266,7 +266,7 @@ def test_a_factory_study_stored_with_an_image_size_resumes_without_it(tmp_path):
     # means nothing to the factory, so leaving it out must not read as another workload.
     import optuna
 
-    from tuner.spec.layout import StudyLayout
+    from tuner.domain.layout import StudyLayout
     from tuner.study.storage import WORKLOAD_ATTR
 
     args = search_args(tmp_path, "--trials", "1", model="tests.models:tiny_cnn")

@@ -302,9 +302,9 @@ def test_device_cuda_beyond_the_visible_gpus_stops_before_any_trial(tmp_path):
 # -- resuming: the trial protocol is part of what a study is ------------------------------------
 
 def _open(tmp_path: Path, **protocol):
-    from tuner.spec.records import TrialProtocol
-    from tuner.spec.space import SearchSpace
-    from tuner.spec.workload import Workload
+    from tuner.domain.records import TrialProtocol
+    from tuner.domain.space import SearchSpace
+    from tuner.domain.workload import Workload
     from tuner.study.spec import StudySpec
     from tuner.study.storage import open_study
 

@@ -15,7 +15,7 @@ import pytest
 from tests.test_bad_inputs import fingerprint, missing
 from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
 from tests.test_postgres import URL, with_password
-from tuner.spec import layout
+from tuner.domain import layout
 from tuner.study.storage import make_storage
 
 pytestmark = pytest.mark.usefixtures("fake_cli")

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from tests.test_results import EAGER1, frame, inductor, ok
 from tuner.data import files, schema
 from tuner.render.study import notes
-from tuner.spec import layout
+from tuner.domain import layout
 from tuner.trial import artifacts
 
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from tuner.cli.app import main
 from tuner.cli.options import Duration
 from tuner.data import files, select
-from tuner.spec import layout
+from tuner.domain import layout
 
 STUDY = "resnet18-cpu"
 

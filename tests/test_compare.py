@@ -15,9 +15,9 @@ from tuner.data import files
 from tuner.data.equivalent import ran_keys
 from tuner.errors import UserError
 from tuner.render.comparison import plot, render
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status
+from tuner.domain.workload import Workload
 from tuner.trial import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend

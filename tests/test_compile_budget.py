@@ -19,9 +19,9 @@ from tests.test_study import BACKENDS, MODES, make_space, make_spec
 from tuner.files import write_json_atomic
 from tuner.launch.compile_budget import MARKER_FILE, CompileWatch
 from tuner.launch.runner import ProcessRunner, _wait
-from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
-from tuner.spec.space import TrialConfig, build_space
-from tuner.spec.workload import Workload
+from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.domain.space import TrialConfig, build_space
+from tuner.domain.workload import Workload
 from tuner.study.search import Search
 from tuner.study.storage import KEY_ATTR, PROTOCOL_ATTR, join_spec
 from tuner.trial.compiling import compiling

@@ -9,7 +9,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from tuner.spec import layout
+from tuner.domain import layout
 
 from .test_cli import STUDY, assert_one_line_error, invoke, search_args
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes import FakeRunner
 from tuner.data import files, select
-from tuner.spec.records import Status
+from tuner.domain.records import Status
 from tuner.study.record import SUMMARY_COLUMNS, is_measured
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec

@@ -21,11 +21,11 @@ from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.rows import config_of, frame, trial_row
 from tuner.errors import UserError
-from tuner.spec import layout
-from tuner.spec.config import TrialConfig, uses_cudagraphs
-from tuner.spec.records import Status, TrialResult
-from tuner.spec.space import SearchSpace, build_space, check_options
-from tuner.spec.workload import Workload
+from tuner.domain import layout
+from tuner.domain.config import TrialConfig, uses_cudagraphs
+from tuner.domain.records import Status, TrialResult
+from tuner.domain.space import SearchSpace, build_space, check_options
+from tuner.domain.workload import Workload
 from tuner.study.params import params_of, suggest
 from tuner.trial import fingerprint as fingerprint_module
 from tuner.use.environment import MismatchWarning

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tuner.spec.config import TrialConfig
+from tuner.domain.config import TrialConfig
 from tuner.study.search import _eta, _shown_eta
 
 EAGER_1, EAGER_8 = TrialConfig("eager", 1), TrialConfig("eager", 8)
@@ -79,8 +79,8 @@ def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path
 
 def test_the_progress_line_says_when_the_eta_is_a_floor():
     from tuner.render.progress import progress_line
-    from tuner.spec.records import TrialEvent, TrialRequest
-    from tuner.spec.workload import Workload
+    from tuner.domain.records import TrialEvent, TrialRequest
+    from tuner.domain.workload import Workload
 
     from .fakes import FakeRunner
 
@@ -177,7 +177,7 @@ def test_a_worker_between_two_trials_shares_what_is_left_in_the_eta(tmp_path):
     import sys
 
     from tests.fakes import FakeRunner
-    from tuner.spec.space import build_space
+    from tuner.domain.space import build_space
     from tuner.study.claims import pid_namespace
     from tuner.study.search import Search
     from tuner.study.storage import open_study

@@ -17,9 +17,9 @@ from tuner.cli import app
 from tuner.cli import options as cli_options
 from tuner.data import files, noise, schema, select
 from tuner.render import study as report
-from tuner.spec import layout
-from tuner.spec.records import Status, TrialProtocol, TrialRequest
-from tuner.spec.space import TrialConfig
+from tuner.domain import layout
+from tuner.domain.records import Status, TrialProtocol, TrialRequest
+from tuner.domain.space import TrialConfig
 from tuner.study import finalists
 from tuner.study.record import is_measured
 from tuner.study.search import Search

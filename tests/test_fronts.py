@@ -16,8 +16,8 @@ from tuner.cli.app import main
 from tuner.cli.options import SAMPLERS as CLI_SAMPLERS
 from tuner.data import files, select
 from tuner.errors import UserError
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialRequest
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialRequest
 from tuner.study import sampler
 from tuner.study.params import params_of
 from tuner.study.search import Search

@@ -7,9 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tuner.launch.runner import ProcessRunner  # noqa: E402
-from tuner.spec.records import Status, TrialProtocol, TrialRequest  # noqa: E402
-from tuner.spec.space import TrialConfig  # noqa: E402
-from tuner.spec.workload import Workload  # noqa: E402
+from tuner.domain.records import Status, TrialProtocol, TrialRequest  # noqa: E402
+from tuner.domain.space import TrialConfig  # noqa: E402
+from tuner.domain.workload import Workload  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -139,7 +139,7 @@ def test_a_cuda_graph_config_on_a_shape_schedule_is_not_charged_its_recording(tm
     """reduce-overhead on a schedule of batch sizes: each new shape recompiles and records a
     CUDA graph on its first calls; its latency is taken once warm, so it stays in the order of
     the trial's own steady state, while its first call (the recompile) is counted apart."""
-    from tuner.spec.workload import parse_shapes
+    from tuner.domain.workload import parse_shapes
 
     r = run(tmp_path, TrialConfig("inductor", 8, "reduce-overhead", False),
             shape_schedule=parse_shapes("8,32,4,32"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from benchmarks import import_beside_compile as ibc
-from tuner.spec.records import Status, TrialResult
+from tuner.domain.records import Status, TrialResult
 
 LINE = re.compile(r"^import beside compile: alone \d+\.\d\d s, with import \d+\.\d\d s, "
                   r"cost [+-]\d+\.\d %$")

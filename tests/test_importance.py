@@ -20,8 +20,8 @@ from tuner.data import files
 from tuner.data.importance import importances
 from tuner.data.select import eligible, pareto
 from tuner.render.plots import front_figure, write_plots
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -16,7 +16,7 @@ import pytest
 from tests.fakes import FakeRunner
 from tuner.data.derive import derive
 from tuner.render import study as report
-from tuner.spec.workload import Workload
+from tuner.domain.workload import Workload
 from tuner.study.search import Search
 from tuner.study.storage import OWNER_ATTR
 from tuner.trial.host import OtherProcesses

@@ -14,7 +14,7 @@ import pytest
 from tests.test_postgres import REASON, URL
 from tests.test_study import SPACE, WORKLOAD
 from tuner.errors import UserError
-from tuner.spec.records import TrialProtocol
+from tuner.domain.records import TrialProtocol
 from tuner.study import storage
 from tuner.study.storage import PROTOCOL_ATTR, SPACE_ATTR, WORKLOAD_ATTR, join_spec
 

@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from tests.processes import wait_until_gone
 from tuner.data import files
 from tuner.errors import UserError
-from tuner.spec import layout
+from tuner.domain import layout
 from tuner.study.storage import INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR, RETRY_ATTR
 
 STUDY = "resnet18-cpu"

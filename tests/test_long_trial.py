@@ -8,7 +8,7 @@ import time
 
 from tests.fakes import FakeRunner
 from tuner.launch.compile_budget import MARKER_FILE
-from tuner.spec.config import TrialConfig
+from tuner.domain.config import TrialConfig
 from tuner.study import long_trial
 from tuner.study.long_trial import StillRunning
 from tuner.study.search import Search

@@ -17,9 +17,9 @@ from tests.fakes import FakeRunner
 from tuner.data import files
 from tuner.launch import runner as runners
 from tuner.launch.runner import LaunchSettings, ProcessRunner
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.domain.workload import Workload
 from tuner.study import fleet as fleets
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec

@@ -16,7 +16,7 @@ import pytest
 
 from tests import workers
 from tuner.data import files
-from tuner.spec import layout
+from tuner.domain import layout
 from tuner.study.storage import OWNER_ATTR
 
 URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

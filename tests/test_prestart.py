@@ -14,9 +14,9 @@ import pytest
 
 from tuner.launch.prestart import alive
 from tuner.launch.runner import ProcessRunner
-from tuner.spec.records import Status, TrialProtocol, TrialRequest
-from tuner.spec.space import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.records import Status, TrialProtocol, TrialRequest
+from tuner.domain.space import TrialConfig
+from tuner.domain.workload import Workload
 from tuner.trial import contract, protocol
 from tuner.trial.prebuild import PrebuildRequest
 from tuner.trial.serve import wait_for_turn

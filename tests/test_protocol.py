@@ -19,7 +19,7 @@ def test_a_host_out_of_memory_is_oom_not_a_compile_error():
 
 
 def test_the_noisy_flag_says_when_the_spread_is_wide():
-    from tuner.spec.records import Status, TrialProtocol, TrialResult
+    from tuner.domain.records import Status, TrialProtocol, TrialResult
     from tuner.trial.protocol import _fill_latency
 
     proto = TrialProtocol(noisy_iqr_ratio=0.10)
@@ -49,9 +49,9 @@ def _trial(model: str, batch_size: int, shape_schedule=(), dtype: str = "float32
     """One eager trial run here, in this process: what the trial process would record."""
     import time
 
-    from tuner.spec.config import TrialConfig
-    from tuner.spec.records import TrialProtocol, TrialRequest
-    from tuner.spec.workload import Workload
+    from tuner.domain.config import TrialConfig
+    from tuner.domain.records import TrialProtocol, TrialRequest
+    from tuner.domain.workload import Workload
     from tuner.trial.protocol import run_trial
 
     request = TrialRequest(TrialConfig("eager", batch_size),
@@ -72,7 +72,7 @@ def _trial(model: str, batch_size: int, shape_schedule=(), dtype: str = "float32
         "shape-schedule"])
 def test_a_cuda_error_is_cuda_error_in_one_line_and_its_whole_text_goes_to_stderr(
         capfd, model, shape_schedule, dtype, where):
-    from tuner.spec.records import Status
+    from tuner.domain.records import Status
 
     r = _trial(model, 1 if shape_schedule else 2, shape_schedule, dtype)
     assert r.status is Status.CUDA_ERROR, r.message
@@ -83,7 +83,7 @@ def test_a_cuda_error_is_cuda_error_in_one_line_and_its_whole_text_goes_to_stder
 
 
 def test_a_device_out_of_memory_while_casting_is_oom():
-    from tuner.spec.records import Status
+    from tuner.domain.records import Status
 
     r = _trial("tests.models:oom_when_cast", 2, dtype="bfloat16")
     assert r.status is Status.OOM
@@ -92,7 +92,7 @@ def test_a_device_out_of_memory_while_casting_is_oom():
 
 
 def test_a_cuda_error_wrapped_in_another_error_names_the_cuda_line(capfd):
-    from tuner.spec.records import Status, TrialResult
+    from tuner.domain.records import Status, TrialResult
     from tuner.trial.protocol import _cuda_failure
 
     class BackendCompilerFailed(Exception):
@@ -111,7 +111,7 @@ def test_the_readme_lists_every_status_a_row_can_have():
     import re
     from pathlib import Path
 
-    from tuner.spec.records import Status
+    from tuner.domain.records import Status
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     listed = set(re.findall(r"^\| `(\w+)` \| ", readme, flags=re.MULTILINE))
@@ -228,7 +228,7 @@ def test_timing_cpu_fastest_times_the_steady_state_on_the_core_that_ran_the_loop
 def test_a_failure_of_many_lines_is_one_line_in_the_row_and_whole_on_stderr(capfd):
     """An inductor error wraps the real one in lines of context: the row's message keeps the
     first and the last line, and the whole text goes to stderr (the row's stderr_tail)."""
-    from tuner.spec.records import Status, TrialResult
+    from tuner.domain.records import Status, TrialResult
     from tuner.trial.protocol import _fail
 
     text = ("BackendCompilerFailed: backend='inductor' raised:\n"
@@ -317,7 +317,7 @@ def test_a_torchvision_vit_built_with_random_weights_gives_outputs_that_vary():
     # row of a vit study had max_abs_error 0.
     import torch
 
-    from tuner.spec.workload import Workload
+    from tuner.domain.workload import Workload
     from tuner.trial.build import build_on_host
 
     model, inputs, _ = build_on_host(Workload(model="vit_b_16", device="cpu"), 2)

@@ -19,9 +19,9 @@ from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.select import GIB
 from tuner.errors import UserError
-from tuner.spec.records import Status
-from tuner.spec.space import SearchSpace, TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.records import Status
+from tuner.domain.space import SearchSpace, TrialConfig
+from tuner.domain.workload import Workload
 from tuner.trial import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.environment import MismatchWarning

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.spec.records import SCHEDULE_REPEATS
+from tuner.domain.records import SCHEDULE_REPEATS
 from tuner.trial.replay import TIMED_CALLS, measure_schedule
 
 

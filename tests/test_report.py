@@ -8,7 +8,7 @@ import pandas as pd
 
 from tuner.data import schema
 from tuner.render import study as report
-from tuner.spec.records import Status
+from tuner.domain.records import Status
 
 
 def test_eager_rows_show_no_compile_time():
@@ -63,7 +63,7 @@ def test_the_verdict_compares_with_eager_in_the_compiled_configs_precision():
     # `vs eager` is against eager float32 (another precision is another model's accuracy); the
     # sentence must say the same figure, not 1.0 against the bfloat16 eager's 3.0 ms.
     from tests.test_results import ok
-    from tuner.spec.space import TrialConfig
+    from tuner.domain.space import TrialConfig
 
     def at(backend, dtype):
         return TrialConfig(backend, 1, None if backend == "eager" else "reduce-overhead",
@@ -138,7 +138,7 @@ def test_a_row_without_a_latency_has_no_speedup_or_throughput_not_inf():
 def test_an_eager_p50_of_zero_is_no_baseline():
     # The fastest eager was the baseline of every row: a p50 of 0 made each speedup 0.00x.
     from tests.test_results import EAGER1, inductor, ok
-    from tuner.spec.space import TrialConfig
+    from tuner.domain.space import TrialConfig
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)),
                 (TrialConfig("eager", 1, channels_last=True), ok(0.0, compile_s=0.0)),

@@ -18,10 +18,10 @@ from tuner.data import rows as data_rows
 from tuner.data.derive import serving_memory
 from tuner.data.rows import trial_row
 from tuner.errors import UserError
-from tuner.spec import layout
-from tuner.spec.records import FINGERPRINT_FIELDS, Status, TrialResult
-from tuner.spec.space import TrialConfig
-from tuner.spec.workload import Workload, validate
+from tuner.domain import layout
+from tuner.domain.records import FINGERPRINT_FIELDS, Status, TrialResult
+from tuner.domain.space import TrialConfig
+from tuner.domain.workload import Workload, validate
 
 WORKLOAD = Workload(model="resnet18", device="cuda")
 FINGERPRINT = {"device_kind": "cuda", "gpu_name": "NVIDIA H200", "gpu_compute_capability": "9.0",
@@ -72,7 +72,7 @@ def test_measurement_columns_carry_their_unit():
 def test_a_records_dict_is_plain_data_of_its_own_and_round_trips():
     import dataclasses
 
-    from tuner.spec.records import Status, TrialResult
+    from tuner.domain.records import Status, TrialResult
 
     r = TrialResult(status=Status.OK, latency_ms_p50=1.5, schedule_latency_ms=[1.0, 2.0],
                     recompile_reasons=["x"], fingerprint={"gpu": "H200", "nested": {"a": [1]}})
@@ -539,7 +539,7 @@ def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_pe
 
 
 def test_shapes_with_a_sequence_length_parse_round_trip_and_need_a_factory_that_takes_one():
-    from tuner.spec.workload import parse_shapes, shape_label
+    from tuner.domain.workload import parse_shapes, shape_label
 
     assert parse_shapes("1, 8,8x128") == (1, 8, (8, 128))
     assert [shape_label(s) for s in parse_shapes("8x128,4")] == ["8x128", "4"]
@@ -600,7 +600,7 @@ def test_a_file_of_schema_2_gets_its_back_to_back_latency_as_the_stream(tmp_path
 
 
 def test_an_option_value_beyond_a_64_bit_integer_is_written_as_text_not_an_overflow(tmp_path):
-    # A study stored before such values were refused (tuner.spec.space): every export raised
+    # A study stored before such values were refused (tuner.domain.space): every export raised
     # OverflowError, and no command could write the study's files again.
     huge = TrialConfig("inductor", 1, "default", False, options={"max_fusion_size": 2**64})
     files.export(tmp_path, frame((EAGER1, ok(10.0)), (huge, ok(5.0))), {"study": "s"})

@@ -19,7 +19,7 @@ from tests.fakes import FakeRunner
 from tests.test_study import SPACE, WORKLOAD, ask, keys, make_spec
 from tuner.data import files
 from tuner.errors import UserError
-from tuner.spec.records import Status, TrialRequest
+from tuner.domain.records import Status, TrialRequest
 from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import store_result

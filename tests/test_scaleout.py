@@ -23,7 +23,7 @@ from tuner.data import files
 from tuner.errors import UserError
 from tuner.launch import gpus
 from tuner.launch.runner import LaunchSettings
-from tuner.spec import layout
+from tuner.domain import layout
 from tuner.study import fleet as fleets
 from tuner.study.redact import redact, scrub
 from tuner.study.search import Search
@@ -250,7 +250,7 @@ def test_a_fleets_worker_for_a_gpu_this_host_lacks_waits_without_a_word(monkeypa
 def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_path,
                                                                          monkeypatch):
     from tuner.launch import runner as runners
-    from tuner.spec import workload
+    from tuner.domain import workload
 
     made: list[FakeRunner] = []
     settings: list[LaunchSettings] = []

@@ -15,9 +15,9 @@ from benchmarks.replay import Landscape, LandscapeError, ReplayRunner
 from benchmarks.search_quality import Outcome, Reached, near_best, reached, search_order
 from tests.synthetic import write_study
 from tuner.launch import compile_budget
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialProtocol, TrialRequest
-from tuner.spec.space import SearchSpace
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialProtocol, TrialRequest
+from tuner.domain.space import SearchSpace
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from tuner.errors import UserError
-from tuner.spec.space import (
+from tuner.domain.space import (
     EAGER,
     INDUCTOR,
     SearchSpace,
@@ -170,7 +170,7 @@ def test_installed_choices_come_from_torch():
 
 
 def test_a_backend_whose_package_is_missing_is_refused_and_not_offered(monkeypatch):
-    from tuner.spec import space as space_module
+    from tuner.domain import space as space_module
 
     # tvm, as dynamo registers it on any machine, with its package certainly missing.
     monkeypatch.setitem(space_module.BACKEND_PACKAGES, "tvm", ("no_such_module_here", "apache-tvm"))
@@ -187,7 +187,7 @@ def test_a_backend_whose_package_is_missing_is_refused_and_not_offered(monkeypat
 
 
 def test_a_batch_size_is_at_most_the_int32_range():
-    from tuner.spec.space import MAX_BATCH_SIZE
+    from tuner.domain.space import MAX_BATCH_SIZE
 
     assert MAX_BATCH_SIZE == 2**31 - 1 and space(batch_sizes=[MAX_BATCH_SIZE]).batch_sizes == (
         MAX_BATCH_SIZE,)

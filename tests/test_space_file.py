@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.errors import UserError
-from tuner.spec.space_file import SpaceFile, read_space_file
+from tuner.domain.space_file import SpaceFile, read_space_file
 
 SPACE = """
 batch_sizes = [1, 2]

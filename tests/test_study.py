@@ -14,10 +14,10 @@ from optuna.trial import TrialState
 from tests.fakes import FakeRunner
 from tuner.data import files, select
 from tuner.errors import UserError
-from tuner.spec import layout
-from tuner.spec.records import Status, TrialResult
-from tuner.spec.space import SearchSpace, TrialConfig, build_space
-from tuner.spec.workload import Workload
+from tuner.domain import layout
+from tuner.domain.records import Status, TrialResult
+from tuner.domain.space import SearchSpace, TrialConfig, build_space
+from tuner.domain.workload import Workload
 from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import record_not_run

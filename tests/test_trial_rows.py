@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from tests.fakes import FakeRunner
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialResult
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialResult
 from tuner.study.export import TrialRows, study_frame
 from tuner.study.search import Search
 
@@ -88,7 +88,7 @@ def test_a_record_of_a_tuner_that_timed_back_to_back_only_keeps_its_stream_figur
     import dataclasses
 
     from tuner.data.rows import frame, trial_row
-    from tuner.spec.records import TrialRequest
+    from tuner.domain.records import TrialRequest
 
     config = TrialConfig("inductor", 8, "default", False)
     new = FakeRunner().run(TrialRequest(config, WORKLOAD), None)

@@ -20,10 +20,10 @@ import tuner
 from tests.fakes import FakeRunner
 from tuner.data import files
 from tuner.launch.runner import ProcessRunner
-from tuner.spec import layout
-from tuner.spec.records import TrialProtocol, TrialRequest
-from tuner.spec.space import SearchSpace, TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain import layout
+from tuner.domain.records import TrialProtocol, TrialRequest
+from tuner.domain.space import SearchSpace, TrialConfig
+from tuner.domain.workload import Workload
 from tuner.study import finalists
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec

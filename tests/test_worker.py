@@ -11,9 +11,9 @@ import pytest
 from tests.models import FAILING_BACKEND
 from tests.processes import wait_until_gone
 from tuner.launch.runner import ProcessRunner
-from tuner.spec.records import Status, TrialProtocol, TrialRequest
-from tuner.spec.space import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.records import Status, TrialProtocol, TrialRequest
+from tuner.domain.space import TrialConfig
+from tuner.domain.workload import Workload
 from tuner.trial.protocol import run_trial
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from tuner.spec.space import SearchSpace
-from tuner.spec.workload import Workload
+from tuner.domain.space import SearchSpace
+from tuner.domain.workload import Workload
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import is_measured
 from tuner.study.spec import StudySpec

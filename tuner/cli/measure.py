@@ -42,9 +42,9 @@ from tuner.cli.options import (
 )
 from tuner.errors import UserError
 from tuner.launch import signals
-from tuner.spec.records import TrialProtocol
-from tuner.spec.space_file import SpaceFile
-from tuner.spec.workload import check_cudnn_benchmark, check_model_spelling
+from tuner.domain.records import TrialProtocol
+from tuner.domain.space_file import SpaceFile
+from tuner.domain.workload import check_cudnn_benchmark, check_model_spelling
 from tuner.trial.prebuild import PrebuildRequest
 
 if TYPE_CHECKING:
@@ -187,9 +187,9 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     from tuner.data.select import Constraints
     from tuner.launch import gpus as gpu_list
     from tuner.launch import runner as runners
-    from tuner.spec.layout import StudyLayout
-    from tuner.spec.space import build_space, default_formats, default_options
-    from tuner.spec.workload import Workload, parse_shapes, validate
+    from tuner.domain.layout import StudyLayout
+    from tuner.domain.space import build_space, default_formats, default_options
+    from tuner.domain.workload import Workload, parse_shapes, validate
     from tuner.study.finalists import Repeats
     from tuner.study.fleet import Fleet, plan_of
     from tuner.study.search import Search
@@ -224,9 +224,9 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     device = device or _default_device()
     if user_gave(click.get_current_context(), "cudnn_benchmark") or from_file.cudnn_benchmark:
         check_cudnn_benchmark(device)  # one value too: build_space sees only a searched one
-    # A dimension given one value is the workload's; several are searched (tuner.spec.space).
+    # A dimension given one value is the workload's; several are searched (tuner.domain.space).
     dtypes = from_file.dtypes or split((dtype,), "--dtype") or ["float32"]
-    # Knobs the user left unset: searched on CUDA (tuner.spec.space.default_*), not on CPU;
+    # Knobs the user left unset: searched on CUDA (tuner.domain.space.default_*), not on CPU;
     # a space file is the whole space.
     formats = from_file.channels_last or (
         bool_values(channels_last, "--channels-last") if channels_last is not None else
@@ -379,7 +379,7 @@ def run_worker(plan, storage: str | None, as_json: bool, export_only: bool = Fal
     passes the ``runner`` it made while it waited for the study (closed here in all cases)
     and its ``stop_cause`` (Search.stop_cause)."""
     from tuner.launch.gpus import check_worker_gpu
-    from tuner.spec.workload import check_loads_here
+    from tuner.domain.workload import check_loads_here
     from tuner.study.export import export_study, refuse_another_studys_folder
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
@@ -460,8 +460,8 @@ def confirm(study, repeats, redo, timeout_s, prestart, studies_dir, storage, as_
     """
     from tuner.launch import runner as runners
     from tuner.launch.gpus import NO_GPU_FIX_JOINED, check_device, visible_gpus
-    from tuner.spec.layout import check_name
-    from tuner.spec.workload import check_loads_here
+    from tuner.domain.layout import check_name
+    from tuner.domain.workload import check_loads_here
     from tuner.study.export import refuse_another_studys_folder
     from tuner.study.finalists import Repeats
     from tuner.study.search import Search
@@ -566,7 +566,7 @@ def _check_timeout(timeout_s: float, protocol: TrialProtocol, whose: str) -> Non
 
 def _check_study_option(name: str) -> None:
     """``--study`` takes a study's name: a path gets the name and --studies-dir it stands for."""
-    from tuner.spec.layout import check_name
+    from tuner.domain.layout import check_name
 
     try:
         check_name(name)

@@ -17,10 +17,10 @@ import click
 from tuner.errors import UserError
 from tuner.files import NOT_UTF8, not_utf8
 from tuner.launch.signals import EXIT_INTERRUPTED
-from tuner.spec.layout import STUDIES_DIR
+from tuner.domain.layout import STUDIES_DIR
 
 if TYPE_CHECKING:
-    from tuner.spec.space_file import SpaceFile
+    from tuner.domain.space_file import SpaceFile
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 CONFIRM_REPEATS = "auto"  # tuner.study.finalists.DEFAULT_REPEATS, without importing pandas for --help
@@ -258,7 +258,7 @@ def bool_values(text: str, option: str) -> list[bool]:
 
 def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
     """``("epilogue_fusion=true,false", ...)`` -> {"epilogue_fusion": ["true", "false"]}; the
-    names and values are checked against torch by :func:`tuner.spec.space.build_space`.
+    names and values are checked against torch by :func:`tuner.domain.space.build_space`.
     Nothing given: None (the device's default options); ``none``: {} (no option searched)."""
     if [v.strip().lower() for v in values] == ["none"]:
         return {}
@@ -424,7 +424,7 @@ _PARAMETER_OF = {"dtypes": "dtype"}
 def with_space_file(path: Path) -> SpaceFile:
     """The space file's values, less those of the options given on the command line: they win.
     Its lists stay typed as the file gave them, so a file's item is never split at a comma."""
-    from tuner.spec.space_file import OPTIONS, read_space_file
+    from tuner.domain.space_file import OPTIONS, read_space_file
 
     ctx = click.get_current_context()
     from_file = read_space_file(path)

@@ -14,7 +14,7 @@ import click
 
 from tuner.launch import signals
 from tuner.render.progress import progress_line
-from tuner.spec.layout import StudyLayout
+from tuner.domain.layout import StudyLayout
 from tuner.words import plural
 
 

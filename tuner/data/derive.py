@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tuner.spec.config import EAGER
-from tuner.spec.records import FINGERPRINT_FIELDS, Status
+from tuner.domain.config import EAGER
+from tuner.domain.records import FINGERPRINT_FIELDS, Status
 
 
 def serving_memory(steady_reserved: Any, host_rss: Any) -> tuple[Any, str]:

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.rows import config_of, plain
-from tuner.spec.config import DEFAULT_MODE
+from tuner.domain.config import DEFAULT_MODE
 
 RAN = "ran_key"  # the column tuner compare adds to each study's rows
 

@@ -33,9 +33,9 @@ from tuner.data.schema import (
 from tuner.data.select import pareto, with_ranks
 from tuner.errors import UserError
 from tuner.files import NOT_UTF8, not_utf8, readable_mode
-from tuner.spec.config import TrialConfig
-from tuner.spec.layout import DB_FILE, PARETO_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
-from tuner.spec.records import FINGERPRINT_FIELDS
+from tuner.domain.config import TrialConfig
+from tuner.domain.layout import DB_FILE, PARETO_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
+from tuner.domain.records import FINGERPRINT_FIELDS
 
 
 def to_table(df: pd.DataFrame) -> pa.Table:

@@ -40,7 +40,7 @@ import pandas as pd
 from tuner.data.rows import plain
 from tuner.data.schema import is_option_column
 from tuner.data.select import PARETO_OBJECTIVES, eligible
-from tuner.spec.config import EAGER, INDUCTOR
+from tuner.domain.config import EAGER, INDUCTOR
 from tuner.words import plural
 
 EVALUATOR = "PED-ANOVA (optuna.importance.PedAnovaImportanceEvaluator)"

@@ -35,8 +35,8 @@ import pandas as pd
 
 from tuner.data.derive import listed
 from tuner.data.schema import FINALIST_FIELDS
-from tuner.spec.layout import artifacts_relative
-from tuner.spec.records import Status, TrialResult
+from tuner.domain.layout import artifacts_relative
+from tuner.domain.records import Status, TrialResult
 
 # What each re-measurement is: a first call on the trial's warm cache, one that filled an empty
 # cache (the cache was gone), one that loaded the saved artifacts first, or an eager config.

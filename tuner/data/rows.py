@@ -10,9 +10,9 @@ import pandas as pd
 
 from tuner.data.derive import derive
 from tuner.data.schema import COLUMNS, SCHEMA_VERSION, is_option_column
-from tuner.spec.config import TrialConfig, option_column
-from tuner.spec.records import FINGERPRINT_FIELDS, TrialResult
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig, option_column
+from tuner.domain.records import FINGERPRINT_FIELDS, TrialResult
+from tuner.domain.workload import Workload
 
 # The timers of records made before calls were timed one request at a time (whose timer is
 # perf_counter_sync, tuner.trial.device): every call timed back to back.

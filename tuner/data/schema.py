@@ -13,7 +13,7 @@ Version 3 also holds the searched dimensions: ``dtype``, ``channels_last`` and
 ``cudnn_benchmark`` are what each row ran with (the config's where the study searches them,
 else the workload's; ``dtype`` may be ``tf32``), ``max_abs_error_vs_fp32`` is each row's error
 against the float32 eager output (what its precision costs), ``config_json`` is the row's config
-exactly (:meth:`tuner.spec.config.TrialConfig.to_dict`, for :func:`tuner.data.rows.config_of`),
+exactly (:meth:`tuner.domain.config.TrialConfig.to_dict`, for :func:`tuner.data.rows.config_of`),
 and each inductor option a study searched has a column of its own beyond :data:`SCHEMA`:
 ``opt_`` plus its name with dots as underscores (``opt_epilogue_fusion``,
 ``opt_triton_cudagraphs``), typed as the option is, empty where it does not apply (eager, other
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tuner.spec.records import FINGERPRINT_FIELDS
+from tuner.domain.records import FINGERPRINT_FIELDS
 
 SCHEMA_VERSION = 3
 
@@ -72,7 +72,7 @@ SCHEMA = pa.schema([
     ("warmup_s", _f64),
     ("warmup_calls", _i64), ("time_to_steady_s", _f64), ("wall_s", _f64),
     ("prestarted", _bool), ("quiet_wait_s", _f64),
-    # where the rest of wall_s goes, and what came ready-made (tuner.spec.records.TrialResult)
+    # where the rest of wall_s goes, and what came ready-made (tuner.domain.records.TrialResult)
     ("launch_s", _f64), ("eager_reference_s", _f64), ("replay_s", _f64), ("process_s", _f64),
     ("tuner_overhead_s", _f64), ("prebuilt", _bool), ("prewarmed", _bool),
     ("reference_reused", _bool),
@@ -125,7 +125,7 @@ SCHEMA = pa.schema([
     *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
 ])
 COLUMNS = SCHEMA.names
-OPTION_PREFIX = "opt_"  # tuner.spec.config.option_column
+OPTION_PREFIX = "opt_"  # tuner.domain.config.option_column
 # Every version wrote these, and nothing in a file stands in for them: what each trial ran, how
 # it ended and its latency. A file without one of them was not written by tuner, or is damaged
 # (tuner.data.files.read refuses it rather than show, compare or recommend nothing).

@@ -34,8 +34,8 @@ from tuner.data.derive import listed, measured_latency, median_p50, ran_eager_on
 from tuner.data.noise import faster_beyond_noise, p50s_of, rank_within_noise, within_noise
 from tuner.data.rows import num
 from tuner.errors import UserError
-from tuner.spec.config import EAGER
-from tuner.spec.records import NOT_RUN, Status
+from tuner.domain.config import EAGER
+from tuner.domain.records import NOT_RUN, Status
 
 GIB = 2**30
 # The latency rows are ranked, recommended and compared by (tuner.data.derive.median_p50).

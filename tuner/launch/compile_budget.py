@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from tuner.spec.records import Status, TrialResult
+from tuner.domain.records import Status, TrialResult
 from tuner.trial.contract import COMPILE_MARKER_ENV
 
 MARKER_FILE = "compiling.json"  # in the trial's folder

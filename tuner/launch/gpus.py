@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 
 from tuner.errors import UserError
-from tuner.spec.workload import CUDA_DEVICE
+from tuner.domain.workload import CUDA_DEVICE
 
 
 def visible_gpus() -> int:

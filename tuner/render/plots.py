@@ -14,8 +14,8 @@ import pandas as pd
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
 from tuner.data.select import GIB, LATENCY, eligible, left_out_counts, pareto
 from tuner.errors import UserError
-from tuner.spec.config import EAGER
-from tuner.spec.records import Status
+from tuner.domain.config import EAGER
+from tuner.domain.records import Status
 from tuner.words import plural
 
 FRONT, OTHER, BASELINE = "#1f77b4", "#9a9a9a", "#d62728"

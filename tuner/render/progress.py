@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuner.spec.records import TrialEvent
+from tuner.domain.records import TrialEvent
 from tuner.words import fmt_s
 
 

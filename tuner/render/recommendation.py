@@ -12,9 +12,9 @@ from tuner.data.measured import Measured
 from tuner.data.noise import p99_of_few_calls
 from tuner.data.select import OBJECTIVES, Constraints
 from tuner.render.text import describe_fingerprint, fmt_bytes
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import SCHEDULE_REPEATS
-from tuner.spec.workload import Workload, shape_label, tensor_dtype
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import SCHEDULE_REPEATS
+from tuner.domain.workload import Workload, shape_label, tensor_dtype
 from tuner.words import plural
 
 

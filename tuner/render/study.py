@@ -25,9 +25,9 @@ from tuner.data.select import (
     why_left_out,
 )
 from tuner.render.text import cell, describe_fingerprint, is_list
-from tuner.spec.layout import DB_FILE
-from tuner.spec.records import SCHEDULE_REPEATS, Status
-from tuner.spec.workload import Workload, shape_label
+from tuner.domain.layout import DB_FILE
+from tuner.domain.records import SCHEDULE_REPEATS, Status
+from tuner.domain.workload import Workload, shape_label
 from tuner.words import plural
 
 # (column, header, format) of the Pareto table.

@@ -23,8 +23,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialResult
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialResult
 from tuner.study.record import NOT_RUN, was_run
 
 # Eager's failures that are the study's answer for their batch size (see the module docstring).

@@ -25,9 +25,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.launch.prestart import alive
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status
-from tuner.spec.space import SearchSpace
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status
+from tuner.domain.space import SearchSpace
 from tuner.study.broken import HELD, Breakage, breakage_of, retried
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.params import params_of

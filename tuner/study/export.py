@@ -16,10 +16,10 @@ from tuner.data.noise import repeat_columns
 from tuner.data.rows import frame, trial_row
 from tuner.data.select import pareto, with_ranks
 from tuner.errors import UserError
-from tuner.spec.config import TrialConfig
-from tuner.spec.layout import DB_FILE, StudyLayout
-from tuner.spec.records import TrialResult
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.layout import DB_FILE, StudyLayout
+from tuner.domain.records import TrialResult
+from tuner.domain.workload import Workload
 from tuner.study.broken import breaks_batch
 from tuner.study.finalists import misfiled, repeats_of
 from tuner.study.fronts import Fronts, StoredTrial

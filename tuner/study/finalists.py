@@ -51,8 +51,8 @@ from tuner.data.noise import (
 from tuner.data.rows import config_of
 from tuner.data.select import pareto
 from tuner.errors import UserError
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialRequest, TrialResult
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialRequest, TrialResult
 from tuner.words import fmt_s, plural
 
 if TYPE_CHECKING:

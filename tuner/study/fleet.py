@@ -23,7 +23,7 @@ from tuner.errors import UserError
 from tuner.launch.runner import LaunchSettings
 from tuner.launch.signals import EXIT_INTERRUPTED as EXIT_STOPPED
 from tuner.launch.signals import EXIT_TERMINATED, STOPPED_EXITS
-from tuner.spec.workload import factory_module
+from tuner.domain.workload import factory_module
 from tuner.study.export import export_study
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 from tuner.study.search import STOPPED, Search, SearchSummary, counted

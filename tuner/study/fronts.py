@@ -27,8 +27,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.data.select import PARETO_OBJECTIVES, Constraints
-from tuner.spec.config import TrialConfig
-from tuner.spec.space import SearchSpace
+from tuner.domain.config import TrialConfig
+from tuner.domain.space import SearchSpace
 from tuner.study.sampler import DEFAULT_SAMPLER
 
 LAYOUT_ATTR = "tuner.layout"  # user attribute of <name>; a study made before has none
@@ -37,7 +37,7 @@ PER_BATCH_SIZE = "per_batch_size"
 
 def front_name(name: str, batch_size: int) -> str:
     """The Optuna study of ``batch_size``'s trials. A tuner study's name holds no ``:``
-    (:func:`tuner.spec.layout.check_name`), so this never names another tuner study."""
+    (:func:`tuner.domain.layout.check_name`), so this never names another tuner study."""
     return f"{name}:bs{batch_size}"
 
 

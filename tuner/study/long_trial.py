@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tuner.launch.compile_budget import MARKER_FILE
-from tuner.spec.config import TrialConfig
+from tuner.domain.config import TrialConfig
 from tuner.words import fmt_s
 
 FIRST_S = 60.0  # the first line this long into the trial; each later one twice as far in

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 import optuna
 
-from tuner.spec.config import EAGER, INDUCTOR, TrialConfig
-from tuner.spec.space import SearchSpace
+from tuner.domain.config import EAGER, INDUCTOR, TrialConfig
+from tuner.domain.space import SearchSpace
 
 # Optuna's name for an inductor option's parameter: the prefix keeps option names apart from
 # the tuner's own dimensions.

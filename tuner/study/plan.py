@@ -45,7 +45,7 @@ class WorkerPlan:
         """The runner of this worker's trials, made from the plan alone: a fleet's worker makes
         it, and starts its template, before its study exists."""
         from tuner.launch import runner as runners
-        from tuner.spec.layout import StudyLayout
+        from tuner.domain.layout import StudyLayout
 
         launch = dataclasses.replace(self.launch,
                                      prestart=runners.prestart_for(self.launch.prestart))

@@ -22,9 +22,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.data.rows import plain
 from tuner.data.schema import SCHEMA
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import NOT_RUN, TrialResult
-from tuner.spec.space import SearchSpace
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import NOT_RUN, TrialResult
+from tuner.domain.space import SearchSpace
 from tuner.study.fronts import Fronts
 from tuner.study.params import params_of, suggest
 from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, MESSAGE_ATTR, RESULT_ATTR, STATUS_ATTR

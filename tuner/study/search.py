@@ -28,8 +28,8 @@ from tuner.data.select import LATENCY, comparable, eligible, pareto, throughput_
 from tuner.data.select import not_run as not_run_rows  # "not_run" is a set of keys in Search.run
 from tuner.errors import UserError
 from tuner.launch.runner import Runner
-from tuner.spec.config import TrialConfig
-from tuner.spec.records import Status, TrialEvent, TrialRequest, TrialResult
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.study import finalists
 from tuner.study.broken import Breakage, breakage, breaks_batch, not_run_result
 from tuner.study.claims import Claims, StudyState

@@ -6,10 +6,10 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.spec.layout import STUDIES_DIR, StudyLayout, check_name
-from tuner.spec.records import TrialProtocol
-from tuner.spec.space import SearchSpace
-from tuner.spec.workload import Workload
+from tuner.domain.layout import STUDIES_DIR, StudyLayout, check_name
+from tuner.domain.records import TrialProtocol
+from tuner.domain.space import SearchSpace
+from tuner.domain.workload import Workload
 
 if TYPE_CHECKING:
     from tuner.data.select import Constraints

@@ -26,10 +26,10 @@ from optuna.trial import FrozenTrial
 
 from tuner.data.select import PARETO_OBJECTIVES, Constraints
 from tuner.errors import UserError
-from tuner.spec.layout import DB_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
-from tuner.spec.records import TrialProtocol
-from tuner.spec.space import SearchSpace
-from tuner.spec.workload import Workload
+from tuner.domain.layout import DB_FILE, STUDIES_DIR, TRIALS_FILE, StudyLayout
+from tuner.domain.records import TrialProtocol
+from tuner.domain.space import SearchSpace
+from tuner.domain.workload import Workload
 from tuner.study.fronts import Fronts
 from tuner.study.redact import redact, scrub
 from tuner.study.sampler import DEFAULT_SAMPLER, check_sampler, make_sampler
@@ -735,7 +735,7 @@ def _space_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
 
 
 # The dimensions whose order only breaks ties in what is searched next: the baselines run
-# every batch size, inductor's default mode first (tuner.spec.space.SearchSpace.baselines),
+# every batch size, inductor's default mode first (tuner.domain.space.SearchSpace.baselines),
 # and dynamic=False where it is searched at all.
 _UNORDERED = ("batch_sizes", "backends", "modes", "dynamic")
 
@@ -785,7 +785,7 @@ def _reordered(stored: Any, wanted: Any) -> bool:
 def _cover_hint(stored: dict[str, Any], differ: set[str]) -> str:
     """Why a study that searched neither inductor options nor channels_last differs from the
     same command now, where only those differ: a CUDA search without --space adds them
-    (tuner.spec.space.default_options, default_formats), and the study was made with a --space
+    (tuner.domain.space.default_options, default_formats), and the study was made with a --space
     file, which does not, or before tuner added them. The study does not store which."""
     if differ <= {"options", "channels_last"} and not stored.get("options") \
             and not stored.get("channels_last"):

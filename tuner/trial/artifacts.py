@@ -4,7 +4,7 @@
 process wrote or hit (FX graphs, AOTAutograd entries and, on CUDA, the Triton kernels) into
 bytes; ``torch.compiler.load_cache_artifacts`` in another process writes them into that
 process's caches, so its compile hits them instead of starting cold. A study keeps one file per
-finalist (:meth:`tuner.spec.layout.StudyLayout.artifacts_file`), and
+finalist (:meth:`tuner.domain.layout.StudyLayout.artifacts_file`), and
 :meth:`tuner.Recommendation.apply` loads it in production.
 
 On the CPU the artifacts hold inductor's generated C++ source, not the built library: a process

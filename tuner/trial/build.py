@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tuner.spec.workload import Shape, Workload, load_factory, shape_batch, tensor_dtype
+from tuner.domain.workload import Shape, Workload, load_factory, shape_batch, tensor_dtype
 
 if TYPE_CHECKING:
     import torch

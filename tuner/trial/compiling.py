@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tuner.files import write_json_atomic
-from tuner.spec.records import TrialResult
+from tuner.domain.records import TrialResult
 from tuner.trial.contract import COMPILE_MARKER_ENV
 
 

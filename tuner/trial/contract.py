@@ -6,7 +6,7 @@ processes. No record means the process died.
 
 from __future__ import annotations
 
-from tuner.spec.records import Status
+from tuner.domain.records import Status
 
 EXIT_CODES = {
     Status.OK: 0,

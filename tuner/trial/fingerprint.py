@@ -10,7 +10,7 @@ import platform
 import socket
 from typing import Any
 
-from tuner.spec.records import FINGERPRINT_FIELDS
+from tuner.domain.records import FINGERPRINT_FIELDS
 
 
 def collect(device: str) -> dict[str, Any]:

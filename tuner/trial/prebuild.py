@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tuner.spec.workload import Workload
+from tuner.domain.workload import Workload
 
 CUDA_NOTE = ("the factory touched CUDA while it was pre-built on the CPU (its contract says CPU): "
              "built in the trial instead")

@@ -54,8 +54,8 @@ import contextlib
 import os
 from typing import Any
 
-from tuner.spec.config import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.workload import Workload
 
 PREWARM_ENV = "TUNER_PREWARM"
 # Readied only while this share of the device's memory is free: the trial beside, which may
@@ -114,7 +114,7 @@ def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
     import torch
     from torch.func import functional_call
 
-    from tuner.spec.workload import tensor_dtype
+    from tuner.domain.workload import tensor_dtype
     from tuner.trial.build import apply_global_knobs, place_inputs
 
     knobs = _knobs()

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tuner.spec.config import uses_cudagraphs
-from tuner.spec.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.domain.config import uses_cudagraphs
+from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.trial.compiling import compiling
 from tuner.trial.contract import (
     BUILD_FILE_ENV,
@@ -26,7 +26,7 @@ from tuner.trial.contract import (
 from tuner.trial.host import OtherProcesses
 
 if TYPE_CHECKING:
-    from tuner.spec.workload import Workload
+    from tuner.domain.workload import Workload
     from tuner.trial.prebuild import Prebuilt
 
 

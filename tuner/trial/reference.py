@@ -5,7 +5,7 @@ Before it compiles, a trial computes from eager: the FLOPs of one call (under
 other than float32, the float32 output its error is measured against (``max_abs_error_vs_fp32``).
 Every trial of the same workload, batch size and precision (and memory format and
 cudnn.benchmark: everything that changes the eager output) computes the same, so the first one
-keeps them in ``references/<key>.pt`` of the study (:class:`tuner.spec.layout.StudyLayout`) and
+keeps them in ``references/<key>.pt`` of the study (:class:`tuner.domain.layout.StudyLayout`) and
 later ones load them (the row's ``reference_reused``). The key holds a hash of the workload as the
 config runs it, the batch size, and the torch, torchvision and CUDA versions and the device the
 file was made with; the file also holds a checksum of the model's weights and inputs, and a
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.files import write_bytes_atomic
-from tuner.spec.workload import Workload
+from tuner.domain.workload import Workload
 
 FORMAT = 1
 # A float32 output larger than this is not kept (a language model's logits can be gigabytes):

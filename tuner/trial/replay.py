@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
-from tuner.spec.records import SCHEDULE_REPEATS, TrialRequest, TrialResult
+from tuner.domain.records import SCHEDULE_REPEATS, TrialRequest, TrialResult
 from tuner.trial.checks import clone_output, compare_outputs
 from tuner.trial.stats import is_steady
 
@@ -105,7 +105,7 @@ def replay_schedule(result: TrialResult, request: TrialRequest, fn: Callable[...
     error is the device's (out of memory, a CUDA error), after which eager is not tried."""
     import torch
 
-    from tuner.spec import workload
+    from tuner.domain import workload
     from tuner.trial.build import WorkloadError, build_inputs
 
     inputs = {s: build_inputs(request.workload, s)

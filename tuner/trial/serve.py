@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 
 from tuner.files import write_json_atomic
-from tuner.spec.records import Status, TrialRequest, TrialResult
+from tuner.domain.records import Status, TrialRequest, TrialResult
 from tuner.trial.contract import EXIT_CODES, PARENT_PID_ENV
 from tuner.trial.prebuild import Prebuilt
 

@@ -42,13 +42,13 @@ from tuner.data.select import (
     why_left_out,
 )
 from tuner.errors import UserError
-from tuner.spec.config import EAGER
-from tuner.spec.records import NOT_RUN
+from tuner.domain.config import EAGER
+from tuner.domain.records import NOT_RUN
 from tuner.words import plural
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",
                   "shape_schedule")
-# The workload's keys a config may set itself (tuner.spec.config.TrialConfig): a label leaves
+# The workload's keys a config may set itself (tuner.domain.config.TrialConfig): a label leaves
 # them out where the config did not.
 _RAN_WITH = ("dtype", "channels_last", "cudnn_benchmark")
 SCHEDULE = OBJECTIVES["traffic"].column

@@ -42,10 +42,10 @@ from tuner.data.select import (
     rank,
 )
 from tuner.errors import UserError
-from tuner.spec.config import EAGER, TrialConfig, uses_cudagraphs
-from tuner.spec.records import FINGERPRINT_FIELDS
-from tuner.spec.space import SearchSpace
-from tuner.spec.workload import Workload, tensor_dtype
+from tuner.domain.config import EAGER, TrialConfig, uses_cudagraphs
+from tuner.domain.records import FINGERPRINT_FIELDS
+from tuner.domain.space import SearchSpace
+from tuner.domain.workload import Workload, tensor_dtype
 from tuner.use.environment import MismatchWarning, environment_mismatch
 from tuner.words import plural
 

@@ -12,8 +12,8 @@ import dataclasses
 import enum
 from typing import Any
 
-from tuner.spec.config import TrialConfig
-from tuner.spec.workload import Workload
+from tuner.domain.config import TrialConfig
+from tuner.domain.workload import Workload
 
 # The machine a measurement was made on (tuner.trial.fingerprint collects it): on every Parquet
 # row as fp_<field>, and in the file metadata.

@@ -16,14 +16,14 @@ command line wins over the file. The keys, with the option each stands for::
     triton.cudagraphs = [false]                  # or "triton.cudagraphs": the same option
 
 A file does more than narrow: any ``--space`` file turns off the two extras a CUDA search adds
-for the options left unset (:func:`tuner.spec.space.default_options`, ``default_formats``).
+for the options left unset (:func:`tuner.domain.space.default_options`, ``default_formats``).
 Where neither the file nor the command line gives them, no inductor option is searched and
 channels_last is off. Every other dimension the file leaves out takes its option's default,
 as without a file.
 
 Each list's items are kept as given, a comma in a string included: they are not split as the
 command line's values are. Their values are checked where the command line's are
-(:func:`tuner.spec.space.build_space`).
+(:func:`tuner.domain.space.build_space`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import UserError
-from tuner.spec.config import OptionValue
+from tuner.domain.config import OptionValue
 
 # key -> the option it stands for
 OPTIONS = {"batch_sizes": "--batch-sizes", "backends": "--backend", "modes": "--mode",

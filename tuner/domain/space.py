@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from tuner.errors import UserError
-from tuner.spec.config import (
+from tuner.domain.config import (
     CUDAGRAPH_MODES,
     DEFAULT_MODE,
     EAGER,
@@ -31,7 +31,7 @@ from tuner.spec.config import (
     TrialConfig,
     option_column,
 )
-from tuner.spec.workload import MAX_BATCH_SIZE, check_cudnn_benchmark, check_precision
+from tuner.domain.workload import MAX_BATCH_SIZE, check_cudnn_benchmark, check_precision
 
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}

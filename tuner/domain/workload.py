@@ -73,7 +73,7 @@ Shape = int | tuple[int, int]
 # is beyond any device (one 224x224 RGB float32 image is 0.6 MB, so 2**31 of them 1.3 PB), so a
 # larger one is a typo. Near 2**63 the rows' int64 columns (tuner.data.schema: batch_size, and
 # the byte counts that grow with it) overflow when the rows are written, a traceback after the
-# trials ran: it is refused before any trial (tuner.spec.space.build_space, parse_shapes).
+# trials ran: it is refused before any trial (tuner.domain.space.build_space, parse_shapes).
 MAX_BATCH_SIZE = 2**31 - 1
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tuner.spec.workload import Workload
+    from tuner.domain.workload import Workload
 
 EAGER = "eager"
 
@@ -49,7 +49,7 @@ class TrialConfig:
     batch_size: int
     mode: str | None = None  # inductor only
     dynamic: bool | None = None  # compiled backends only; None lets dynamo decide
-    # None: the workload's (not searched). A precision of tuner.spec.workload.PRECISIONS.
+    # None: the workload's (not searched). A precision of tuner.domain.workload.PRECISIONS.
     dtype: str | None = None
     channels_last: bool | None = None  # None: the workload's
     cudnn_benchmark: bool | None = None  # None: the workload's
