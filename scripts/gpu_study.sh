@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One example study over the extended space (scripts/extended-space.toml) on the visible GPU,
+# with the command of scripts/gpu_example.sh, named after the GPU it ran on: MODEL (resnet50) at
+# BATCH_SIZES (1,16) in bf16 makes studies/<gpu>-<model>-bf16-extended, <gpu> being h100 or
+# h200 as nvidia-smi names the card. BUDGET (default 5m) bounds the search, its finalists are
+# confirmed twice, LIMIT (seconds, default 540) stops it cleanly (SIGINT) before the device's
+# 10-minute limit. Resumable: copy the returned study back under studies/ and run again.
+# Comes back as one archive, study.tgz, without caches. Carry .whl (make gpu-wheels).
+source "$(dirname "$0")/gpu_env.sh"
+MODEL=${MODEL:-resnet50}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' | tr A-Z a-z)
+name="${gpu:-gpu}-$MODEL-bf16-extended"
+mkdir -p "$OUT/studies"
+[ -d "studies/$name" ] && cp -r "studies/$name" "$OUT/studies/"
+timeout -s INT -k 60 "${LIMIT:-540}" \
+  python3 -m tuner search --model "$MODEL" --dtype bfloat16 --batch-sizes "${BATCH_SIZES:-1,16}" \
+    --device cuda --space scripts/extended-space.toml --budget "${BUDGET:-5m}" --confirm 2 \
+    --name "$name" --studies-dir "$OUT/studies" > "$OUT/study-$MODEL.log" 2>&1
+echo "exit $?"
+grep -v '^W' "$OUT/study-$MODEL.log" | tail -12
+python3 -m tuner show "$OUT/studies/$name" > "$OUT/show-$MODEL.txt" 2>&1
+tar -czf "$OUT/study.tgz" -C "$OUT/studies" --exclude=trials --exclude=cache \
+    --exclude=artifacts --exclude=references "$name" && rm -rf "$OUT/studies"
