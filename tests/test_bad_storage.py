@@ -359,7 +359,7 @@ def test_a_full_disk_while_writing_the_files_names_the_file_and_what_next(tmp_pa
     def full(table, where, **kwargs):
         raise OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")
 
-    monkeypatch.setattr(files.pq, "write_table", full)
+    monkeypatch.setattr(files.atomic.pq, "write_table", full)
     result = invoke(*search_args(tmp_path, "-q"))
     assert_one_line_error(result, f"cannot write {folder / layout.TRIALS_FILE}: No space left on "
                           "device; study.db holds every trial, so once you free disk space the "

@@ -23,8 +23,9 @@ from tuner.data.rows import config_of, frame, trial_row
 from tuner.errors import UserError
 from tuner.domain import layout
 from tuner.domain.config import TrialConfig, uses_cudagraphs
+from tuner.domain.inductor_options import check_options
 from tuner.domain.records import Status, TrialResult
-from tuner.domain.space import SearchSpace, build_space, check_options
+from tuner.domain.space import SearchSpace, build_space
 from tuner.domain.workload import Workload
 from tuner.study.params import params_of, suggest
 from tuner.trial import fingerprint as fingerprint_module

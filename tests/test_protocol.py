@@ -8,14 +8,14 @@ import pytest
 def test_a_host_out_of_memory_is_oom_not_a_compile_error():
     import torch
 
-    from tuner.trial.protocol import _is_oom
+    from tuner.trial.failures import is_oom
 
     with pytest.raises(Exception) as raised:  # the CPU allocator's own error: no machine has 4 EiB
         torch.empty(2**62, dtype=torch.uint8)
-    assert _is_oom(raised.value), repr(raised.value)
-    assert _is_oom(RuntimeError("std::bad_alloc"))
-    assert _is_oom(OSError(12, "Cannot allocate memory"))
-    assert not _is_oom(RuntimeError("inductor: unsupported op"))
+    assert is_oom(raised.value), repr(raised.value)
+    assert is_oom(RuntimeError("std::bad_alloc"))
+    assert is_oom(OSError(12, "Cannot allocate memory"))
+    assert not is_oom(RuntimeError("inductor: unsupported op"))
 
 
 def test_the_noisy_flag_says_when_the_spread_is_wide():
@@ -33,16 +33,16 @@ def test_a_sticky_cuda_error_is_told_apart_from_an_oom_and_other_errors():
     import torch
 
     from tests.models import CUDA_ASSERT_TEXT
-    from tuner.trial.protocol import _is_cuda_error, _is_oom
+    from tuner.trial.failures import is_cuda_error, is_oom
 
     for text in (CUDA_ASSERT_TEXT, "CUDA error: an illegal memory access was encountered",
                  "Triton Error [CUDA]: unspecified launch failure"):
-        assert _is_cuda_error(RuntimeError(text)) and not _is_oom(RuntimeError(text)), text
+        assert is_cuda_error(RuntimeError(text)) and not is_oom(RuntimeError(text)), text
     if hasattr(torch, "AcceleratorError"):  # what torch 2.8+ raises for them
-        assert _is_cuda_error(torch.AcceleratorError("CUDA driver error: launch timed out"))
-    assert _is_oom(RuntimeError("CUDA error: out of memory"))  # the except blocks ask _is_oom first
-    assert not _is_cuda_error(RuntimeError("inductor: unsupported op"))
-    assert not _is_cuda_error(RuntimeError("Found no NVIDIA driver on your system"))
+        assert is_cuda_error(torch.AcceleratorError("CUDA driver error: launch timed out"))
+    assert is_oom(RuntimeError("CUDA error: out of memory"))  # the except blocks ask is_oom first
+    assert not is_cuda_error(RuntimeError("inductor: unsupported op"))
+    assert not is_cuda_error(RuntimeError("Found no NVIDIA driver on your system"))
 
 
 def _trial(model: str, batch_size: int, shape_schedule=(), dtype: str = "float32"):
@@ -93,7 +93,7 @@ def test_a_device_out_of_memory_while_casting_is_oom():
 
 def test_a_cuda_error_wrapped_in_another_error_names_the_cuda_line(capfd):
     from tuner.domain.records import Status, TrialResult
-    from tuner.trial.protocol import _cuda_failure
+    from tuner.trial.failures import cuda_failure
 
     class BackendCompilerFailed(Exception):
         pass
@@ -101,7 +101,7 @@ def test_a_cuda_error_wrapped_in_another_error_names_the_cuda_line(capfd):
     wrapped = BackendCompilerFailed("backend='inductor' raised:\nRuntimeError: CUDA error: an "
                                     "illegal memory access was encountered\nCUDA kernel errors "
                                     "might be asynchronously reported at some other API call")
-    r = _cuda_failure(TrialResult(status=Status.OK), "", wrapped)
+    r = cuda_failure(TrialResult(status=Status.OK), "", wrapped)
     assert r.status is Status.CUDA_ERROR
     assert r.message == ("BackendCompilerFailed: RuntimeError: CUDA error: an illegal memory "
                          "access was encountered")
@@ -229,16 +229,16 @@ def test_a_failure_of_many_lines_is_one_line_in_the_row_and_whole_on_stderr(capf
     """An inductor error wraps the real one in lines of context: the row's message keeps the
     first and the last line, and the whole text goes to stderr (the row's stderr_tail)."""
     from tuner.domain.records import Status, TrialResult
-    from tuner.trial.protocol import _fail
+    from tuner.trial.failures import fail
 
     text = ("BackendCompilerFailed: backend='inductor' raised:\n"
             "  while compiling the graph of forward\n\n"
             "RuntimeError: C++ compile error: g++ not found")
-    result = _fail(TrialResult(status=Status.OK), Status.COMPILE_ERROR, text)
+    result = fail(TrialResult(status=Status.OK), Status.COMPILE_ERROR, text)
     assert result.message == ("BackendCompilerFailed: backend='inductor' raised: ... "
                               "RuntimeError: C++ compile error: g++ not found")
     assert "while compiling the graph of forward" in capfd.readouterr().err
-    assert _fail(TrialResult(status=Status.OK), Status.OOM, "out of memory").message == \
+    assert fail(TrialResult(status=Status.OK), Status.OOM, "out of memory").message == \
         "out of memory"
 
 

@@ -271,7 +271,7 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path, monkeypatch):
             f.write(b"PAR1 half a file")
         raise KeyboardInterrupt  # the user pressed Ctrl-C mid-write
 
-    monkeypatch.setattr(files.pq, "write_table", crash_halfway)
+    monkeypatch.setattr(files.atomic.pq, "write_table", crash_halfway)
     with pytest.raises(KeyboardInterrupt):
         files.write(frame((EAGER1, ok(99.0)), (inductor(1), ok(5.0))), path, {"study": "s"})
     assert [p.name for p in tmp_path.iterdir()] == [layout.TRIALS_FILE]
@@ -307,9 +307,9 @@ def test_a_write_is_on_disk_before_its_rename(tmp_path, monkeypatch):
     done: list[str] = []
     synced: list[int] = []
     fsync, replace = os.fsync, os.replace
-    monkeypatch.setattr(files.os, "fsync",
+    monkeypatch.setattr(files.atomic.os, "fsync",
                         lambda fd: done.append("fsync") or synced.append(fd) or fsync(fd))
-    monkeypatch.setattr(files.os, "replace", lambda a, b: done.append("rename") or replace(a, b))
+    monkeypatch.setattr(files.atomic.os, "replace", lambda a, b: done.append("rename") or replace(a, b))
     files.write(frame((EAGER1, ok(10.0))), tmp_path / layout.TRIALS_FILE, {"study": "s"})
     assert done == ["fsync", "rename"]
     with pytest.raises(OSError):  # and its descriptor closed
@@ -333,7 +333,7 @@ def test_a_study_whose_front_cannot_be_written_keeps_both_files_of_one_moment(tm
             raise Killed
         return write_table(table, where, **kwargs)
 
-    monkeypatch.setattr(files.pq, "write_table", killed_at_the_second)
+    monkeypatch.setattr(files.atomic.pq, "write_table", killed_at_the_second)
     with pytest.raises(Killed):
         files.export(tmp_path, frame((EAGER1, ok(10.0)), (inductor(1), ok(5.0))), {"study": "s"})
     assert len(files.read(tmp_path / layout.TRIALS_FILE)[0]) == 1  # the old trials, as the front
@@ -355,7 +355,7 @@ def test_a_full_disk_names_the_file_and_that_the_storage_holds_every_trial(tmp_p
             f.write(b"PAR1 half")
         raise OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")
 
-    monkeypatch.setattr(files.pq, "write_table", full)
+    monkeypatch.setattr(files.atomic.pq, "write_table", full)
     with pytest.raises(UserError) as exc:
         files.write(frame((EAGER1, ok(99.0))), path, {"study": "s", "storage": "study.db"})
     assert str(exc.value) == (f"cannot write {path}: No space left on device; study.db holds "
@@ -375,7 +375,7 @@ def test_a_file_that_cannot_be_replaced_is_named_not_its_temp_file(tmp_path, mon
     def immutable(src, dst):
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src), None, str(dst))
 
-    monkeypatch.setattr(files.os, "replace", immutable)
+    monkeypatch.setattr(files.atomic.os, "replace", immutable)
     with pytest.raises(UserError) as exc:
         files.write(frame((EAGER1, ok(10.0))), path,
                     {"study": "s", "storage": "postgresql://u:***@db/tuner"})

@@ -12,16 +12,10 @@ could be searched.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
-import math
-import re
-import types
-import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from tuner.errors import UserError
 from tuner.domain.config import (
     CUDAGRAPH_MODES,
     DEFAULT_MODE,
@@ -29,19 +23,13 @@ from tuner.domain.config import (
     INDUCTOR,
     OptionValue,
     TrialConfig,
-    option_column,
 )
+from tuner.domain.inductor_options import check_options, cuda_graph_option
 from tuner.domain.workload import MAX_BATCH_SIZE, check_cudnn_benchmark, check_precision
+from tuner.errors import UserError
 
 # Backends that only make sense on a CUDA device.
 _CUDA_ONLY_BACKENDS = {"cudagraphs"}
-
-
-def cuda_graph_option(name: str) -> bool:
-    """Whether an inductor option is about CUDA graphs (``triton.cudagraphs``,
-    ``triton.cudagraph_trees``, ``cudagraph_policy`` ...): torch names every one of them so, and
-    like the backend and the modes that record CUDA graphs, they do nothing off a CUDA device."""
-    return "cudagraph" in name.lower()
 
 
 # Registered with dynamo but only useful to debug dynamo or torch itself.
@@ -221,118 +209,6 @@ def default_formats(device: str, image_model: bool) -> list[bool]:
     return [False, True] if device.startswith("cuda") and image_model else [False]
 
 
-def inductor_option_types() -> dict[str, Any]:
-    """Every option of the installed ``torch._inductor.config`` and its declared type."""
-    from torch._inductor import config
-
-    # get_type is ConfigModule's (install_config_module); torch's _config_typing stub omits it
-    return {name: config.get_type(name)  # type: ignore[attr-defined]
-            for name in config.get_config_copy()}
-
-
-def _atoms(declared: Any) -> list[Any] | None:
-    """The kinds of value an option type admits (bool, int, float, str, None, or a literal's
-    values), or None if it holds anything else (lists, dicts, callables)."""
-    if isinstance(declared, types.UnionType) or typing.get_origin(declared) is typing.Union:
-        parts = [_atoms(arg) for arg in typing.get_args(declared)]
-        return None if any(p is None for p in parts) else [a for p in parts for a in p or ()]
-    if typing.get_origin(declared) is typing.Literal:
-        return [("literal", v) for v in typing.get_args(declared)]
-    if declared in (bool, int, float, str, type(None)):
-        return [declared]
-    return None
-
-
-def _option_value(name: str, value: Any, atoms: list[Any]) -> OptionValue:
-    """``value`` (text from the command line, or already typed) as the option's type."""
-    literals = [v for a in atoms if isinstance(a, tuple) for v in (a[1],)]
-    text = value.strip() if isinstance(value, str) else None
-    if type(None) in atoms and (value is None or (text is not None and text.lower() == "none")):
-        return None
-    if bool in atoms:
-        if isinstance(value, bool):
-            return value
-        if text is not None and text.lower() in ("true", "false"):
-            return text.lower() == "true"
-    for literal in literals:
-        if value == literal or (text is not None and text == str(literal)):
-            return literal
-    if int in atoms:
-        whole = value if isinstance(value, int) and not isinstance(value, bool) else \
-            int(text) if text is not None and re.fullmatch(r"[+-]?[0-9]+", text) else None
-        if whole is not None:
-            if not -2**63 <= whole < 2**63:
-                # Its Parquet column holds 64-bit integers: the study's files could not be
-                # written, by this run or any later one.
-                raise UserError(f"--inductor-option {name}: {value!r} is beyond a 64-bit "
-                                "integer: give a value within ±9.2e18",
-                                about="--inductor-option")
-            return whole
-    if float in atoms and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            pass
-        else:
-            if math.isfinite(number):
-                return number
-            if str not in atoms or text is None:
-                # nan is not equal to itself: no stored trial would match it, and a resume would
-                # measure its configs again; inf is no setting either.
-                raise UserError(f"--inductor-option {name}: {value!r} is not a finite number: "
-                                f"give numbers, e.g. --inductor-option {name}=0.5,1.0",
-                                about="--inductor-option")
-    if str in atoms and text is not None:
-        return text
-    kinds = ", ".join(sorted({repr(a[1]) if isinstance(a, tuple) else
-                              ("none" if a is type(None) else a.__name__) for a in atoms}))
-    raise UserError(f"--inductor-option {name}: cannot read {value!r} as {kinds}: pass e.g. "
-                    f"--inductor-option {name}=V1,V2 with values of that type",
-                    about="--inductor-option")
-
-
-def check_options(options: Mapping[str, Sequence[Any]],
-                  available: Mapping[str, Any] | None = None
-                  ) -> tuple[tuple[str, tuple[OptionValue, ...]], ...]:
-    """Inductor options and their values, checked against the installed torch and typed.
-
-    ``available`` maps option names to their declared types (default: this torch's
-    ``torch._inductor.config``). An unknown name is a one-line error naming the closest; so is
-    an option whose type cannot be listed on a command line, or a value of the wrong type.
-    """
-    known = dict(available) if available is not None else inductor_option_types()
-    out: dict[str, tuple[OptionValue, ...]] = {}
-    spelled: dict[str, str] = {}  # option -> as the user first spelled it
-    columns: dict[str, str] = {}
-    about = "--inductor-option"
-    for raw, values in options.items():
-        name = raw.strip().replace("-", "_")  # as torch.compile reads option names
-        if name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise UserError(f"unknown inductor option {raw!r}{hint}: give a name of "
-                            "torch._inductor.config, dots for nested ones (triton.cudagraphs)",
-                            about=about)
-        if name in spelled:  # epilogue_fusion and epilogue-fusion: one would silently win
-            raise UserError(f"inductor option {name} given twice, as {spelled[name]!r} and "
-                            f"{raw!r}: give it once, with all its values", about=about)
-        spelled[name] = raw
-        atoms = _atoms(known[name])
-        if not atoms:
-            raise UserError(f"--inductor-option {name}: its type ({known[name]}) is not a "
-                            "boolean, number, string or list of literals; only those are searched",
-                            about=about)
-        if not values:
-            raise UserError(f"--inductor-option {name}: no values: pass e.g. {name}=true,false",
-                            about=about)
-        typed = tuple(dict.fromkeys(_option_value(name, v, atoms) for v in values))
-        other = columns.setdefault(option_column(name), name)
-        if other != name:
-            raise UserError(f"inductor options {other} and {name} share the column "
-                            f"{option_column(name)}: search one of them", about=about)
-        out[name] = typed
-    return tuple(sorted(out.items()))
-
 
 def _bools(values: Sequence[Any], option: str) -> tuple[bool, ...]:
     table = {"true": True, "false": False, "on": True, "off": False}
@@ -375,8 +251,35 @@ def build_space(
     """
     have_backends = list(available_backends or installed_backends())
     have_modes = list(available_modes or installed_modes())
-    on_cuda = device.startswith("cuda")
+    _check_batch_sizes(batch_sizes)
+    backends = _checked_backends(backends, have_backends, device)
+    modes = _checked_modes(modes, have_modes, backends, device)
+    if dynamic is not None and set(backends) == {EAGER}:
+        raise UserError("--dynamic applies to compiled backends only (eager runs the model as "
+                        "it is): add inductor to --backend or drop --dynamic",
+                        about=("--dynamic", "--backend"))
+    if dynamic is None:
+        dynamic = [False]
 
+    for precision in dtypes or ():
+        check_precision(precision, device)
+    if cudnn_benchmark:
+        check_cudnn_benchmark(device)
+    checked = _checked_options(options, available_options, backends, device)
+
+    return SearchSpace(
+        backends=tuple(dict.fromkeys(backends)),
+        modes=tuple(dict.fromkeys(modes)) or (DEFAULT_MODE,),
+        dynamic=tuple(dict.fromkeys(dynamic)),
+        batch_sizes=tuple(dict.fromkeys(batch_sizes)),
+        dtypes=tuple(dict.fromkeys(dtypes or ())),
+        channels_last=_bools(channels_last or (), "--channels-last"),
+        cudnn_benchmark=_bools(cudnn_benchmark or (), "--cudnn-benchmark"),
+        options=checked,
+    )
+
+
+def _check_batch_sizes(batch_sizes: Sequence[int]) -> None:
     if not batch_sizes:
         raise UserError("no batch size given: pass e.g. --batch-sizes 1,32", about="--batch-sizes")
     for bs in batch_sizes:
@@ -388,6 +291,12 @@ def build_space(
                             "than any device holds: pass e.g. --batch-sizes 1,32",
                             about="--batch-sizes")
 
+
+def _checked_backends(backends: Sequence[str] | None, have_backends: list[str],
+                      device: str) -> list[str]:
+    """The backends asked for (None: the device's default), each one this torch can run here;
+    eager always among them."""
+    on_cuda = device.startswith("cuda")
     if backends is None:
         backends = [b for b in (EAGER, INDUCTOR, "cudagraphs") if b in have_backends
                     and (on_cuda or b not in _CUDA_ONLY_BACKENDS)]
@@ -405,7 +314,14 @@ def build_space(
     if EAGER not in backends:
         # Eager is the baseline every row is compared with: always measured, so always in the space.
         backends = [EAGER, *backends]
+    return list(backends)
 
+
+def _checked_modes(modes: Sequence[str] | None, have_modes: list[str], backends: Sequence[str],
+                   device: str) -> Sequence[str]:
+    """The inductor modes asked for (None: every one the device can use), each one this
+    torch's inductor offers and the device can run."""
+    on_cuda = device.startswith("cuda")
     if modes is not None and INDUCTOR not in backends:
         raise UserError("--mode applies to the inductor backend only: add inductor to --backend "
                         "or drop --mode", about=("--mode", "--backend"))
@@ -422,34 +338,21 @@ def build_space(
             raise UserError(f"mode {m!r} records CUDA graphs and needs a CUDA device; "
                             f"this run is on {device} (try max-autotune-no-cudagraphs)",
                             about="--mode")
-    if dynamic is not None and set(backends) == {EAGER}:
-        raise UserError("--dynamic applies to compiled backends only (eager runs the model as "
-                        "it is): add inductor to --backend or drop --dynamic",
-                        about=("--dynamic", "--backend"))
-    if dynamic is None:
-        dynamic = [False]
+    return modes
 
-    for precision in dtypes or ():
-        check_precision(precision, device)
-    if cudnn_benchmark:
-        check_cudnn_benchmark(device)
+
+def _checked_options(options: Mapping[str, Sequence[Any]] | None,
+                     available_options: Mapping[str, Any] | None, backends: Sequence[str],
+                     device: str) -> tuple[tuple[str, tuple[OptionValue, ...]], ...]:
+    """The inductor options, typed (:func:`tuner.domain.inductor_options.check_options`);
+    only with inductor in the space, and those about CUDA graphs only on a CUDA device."""
     if options and INDUCTOR not in backends:
         raise UserError("--inductor-option applies to the inductor backend only: add inductor "
                         "to --backend or drop --inductor-option",
                         about=("--inductor-option", "--backend"))
     checked = check_options(options, available_options) if options else ()
     graphs = [name for name, _ in checked if cuda_graph_option(name)]
-    if graphs and not on_cuda:
+    if graphs and not device.startswith("cuda"):
         raise UserError(f"--inductor-option {', '.join(graphs)}: CUDA graphs need a CUDA device; "
                         f"this run is on {device}: drop it", about="--inductor-option")
-
-    return SearchSpace(
-        backends=tuple(dict.fromkeys(backends)),
-        modes=tuple(dict.fromkeys(modes)) or (DEFAULT_MODE,),
-        dynamic=tuple(dict.fromkeys(dynamic)),
-        batch_sizes=tuple(dict.fromkeys(batch_sizes)),
-        dtypes=tuple(dict.fromkeys(dtypes or ())),
-        channels_last=_bools(channels_last or (), "--channels-last"),
-        cudnn_benchmark=_bools(cudnn_benchmark or (), "--cudnn-benchmark"),
-        options=checked,
-    )
+    return checked

@@ -3,7 +3,9 @@
 The search process never imports torch for a trial; it starts this package's entry point
 (:mod:`tuner.trial.__main__`) in a fresh process through :mod:`tuner.launch`. In here:
 
-* :mod:`~tuner.trial.protocol` runs one trial, its steps in order;
+* :mod:`~tuner.trial.protocol` runs one trial, its steps in order; :mod:`~tuner.trial.eager`
+  takes eager's reference output before the compile; :mod:`~tuner.trial.failures` turns what
+  went wrong into the trial's record;
 * :mod:`~tuner.trial.build` builds the workload; :mod:`~tuner.trial.device` times calls and reads
   memory; :mod:`~tuner.trial.stats` summarises samples; :mod:`~tuner.trial.checks` compares
   outputs with eager and counts FLOPs; :mod:`~tuner.trial.health` reads dynamo's counters;

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuner.domain.config import uses_cudagraphs
 from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
@@ -23,11 +24,24 @@ from tuner.trial.contract import (
     QUIET_FILE_ENV,
     QUIET_MAX_WAIT_S,
 )
+from tuner.trial.eager import EagerReference, eager_reference, float32_reference
+from tuner.trial.failures import (
+    TrialStopped,
+    describe_error,
+    device_failure,
+    fail,
+    is_cuda_error,
+    is_oom,
+    raised,
+)
 from tuner.trial.host import OtherProcesses
 
 if TYPE_CHECKING:
     from tuner.domain.workload import Workload
+    from tuner.trial.device import Device
     from tuner.trial.prebuild import Prebuilt
+
+_Timed = tuple[list[float], float, str]  # samples (ms), seconds spent, the timer's name
 
 
 def run_trial(request: TrialRequest, started: float,
@@ -35,50 +49,109 @@ def run_trial(request: TrialRequest, started: float,
     """Run the protocol; every expected failure comes back as a record, never an exception.
     ``prebuilt``: what the pre-started process built before the request (its time unmeasured
     but for ``prebuilt.left_s``), used where it serves (:mod:`tuner.trial.prebuild`)."""
-    t = time.perf_counter()
+    result = TrialResult(status=Status.OK, import_s=_import_torch(request, started))
     import torch
+
+    # What the steps use, imported here, after import_s and before any step: no step's time
+    # holds an import.
+    from tuner.trial import (  # noqa: F401
+        affinity,
+        artifacts,
+        build,
+        checks,
+        fingerprint,
+        health,
+        reference,
+        replay,
+        stats,
+    )
+    from tuner.trial.device import Device
+
+    result.fingerprint = fingerprint.collect(request.workload.device)
+    dev = Device(request.workload.device)
+    # The workload as this config runs it (its precision, memory format, cudnn.benchmark).
+    work = request.config.applied_to(request.workload)
+    try:
+        model, inputs, build_s = _build_float32(request, work, prebuilt, dev, result)
+        eager = float32_reference(request, work, model, inputs, result)
+        model, inputs = _apply_knobs_and_cast(work, model, inputs, dev, build_s, result)
+        with torch.no_grad():
+            eager_reference(eager, model, inputs, work, dev, result)
+            fn, mark_step = _compile(request, model, dev, result)
+            call = _one_step(fn, inputs, mark_step)
+            # Cold compile: the first call, synchronised; then warm-up. NVML is sampled meanwhile.
+            # The runner holds the first call to the compile budget (tuner.trial.compiling).
+            let_next_build()
+            try:
+                _cold_compile_and_warm_up(request, call, dev, result)
+                _check_output(call, eager, work.dtype, result)
+                _record_health(request, result)
+                requests, stream = _steady_state(request.protocol, call, dev, result)
+            except Exception as exc:  # noqa: BLE001
+                raise TrialStopped(raised(result, "", exc)) from None
+        _record_memory(dev, result)
+        _fill_latency(result, *requests, request.protocol)
+        _fill_stream(result, *stream)
+        if request.workload.shape_schedule and result.correct is not False:
+            _replay_schedule(request, work, fn, dev, mark_step, model, result)
+    except TrialStopped as stopped:
+        return stopped.record
+    if result.correct is False:
+        return fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
+    return result
+
+
+def _import_torch(request: TrialRequest, started: float) -> float:
+    """Import what the trial runs on; the seconds since the process started (import_s)."""
+    import torch  # noqa: F401
 
     if not request.workload.is_factory:
         import torchvision  # noqa: F401 - counted in import time, not build time
     if request.config.backend == "inductor":
         import torch._inductor.compile_fx  # noqa: F401 - as torch.compile would, 1-2 s: import time
-    import_s = time.perf_counter() - started
+    return time.perf_counter() - started
 
-    from tuner.trial import affinity, artifacts, build, checks, fingerprint, health, replay
-    from tuner.trial.device import Device, host_rss_peak_bytes
-    from tuner.trial.reference import Store
-    from tuner.trial.stats import is_steady
 
-    result = TrialResult(status=Status.OK, import_s=import_s)
-    result.fingerprint = fingerprint.collect(request.workload.device)
-    config, proto = request.config, request.protocol
-    dev = Device(request.workload.device)
+def _build_float32(request: TrialRequest, work: Workload, prebuilt: Prebuilt | None,
+                   dev: Device, result: TrialResult) -> tuple[Any, Any, float]:
+    """The float32 model and inputs on the device, and the seconds that took (with what the
+    pre-started process had left to do)."""
+    from tuner.trial import build
 
-    # The workload as this config runs it (its precision, memory format, cudnn.benchmark).
-    work = config.applied_to(request.workload)
     t = time.perf_counter()
     try:
-        model, inputs = _build_float32(request, work, prebuilt, result)
+        model, inputs = _take_or_build(request, work, prebuilt, result)
         dev.sync()
     except build.WorkloadError as exc:
-        return _fail(result, Status.WORKLOAD_ERROR, str(exc))
+        raise TrialStopped(fail(result, Status.WORKLOAD_ERROR, str(exc))) from None
     except Exception as exc:  # noqa: BLE001 - the device's own failures are data; others crash
-        return _device_failure(result, "building the model on the device: ", exc)
-    build_s = time.perf_counter() - t + (prebuilt.left_s if prebuilt else 0.0)
-    # The float32 eager output, before the knobs (tf32) and the cast: what this precision's
-    # error is measured against. One eager call, only for a precision other than float32;
-    # none where an earlier trial kept it, with the FLOPs and eager time (tuner.trial.reference).
-    t = time.perf_counter()
-    store = Store(request.references, work, config.batch_size, result.fingerprint)
-    kept = store.load(model, inputs)
-    result.reference_reused = None if request.references is None else kept is not None
-    float32_reference = kept.float32_outputs if kept else None
-    if kept is None and work.dtype != "float32":
-        try:
-            float32_reference = _float32_reference(model, inputs)
-        except Exception as exc:  # noqa: BLE001 - a CUDA error: the context is lost
-            return _device_failure(result, "float32 reference call: ", exc)
-    eager_reference_s = time.perf_counter() - t
+        raise TrialStopped(device_failure(result, "building the model on the device: ", exc)) from None
+    return model, inputs, time.perf_counter() - t + (prebuilt.left_s if prebuilt else 0.0)
+
+
+def _take_or_build(request: TrialRequest, work: Workload, prebuilt: Prebuilt | None,
+                   result: TrialResult):
+    """The float32 model and inputs on the device: moved there from what the pre-started
+    process built, where that serves (``result.prebuilt``), else built here."""
+    from tuner.trial import build, prebuild
+
+    if prebuilt is not None:
+        made, result.reuse_note = prebuild.take(prebuilt, request.workload,
+                                                request.config.batch_size)
+        result.prebuilt = made is not None
+        result.prewarmed = prebuilt.warmed
+        result.prewarm_vram_bytes_nvml = prebuilt.warm_vram_bytes
+        result.reuse_note = "; ".join(n for n in (result.reuse_note, prebuilt.warm_note) if n)
+        if made is not None:
+            return build.to_device(work, *made)
+    return build.build_float32(work, request.config.batch_size)
+
+
+def _apply_knobs_and_cast(work: Workload, model, inputs, dev: Device, build_s: float,
+                          result: TrialResult):
+    """Apply the config's global knobs, then cast the model and inputs to its precision and
+    memory format; the row's build_s is ``build_s`` and the cast."""
+    from tuner.trial import build
 
     build.apply_global_knobs(work)
     t = time.perf_counter()
@@ -86,138 +159,128 @@ def run_trial(request: TrialRequest, started: float,
         model, inputs = build.finish(work, model, inputs)
         dev.sync()
     except Exception as exc:  # noqa: BLE001
-        return _device_failure(result, f"casting the model to {work.dtype}: ", exc)
+        raise TrialStopped(device_failure(result, f"casting the model to {work.dtype}: ", exc)) from None
     result.build_s = build_s + time.perf_counter() - t
+    return model, inputs
 
-    with torch.no_grad():
-        # Eager reference on the same inputs, before anything is compiled: this trial's own,
-        # kept or not (it also readies the device's libraries before the first compiled call).
-        t = time.perf_counter()
-        try:
-            reference = checks.clone_output(model(*inputs))
-            result.eager_reference_ms = kept.eager_reference_ms if kept else \
-                dev.time_call_s(lambda: model(*inputs)) * 1e3
-            unchecked = _uncheckable(model, inputs, reference, work.dtype, kept is None)
-        except Exception as exc:  # noqa: BLE001
-            if _is_oom(exc):
-                return _fail(result, Status.OOM, f"eager call: {describe_error(exc)}")
-            if _is_cuda_error(exc):
-                return _cuda_failure(result, "eager call: ", exc)
-            return _fail(result, Status.WORKLOAD_ERROR, f"the model fails in eager: {describe_error(exc)}")
-        if unchecked:
-            return _fail(result, Status.WORKLOAD_ERROR, f"the model cannot be checked: {unchecked}")
-        # The work one call does, counted on eager (the compiled model does the same math).
-        if kept is None:
-            result.flops_per_call = checks.flops_per_call(lambda: model(*inputs))
-            store.save(float32_reference, result.flops_per_call, result.eager_reference_ms,
-                       is_float32=work.dtype == "float32")
-        else:
-            result.flops_per_call = kept.flops_per_call
-        result.reuse_note = "; ".join(n for n in (result.reuse_note, store.note) if n)
-        dev.sync()
-        result.eager_reference_s = eager_reference_s + time.perf_counter() - t
 
-        dev.reset_peaks(empty_cache=True)
-        result.vram_bytes_baseline = dev.allocated()
-        mark_step = uses_cudagraphs(config) and dev.cuda
+def _compile(request: TrialRequest, model, dev: Device,
+             result: TrialResult) -> tuple[Callable[..., Any], bool]:
+    """The model as the config runs it: torch.compile's wrapper (its first call compiles), or
+    the model itself for eager; and whether each call marks a CUDA-graph step. The device's
+    peaks are counted afresh from here."""
+    import torch
 
-        if config.compiled:
-            # What the first call starts from, looked at before anything is loaded or compiled,
-            # so that compile_s_cold is never a warm figure under a cold name.
-            held = artifacts.caches_hold_entries()
-            if request.load_artifacts:
-                # Start from saved artifacts (a finalist re-measurement); not in compile_s_cold.
-                result.artifacts_load_s, result.artifacts_note = artifacts.load(
-                    Path(request.load_artifacts))
-            result.cache_start = artifacts.cache_start(held, result.artifacts_load_s is not None)
-        fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
+    from tuner.trial import artifacts
 
-        def call():
-            if mark_step:
-                # One inference step per call, as a serving loop would mark it.
-                torch.compiler.cudagraph_mark_step_begin()
-            return fn(*inputs)
+    config = request.config
+    dev.reset_peaks(empty_cache=True)
+    result.vram_bytes_baseline = dev.allocated()
+    mark_step = uses_cudagraphs(config) and dev.cuda
+    if config.compiled:
+        # What the first call starts from, looked at before anything is loaded or compiled,
+        # so that compile_s_cold is never a warm figure under a cold name.
+        held = artifacts.caches_hold_entries()
+        if request.load_artifacts:
+            # Start from saved artifacts (a finalist re-measurement); not in compile_s_cold.
+            result.artifacts_load_s, result.artifacts_note = artifacts.load(
+                Path(request.load_artifacts))
+        result.cache_start = artifacts.cache_start(held, result.artifacts_load_s is not None)
+    fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
+    return fn, mark_step
 
-        # Cold compile: the first call, synchronised; then warm-up. NVML is sampled meanwhile.
-        # The runner holds the first call to the compile budget (tuner.trial.compiling).
-        let_next_build()
-        try:
-            with dev.nvml_peak() as nvml:
-                with compiling(result, config.compiled):
-                    result.compile_s_cold = dev.time_call_s(call)
-                result.quiet_wait_s = wait_until_quiet()
-                warm_times: list[float] = []
-                warm_start = time.perf_counter()
-                while len(warm_times) < proto.warmup_max_calls:
-                    warm_times.append(dev.time_call_s(call))
-                    if len(warm_times) >= proto.warmup_min_calls and is_steady(
-                            warm_times, proto.warmup_window, proto.warmup_tolerance):
-                        break
-                result.warmup_s = time.perf_counter() - warm_start
-            result.warmup_calls = len(warm_times)
-            result.vram_bytes_compile_allocated, result.vram_bytes_compile_reserved = dev.peaks()
-            result.vram_bytes_compile_process_nvml = nvml.peak
-            if config.compiled:
-                result.fxgraph_cache_hits, result.fxgraph_cache_misses = artifacts.cache_counters()
-                if request.save_artifacts:
-                    result.artifacts_bytes, note = artifacts.save(Path(request.save_artifacts))
-                    result.artifacts_note = result.artifacts_note or note
 
-            output = checks.clone_output(call())
-            comparison = checks.compare_outputs(output, reference, work.dtype)
-            result.correct = comparison.correct
-            result.max_abs_error = comparison.max_abs_error
-            result.tolerance = comparison.tolerance
-            result.correctness_note = comparison.note
-            result.max_abs_error_vs_fp32 = checks.max_abs_difference(
-                output, reference if work.dtype == "float32" else float32_reference)
-            del reference, output, float32_reference
+def _one_step(fn: Callable[..., Any], inputs, mark_step: bool) -> Callable[[], Any]:
+    """One call of ``fn`` on the trial's inputs: what every timer times."""
+    import torch
 
-            if config.compiled:
-                health_ = health.compile_health()
-                for field in dataclasses.fields(health_):
-                    setattr(result, field.name, getattr(health_, field.name))
-                result.ran_compiled = health_.ran_compiled
+    def call():
+        if mark_step:
+            # One inference step per call, as a serving loop would mark it.
+            torch.compiler.cudagraph_mark_step_begin()
+        return fn(*inputs)
 
-            # Steady state: compile-time transients released, peaks counted afresh. First what
-            # one request waits, then what a call costs in a back-to-back stream.
-            dev.reset_peaks(empty_cache=True)
-            window = (proto.min_calls, proto.min_seconds, proto.max_seconds)
-            with affinity.timing_thread_on(affinity.timing_cpu()) as pinned, \
-                    OtherProcesses() as host:
-                requests = dev.time_requests_ms(call, *window)
-                stream = dev.time_stream_ms(call, *window)
-            result.timing_cpu = pinned
-            result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
-            result.host_steal_cores, result.host_loop_ms = host.steal_cores, host.loop_ms
-            if os.environ.get(GPU_TIME_ENV) == "1":
-                result.gpu_time_ms = _gpu_time_ms(dev, call)
-        except Exception as exc:  # noqa: BLE001
-            return _raised(result, "", exc)
+    return call
 
-    result.vram_bytes_steady_allocated, result.vram_bytes_steady_reserved = dev.peaks()
-    result.vram_bytes_process_nvml = dev.process_memory_nvml()
-    result.host_rss_bytes_peak = host_rss_peak_bytes()
-    _fill_latency(result, *requests, proto)
-    _fill_stream(result, *stream)
 
-    if request.workload.shape_schedule and result.correct is not False:
-        t = time.perf_counter()
-        try:
-            with torch.no_grad():
-                replay.replay_schedule(result, dataclasses.replace(request, workload=work), fn,
-                                      dev, mark_step, model,
-                                      lambda exc: _is_oom(exc) or _is_cuda_error(exc))
-        except build.WorkloadError as exc:
-            return _fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")
-        except Exception as exc:  # noqa: BLE001
-            return _raised(result, "shape schedule: ", exc)
-        finally:
-            result.replay_s = time.perf_counter() - t
+def _cold_compile_and_warm_up(request: TrialRequest, call: Callable[[], Any], dev: Device,
+                              result: TrialResult) -> None:
+    """The first call (compile_s_cold), then calls until their times settle; the compile
+    phase's memory peaks, the compile caches' counters and, if asked, the saved artifacts."""
+    from tuner.trial import artifacts
+    from tuner.trial.stats import is_steady
 
-    if result.correct is False:
-        return _fail(result, Status.WRONG_RESULT, f"output differs from eager: {result.correctness_note}")
-    return result
+    config, proto = request.config, request.protocol
+    with dev.nvml_peak() as nvml:
+        with compiling(result, config.compiled):
+            result.compile_s_cold = dev.time_call_s(call)
+        result.quiet_wait_s = wait_until_quiet()
+        warm_times: list[float] = []
+        warm_start = time.perf_counter()
+        while len(warm_times) < proto.warmup_max_calls:
+            warm_times.append(dev.time_call_s(call))
+            if len(warm_times) >= proto.warmup_min_calls and is_steady(
+                    warm_times, proto.warmup_window, proto.warmup_tolerance):
+                break
+        result.warmup_s = time.perf_counter() - warm_start
+    result.warmup_calls = len(warm_times)
+    result.vram_bytes_compile_allocated, result.vram_bytes_compile_reserved = dev.peaks()
+    result.vram_bytes_compile_process_nvml = nvml.peak
+    if config.compiled:
+        result.fxgraph_cache_hits, result.fxgraph_cache_misses = artifacts.cache_counters()
+        if request.save_artifacts:
+            result.artifacts_bytes, note = artifacts.save(Path(request.save_artifacts))
+            result.artifacts_note = result.artifacts_note or note
+
+
+def _check_output(call: Callable[[], Any], eager: EagerReference, dtype: str,
+                  result: TrialResult) -> None:
+    """The compiled output against eager's, within the precision's tolerance, and its error
+    against float32's; eager's outputs are let go then, before the steady state."""
+    from tuner.trial import checks
+
+    output = checks.clone_output(call())
+    comparison = checks.compare_outputs(output, eager.output, dtype)
+    result.correct = comparison.correct
+    result.max_abs_error = comparison.max_abs_error
+    result.tolerance = comparison.tolerance
+    result.correctness_note = comparison.note
+    result.max_abs_error_vs_fp32 = checks.max_abs_difference(
+        output, eager.output if dtype == "float32" else eager.float32_output)
+    eager.output = eager.float32_output = None
+
+
+def _record_health(request: TrialRequest, result: TrialResult) -> None:
+    """Dynamo's own counters for a compiled config (:mod:`tuner.trial.health`)."""
+    from tuner.trial import health
+
+    if request.config.compiled:
+        health_ = health.compile_health()
+        for field in dataclasses.fields(health_):
+            setattr(result, field.name, getattr(health_, field.name))
+        result.ran_compiled = health_.ran_compiled
+
+
+def _steady_state(proto: TrialProtocol, call: Callable[[], Any], dev: Device,
+                  result: TrialResult) -> tuple[_Timed, _Timed]:
+    """The timed calls, as (samples, seconds, timer) for requests and for the stream; the
+    core they ran on and what else the host did meanwhile."""
+    from tuner.trial import affinity
+
+    # Steady state: compile-time transients released, peaks counted afresh. First what
+    # one request waits, then what a call costs in a back-to-back stream.
+    dev.reset_peaks(empty_cache=True)
+    window = (proto.min_calls, proto.min_seconds, proto.max_seconds)
+    with affinity.timing_thread_on(affinity.timing_cpu()) as pinned, \
+            OtherProcesses() as host:
+        requests = dev.time_requests_ms(call, *window)
+        stream = dev.time_stream_ms(call, *window)
+    result.timing_cpu = pinned
+    result.host_other_cpu_cores, result.host_load_1m = host.other_cpu_cores, host.load_1m
+    result.host_steal_cores, result.host_loop_ms = host.steal_cores, host.loop_ms
+    if os.environ.get(GPU_TIME_ENV) == "1":
+        result.gpu_time_ms = _gpu_time_ms(dev, call)
+    return requests, stream
 
 
 def _gpu_time_ms(dev, call) -> float | None:
@@ -232,23 +295,14 @@ def _gpu_time_ms(dev, call) -> float | None:
         return None
 
 
-def let_next_build() -> None:
-    """Let the next trial's process build its model now (see BUILD_FILE_ENV)."""
-    path = os.environ.get(BUILD_FILE_ENV)
-    if path:
-        Path(path).touch()
+def _record_memory(dev: Device, result: TrialResult) -> None:
+    """The steady state's memory: the device's peaks, the process's device memory from NVML,
+    the host's peak RSS."""
+    from tuner.trial.device import host_rss_peak_bytes
 
-
-def wait_until_quiet() -> float | None:
-    """Wait until the next trial's process is ready, imported and built (see QUIET_FILE_ENV); the
-    seconds waited, or None when this trial has no such neighbour."""
-    path = os.environ.get(QUIET_FILE_ENV)
-    if not path:
-        return None
-    t = time.perf_counter()
-    while not os.path.exists(path) and time.perf_counter() - t < QUIET_MAX_WAIT_S:
-        time.sleep(0.005)
-    return time.perf_counter() - t
+    result.vram_bytes_steady_allocated, result.vram_bytes_steady_reserved = dev.peaks()
+    result.vram_bytes_process_nvml = dev.process_memory_nvml()
+    result.host_rss_bytes_peak = host_rss_peak_bytes()
 
 
 def _fill_latency(result: TrialResult, samples: list[float], spent: float, timer: str,
@@ -276,155 +330,42 @@ def _fill_stream(result: TrialResult, samples: list[float], spent: float, timer:
     result.stream_calls, result.stream_s, result.stream_timer = len(samples), spent, timer
 
 
-def _build_float32(request: TrialRequest, work: Workload, prebuilt: Prebuilt | None,
-                   result: TrialResult):
-    """The float32 model and inputs on the device: moved there from what the pre-started
-    process built, where that serves (``result.prebuilt``), else built here."""
-    from tuner.trial import build, prebuild
-
-    if prebuilt is not None:
-        made, result.reuse_note = prebuild.take(prebuilt, request.workload,
-                                                request.config.batch_size)
-        result.prebuilt = made is not None
-        result.prewarmed = prebuilt.warmed
-        result.prewarm_vram_bytes_nvml = prebuilt.warm_vram_bytes
-        result.reuse_note = "; ".join(n for n in (result.reuse_note, prebuilt.warm_note) if n)
-        if made is not None:
-            return build.to_device(work, *made)
-    return build.build_float32(work, request.config.batch_size)
-
-
-def _float32_reference(model, inputs):
-    """The eager float32 output on the CPU; None where it cannot be had (say, float32 does not
-    fit where the trial's precision does): a blank cell, never a failed trial. A CUDA error
-    is raised: it is sticky, so nothing after it could run on the device."""
+def _replay_schedule(request: TrialRequest, work: Workload, fn: Callable[..., Any], dev: Device,
+                     mark_step: bool, model, result: TrialResult) -> None:
+    """The workload's shape schedule replayed on the compiled callable
+    (:mod:`tuner.trial.replay`); the row's replay_s whatever the outcome."""
     import torch
 
-    from tuner.trial import checks
+    from tuner.trial import build, replay
 
+    t = time.perf_counter()
     try:
         with torch.no_grad():
-            return checks.clone_output(model(*inputs), to_cpu=True)
-    except Exception as exc:  # noqa: BLE001 - the trial itself reports what fails in its precision
-        if _is_cuda_error(exc) and not _is_oom(exc):
-            raise
+            replay.replay_schedule(result, dataclasses.replace(request, workload=work), fn,
+                                   dev, mark_step, model,
+                                   lambda exc: is_oom(exc) or is_cuda_error(exc))
+    except build.WorkloadError as exc:
+        raise TrialStopped(fail(result, Status.WORKLOAD_ERROR, f"shape schedule: {exc}")) from None
+    except Exception as exc:  # noqa: BLE001
+        raise TrialStopped(raised(result, "shape schedule: ", exc)) from None
+    finally:
+        result.replay_s = time.perf_counter() - t
+
+
+def let_next_build() -> None:
+    """Let the next trial's process build its model now (see BUILD_FILE_ENV)."""
+    path = os.environ.get(BUILD_FILE_ENV)
+    if path:
+        Path(path).touch()
+
+
+def wait_until_quiet() -> float | None:
+    """Wait until the next trial's process is ready, imported and built (see QUIET_FILE_ENV); the
+    seconds waited, or None when this trial has no such neighbour."""
+    path = os.environ.get(QUIET_FILE_ENV)
+    if not path:
         return None
-
-
-def _fail(result: TrialResult, status: Status, message: str) -> TrialResult:
-    result.status = status
-    result.message = one_line(message)
-    return result
-
-
-def _device_failure(result: TrialResult, where: str, exc: Exception) -> TrialResult:
-    """The record of an oom or a CUDA error raised while the model is placed or cast, its
-    message prefixed with ``where``; any other error is raised again (a crash, with its
-    traceback)."""
-    if _is_oom(exc):
-        return _fail(result, Status.OOM, f"{where}{describe_error(exc)}")
-    if _is_cuda_error(exc):
-        return _cuda_failure(result, where, exc)
-    raise exc
-
-
-def _raised(result: TrialResult, where: str, exc: BaseException) -> TrialResult:
-    """The record of an error raised while compiling, measuring or replaying: oom, cuda_error
-    or compile_error, its message prefixed with ``where``."""
-    if _is_oom(exc):
-        return _fail(result, Status.OOM, f"{where}{describe_error(exc)}")
-    if _is_cuda_error(exc):
-        return _cuda_failure(result, where, exc)
-    return _fail(result, Status.COMPILE_ERROR, f"{where}{describe_error(exc)}")
-
-
-def one_line(message: str) -> str:
-    """A failure's message as one line for the table: its first line and, where the error ran
-    over several (inductor's wrapped errors, CUDA's advice), its last, at most 300 characters.
-    The whole text goes to stderr, whose tail the runner keeps as ``stderr_tail``."""
-    import sys
-
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return message.strip()
-    print(message, file=sys.stderr, flush=True)
-    text = f"{lines[0]} ... {lines[-1]}"
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-# Two eager calls on the same inputs differ by less than this many times the precision's
-# tolerance (another cuDNN algorithm, atomics); dropout left on differs by the output's scale.
-NONDETERMINISM_FACTOR = 10
-
-
-def _uncheckable(model, inputs, reference, dtype: str, first: bool) -> str | None:
-    """Why no config's output could be checked against this eager ``reference``, or None: it
-    holds no tensor pytree sees, or (``first``: the first trial of this workload, batch size
-    and precision, which keeps the reference) a second eager call on the same inputs gives
-    another output, so every config, eager too, would read as a wrong result."""
-    from tuner.trial import checks
-
-    why = checks.unseen_output(reference)
-    if why is not None or not first:
-        return why
-    tolerance = min(0.3, NONDETERMINISM_FACTOR * checks.TOLERANCE.get(dtype, 1e-3))
-    again = checks.compare_outputs(checks.clone_output(model(*inputs)), reference, dtype,
-                                   tolerance=tolerance)
-    if again.correct is False:
-        return (f"two eager calls on the same inputs give different outputs ({again.note}): "
-                "randomness in the forward that model.eval(), which the tuner calls, does not "
-                "turn off (say, F.dropout(x, training=True) or torch.rand in forward): make the "
-                "forward deterministic in eval mode, since each config is checked against eager")
-    return None
-
-
-# How an exhausted host says so through torch: the CPU allocator's RuntimeError, a C++
-# std::bad_alloc, or the OS's ENOMEM from a compile worker or a fork.
-_HOST_OOM = ("out of memory", "can't allocate memory", "cannot allocate memory", "bad_alloc",
-             "errno 12")
-
-
-def _is_oom(exc: BaseException) -> bool:
-    import torch
-
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(torch.cuda, "OutOfMemoryError", None), MemoryError) if t)
-    text = str(exc).lower()
-    return isinstance(exc, oom_types) or any(words in text for words in _HOST_OOM)
-
-
-# A sticky CUDA error poisons the process's CUDA context: every later CUDA call fails too.
-# torch 2.8+ raises torch.AcceleratorError; before, a RuntimeError that says so.
-_CUDA_ERROR = ("cuda error", "device-side assert", "illegal memory access",
-               "unspecified launch failure")
-
-
-def _is_cuda_error(exc: BaseException) -> bool:
-    """A CUDA error (check :func:`_is_oom` first: "CUDA error: out of memory" is an oom)."""
-    import torch
-
-    accelerator_error = getattr(torch, "AcceleratorError", None)
-    text = str(exc).lower()
-    return (accelerator_error is not None and isinstance(exc, accelerator_error)) or any(
-        words in text for words in _CUDA_ERROR)
-
-
-def _cuda_failure(result: TrialResult, where: str, exc: BaseException) -> TrialResult:
-    """A cuda_error record. Its message is one line, the one that names the error (CUDA
-    appends lines of advice); the whole text goes to stderr, which the runner keeps as the
-    record's stderr_tail."""
-    import sys
-    import traceback
-
-    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    sys.stderr.flush()
-    lines = [line.strip() for line in describe_error(exc).splitlines() if line.strip()]
-    line = next((ln for ln in lines if any(w in ln.lower() for w in _CUDA_ERROR)), lines[0])
-    if line != lines[0]:  # a wrapper's message (a compile error, say) names it further down
-        line = f"{type(exc).__name__}: {line}"
-    return _fail(result, Status.CUDA_ERROR, f"{where}{line}"[:300])
-
-
-def describe_error(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text[:4000]
+    t = time.perf_counter()
+    while not os.path.exists(path) and time.perf_counter() - t < QUIET_MAX_WAIT_S:
+        time.sleep(0.005)
+    return time.perf_counter() - t

@@ -153,7 +153,8 @@ def serve(request_path: Path, result_path: Path, started: float, prestarted: boo
     """Run the request's trial and write its record; the exit code for the record's status.
     ``started``: the process's clock at its start (import_s counts from there); ``launch_s``:
     the time before it, since the runner started the trial."""
-    from tuner.trial.protocol import describe_error, run_trial
+    from tuner.trial.failures import describe_error
+    from tuner.trial.protocol import run_trial
 
     request = TrialRequest.from_dict(json.loads(request_path.read_text()))
     try:
