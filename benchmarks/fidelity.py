@@ -14,7 +14,7 @@ columns) and then, in ONE other fresh process:
   independent timers, ``--slice-seconds`` each ("timers": the fidelity line).
 
 On the shared H200 VM the host's launch speed drifts by tens of percent within seconds
-(benchmarks/launch-variance-h200.md: launch-bound configs moved 61 % between fresh processes);
+(benchmarks/results/launch_variance.md: launch-bound configs moved 61 % between fresh processes);
 a whole trial lasts seconds, so whole-trial pairs still differ by that drift, and only timers
 alternated in short slices compare the timers alone. The independent timers:
 

@@ -1,10 +1,10 @@
 """What a trial process's first eager call costs on a GPU, and why.
 
     python benchmarks/first_call.py [--model resnet50] [--dtype bfloat16] [--batch-size 1] \
-        [--out benchmarks/first-call-h200.md]
+        [--out benchmarks/results/first_call.md]
 
 A pre-started trial of resnet50 on the H200 still spent 1.1-1.75 s in its eager reference
-(benchmarks/trial-overhead-h200-2026-11-30.md), the reference itself kept from an earlier trial: that is
+(benchmarks/results/trial_overhead-h200.md, its earlier runs), the reference itself kept from an earlier trial: that is
 the process's first call of the model on the device. Each variant here is one fresh process
 that builds the model on the CPU, moves it to the GPU (CUDA started: ``to_device``), then
 times, synchronised: an optional call of one small conv and one matmul (``libraries``: loads

@@ -3,7 +3,7 @@
     python benchmarks/import_beside_compile.py [--device cuda] [--model resnet18] [--dtype float32]
         [--batch-size 1] [--mode default] [--image-size 224] [--repeats 3] [--out FILE.md]
     python benchmarks/import_beside_compile.py --device cpu --model resnet18 --image-size 32 \
-        --batch-size 1 --repeats 2 --out benchmarks/import-beside-compile-cpu.md
+        --batch-size 1 --repeats 2 --out benchmarks/results/import_beside_compile-cpu.md
 
 With ``--prestart``, a search hands each trial to a process that was started, imported torch and
 pre-built the model while the trial before it ran, and at that hand-over starts the process of

@@ -2,7 +2,9 @@
 measures.
 
     CUDA_VISIBLE_DEVICES=0 python benchmarks/prewarm_fidelity.py --repeats 4 \
-        --out benchmarks/prewarm-fidelity-h200-gpu0.md
+        --out /tmp/prewarm_fidelity-gpu0.md
+    python benchmarks/prewarm_fidelity.py --pool /tmp/prewarm_fidelity-*.md \
+        --out benchmarks/results/prewarm_fidelity.md
 
 Each sample is a fresh runner with pre-started processes running the same config twice, each
 trial a cold compile: the first trial (the control) never has the device readied ahead; the

@@ -14,7 +14,7 @@ or by their median changes the order, and the best compiled config's speedup ove
 Where the processes kept their p99 too: each one's p99, their median (what ``recommend
 --max-p99-ms`` bounds), and the spread of the p99 across processes against that of the p50.
 
-    python benchmarks/repeat_spread.py --markdown STUDY... > benchmarks/first-p50-vs-median.md
+    python benchmarks/repeat_spread.py --markdown STUDY... > benchmarks/results/repeat_spread.md
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ matched eager) is within 2 % of the grid's best, at every batch size of the grid
 trials run until then, the baselines the tuner queues first included. F: their recorded wall
 times over the whole grid's (the GPU time a search spent, as a fraction of measuring the grid).
 
-The report (``--out``, default ``benchmarks/search-quality.md``) has a table per landscape and
+The report (``--out``, default ``benchmarks/results/search_quality.md``) has a table per landscape and
 ends with ``search quality: within 2 % of the grid's best after N trials (median of 20 seeds) =
 F of the grid's GPU time; random: M trials``; with several landscapes, that of the worst (the
 highest median F of the default sampler).
@@ -49,7 +49,7 @@ from tuner.study.spec import StudySpec  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LANDSCAPES = HERE / "landscapes"
-REPORT = HERE / "search-quality.md"
+REPORT = HERE / "results" / "search_quality.md"
 TARGET = 0.02  # within 2 % of the grid's best per-request latency
 SEEDS = 20
 # The samplers compared, by StudySpec.sampler: None is whatever a new study gets by default.
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="more samplers to run over the same seeds, e.g. nsga2,nsga3,gp "
                              "(a table per landscape; the last line stays default vs random)")
     parser.add_argument("--out", type=Path, default=REPORT,
-                        help="the markdown report (default benchmarks/search-quality.md)")
+                        help="the markdown report (default benchmarks/results/search_quality.md)")
     args = parser.parse_args(argv)
     try:
         if args.seeds < 1:

@@ -2,10 +2,10 @@
 during the first eager call (where cuDNN times its algorithms) brings the slow one.
 
     CUDA_VISIBLE_DEVICES=0 python benchmarks/slow_mode.py --runs 12 --limit-s 500 \
-        --out benchmarks/slow-mode-h200.md
+        --out benchmarks/results/slow_mode.md
 
 resnet50 bf16 at bs 32, inductor default, cold trials: their steady-state p50 on the H200 came
-out at 2.0-2.5 ms or at 3.0-3.8 ms (benchmarks/prewarm-fidelity-h200-*.md), and readying the
+out at 2.0-2.5 ms or at 3.0-3.8 ms (benchmarks/results/prewarm_fidelity.md), and readying the
 device ahead, beside another trial's compile, made the slow mode more frequent (6 of 8 against
 7 of 26). This runs that config the way a trial does, each run in a fresh process with empty
 inductor and triton caches: the model on the GPU with ``cudnn.benchmark`` on, its first eager

@@ -1,6 +1,6 @@
 """The search's own time per trial as a study grows: what an overnight study pays by morning.
 
-    python benchmarks/study_growth.py --trials 600 --out benchmarks/study-growth-cpu.md
+    python benchmarks/study_growth.py --trials 600 --out benchmarks/results/study_growth.md
 
 Runs ``tuner search`` with the fake runner (tests/fakes.py: every trial is made up and takes no
 time), so what is left of each trial is the tuner's own work between trials: the claims read

@@ -2,7 +2,7 @@
 
     python benchmarks/trial_overhead.py STUDY                   # from a study's Parquet file
     python benchmarks/trial_overhead.py --measure --machine cpu --device cpu --model resnet18 \
-        --image-size 32 --batch-sizes 1,8 --out benchmarks/trial-overhead-cpu.md
+        --image-size 32 --batch-sizes 1,8 --out benchmarks/results/trial_overhead-cpu.md
 
 overhead = wall_s - (compile_s_cold + warmup_s + measure_s + stream_s): what a trial costs beyond
 compiling, warming up and measuring. Each trial's row splits it into the phases the trial records:
@@ -21,8 +21,8 @@ line `overhead per trial: fresh X s, pre-started Y s`. `--ways` picks other ways
 "no-template" is --prestart with TUNER_TEMPLATE=0 (each pre-started process imports, instead
 of being forked from a template); "prewarm" is --prestart with TUNER_PREWARM=1 (the next
 trial's process readies the device before its trial: tuner.trial.prewarm), "no-prewarm" with
-TUNER_PREWARM=0 (as --prestart was from 2026-11-30, after commit 9067913, when
-trial-overhead-h200-prewarm.md was measured, until 2026-12-01; readying is the default again);
+TUNER_PREWARM=0 (as --prestart was from 2026-11-30, after commit 9067913, until 2026-12-01;
+readying is the default again);
 "gpu-time" is --prestart with TUNER_GPU_TIME=1 (each CUDA trial also profiles 10 calls for its
 gpu_time_ms: what that costs a trial). Where both
 fresh and pre-started were measured the report still ends with that line, the other ways on
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="ways to measure, in order: fresh, pre-started, no-template, "
                              "prewarm, no-prewarm, gpu-time")
     parser.add_argument("--out", help="also write the report to this Markdown file, e.g. "
-                                      "benchmarks/trial-overhead-h200.md")
+                                      "benchmarks/results/trial_overhead-h200.md")
     args = parser.parse_args(argv)
     unknown = set(args.ways.split(",")) - {"fresh", "pre-started", *WAY_ENV}
     if unknown:

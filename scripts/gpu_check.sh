@@ -59,30 +59,30 @@ if [ "${GPU_LONG:-0}" = 1 ]; then
   grep -E "running|still running|\[[0-9]+/" "$OUT/long-search.log"
 fi
 if [ "${GPU_FIDELITY:-0}" = 1 ]; then
-  python3 benchmarks/fidelity.py --device cuda --out "$OUT/fidelity-h200.md" 2> "$OUT/fidelity.log"
+  python3 benchmarks/fidelity.py --device cuda --out "$OUT/fidelity.md" 2> "$OUT/fidelity.log"
   echo "fidelity exit: $?"
 fi
 if [ "${GPU_OVERHEAD:-0}" = 1 ]; then
   # A torchvision model, then a factory model: each a short search, fresh vs pre-started.
   python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda --model resnet50 \
       --dtype bfloat16 --batch-sizes 1,32 --dynamic false,true \
-      --out "$OUT/trial-overhead-h200.md" 2> "$OUT/trial-overhead.log" | tail -4
+      --out "$OUT/trial_overhead-h200.md" 2> "$OUT/trial-overhead.log" | tail -4
   python3 benchmarks/trial_overhead.py --measure --machine h200 --device cuda \
       --model tuner.examples:text_encoder --dtype bfloat16 --batch-sizes 1,32 --dynamic false,true \
-      --out "$OUT/trial-overhead-h200-factory.md" 2>> "$OUT/trial-overhead.log" | tail -4
+      --out "$OUT/trial_overhead-h200-factory.md" 2>> "$OUT/trial-overhead.log" | tail -4
 fi
 if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
   # The same fixed grid on one GPU, then on two; a set finished in /tmp/tph-keep is read back,
   # so a second call on a warm machine finishes what a cut-off first one left.
   # Three batch sizes (15 configs): with 10, start-up and the last trial's tail were a fifth
-  # of the two-GPU run's wall time (benchmarks/README.md).
+  # of the two-GPU run's wall time (benchmarks/results/trials_per_hour-h200.md).
   python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --batch-sizes "${TPH_BATCH_SIZES:-1,8,32}" --keep /tmp/tph-keep \
-      --out "$OUT/trials-per-hour-h200.md" 2> "$OUT/trials-per-hour.log"
-  echo "trials per hour exit: $?"; tail -1 "$OUT/trials-per-hour-h200.md"
+      --out "$OUT/trials_per_hour-h200.md" 2> "$OUT/trials-per-hour.log"
+  echo "trials per hour exit: $?"; tail -1 "$OUT/trials_per_hour-h200.md"
 fi
 if [ "${GPU_IMPORT:-0}" = 1 ]; then
   python3 benchmarks/import_beside_compile.py --device cuda --model resnet18 --dtype float32 \
-      --batch-size 1 --repeats 3 --out "$OUT/import-beside-compile-h200.md" \
+      --batch-size 1 --repeats 3 --out "$OUT/import_beside_compile-h200.md" \
       2> "$OUT/import-beside-compile.log" | tail -1
 fi
 

@@ -9,14 +9,14 @@ if [ "${GPUS:-0,1}" = "0,1" ]; then
   half=$(( $(nproc) / 2 ))
   # CASES_A / CASES_B: MODEL:DTYPE:BATCH,... for each GPU; FIDELITY_LIMIT bounds each half (s).
   CUDA_VISIBLE_DEVICES=0 taskset -c 0-$(( half - 1 )) timeout -s INT "${FIDELITY_LIMIT:-1200}" python3 benchmarks/fidelity.py --cases "${CASES_A:-resnet18:float32:1,resnet18:float32:32}" \
-      --json-out "$OUT/fidelity-a.json" > "$OUT/fidelity-a.md" 2> "$OUT/fidelity-a.log" &
+      --json-out "$OUT/fidelity-gpu0.json" > "$OUT/fidelity-gpu0.md" 2> "$OUT/fidelity-gpu0.log" &
   CUDA_VISIBLE_DEVICES=1 taskset -c $half-$(( 2 * half - 1 )) timeout -s INT "${FIDELITY_LIMIT:-1200}" python3 benchmarks/fidelity.py --cases "${CASES_B:-resnet50:bfloat16:16,resnet50:bfloat16:64}" \
-      --json-out "$OUT/fidelity-b.json" > "$OUT/fidelity-b.md" 2> "$OUT/fidelity-b.log" &
+      --json-out "$OUT/fidelity-gpu1.json" > "$OUT/fidelity-gpu1.md" 2> "$OUT/fidelity-gpu1.log" &
   wait
-  python3 benchmarks/fidelity.py --combine "$OUT/fidelity-a.json" "$OUT/fidelity-b.json" \
-      --out "$OUT/fidelity-h200.md"
+  python3 benchmarks/fidelity.py --combine "$OUT/fidelity-gpu0.json" "$OUT/fidelity-gpu1.json" \
+      --out "$OUT/fidelity.md"
 else
-  python3 benchmarks/fidelity.py --json-out "$OUT/fidelity.json" --out "$OUT/fidelity-h200.md" \
+  python3 benchmarks/fidelity.py --json-out "$OUT/fidelity.json" --out "$OUT/fidelity.md" \
       2> "$OUT/fidelity.log"
 fi
 tail -3 "$OUT"/fidelity-*.log

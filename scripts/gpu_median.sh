@@ -21,7 +21,7 @@ echo "search exit: $?"
 grep -v '^W' "$OUT/search.log" | tail -25
 python3 -m tuner show studies/h200-median > "$OUT/show.txt" 2>&1
 python3 -m tuner show studies/h200-median --all > "$OUT/show-all.txt" 2>&1
-python3 benchmarks/repeat_spread.py --markdown studies/h200-median > "$OUT/repeat-spread-h200-median.md" 2>&1
+python3 benchmarks/repeat_spread.py --markdown studies/h200-median > "$OUT/repeat_spread.md" 2>&1
 first_bs=${BATCH_SIZES:-1,32}; first_bs=${first_bs%%,*}
 python3 -m tuner recommend studies/h200-median --batch-size "$first_bs" > "$OUT/recommend.txt" 2>&1
 p99=$(python3 -m tuner recommend studies/h200-median --batch-size "$first_bs" --json \
@@ -29,5 +29,5 @@ p99=$(python3 -m tuner recommend studies/h200-median --batch-size "$first_bs" --
 echo "--- tuner recommend --batch-size $first_bs --max-p99-ms $p99 (1 % under its median p99)" >> "$OUT/recommend.txt"
 python3 -m tuner recommend studies/h200-median --batch-size "$first_bs" --max-p99-ms "$p99" >> "$OUT/recommend.txt" 2>&1
 echo "exit: $?" >> "$OUT/recommend.txt"
-cat "$OUT/show.txt" "$OUT/repeat-spread-h200-median.md" "$OUT/recommend.txt"
+cat "$OUT/show.txt" "$OUT/repeat_spread.md" "$OUT/recommend.txt"
 cp studies/h200-median/trials.parquet studies/h200-median/pareto.parquet "$OUT/" 2>/dev/null
