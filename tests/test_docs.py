@@ -128,3 +128,14 @@ def test_the_tours_excerpt_of_show_is_the_real_output():
     assert out.exit_code == 0, out.output
     rest = iter(out.output.splitlines())  # some of the output's lines, in its order
     assert all(line in rest for line in excerpt.splitlines()), excerpt
+
+
+def test_the_commands_on_the_committed_studies_run():
+    """The tour's "No GPU at hand?" commands, on the studies committed under studies/."""
+    paragraph = tour()[tour().index("No GPU at hand?"):]
+    commands = [shlex.split(c) for c in re.findall(r"`(tuner [^`]+)`", " ".join(paragraph.split()))]
+    assert [c[1] for c in commands] == ["show", "recommend", "compare"]
+    for command in commands:
+        args = [str(ROOT / a) if a.startswith("studies/") else a for a in command[1:]]
+        out = CliRunner().invoke(main, args)
+        assert out.exit_code == 0, (command, out.output)
