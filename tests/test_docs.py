@@ -103,7 +103,7 @@ def test_the_tours_commands_and_code_run_as_written(tmp_path, fake_cli, monkeypa
     for command in commands:
         args = [a.replace("studies/", studies) for a in command[1:]]
         if command[1] == "search":
-            args += ["--device", "cuda", "--studies-dir", str(tmp_path), "--trials", "6"]
+            args += ["--device", "cuda", "--studies-dir", str(tmp_path), "--trials", "4"]
         out = runner.invoke(main, args)
         if "--max-p99-ms" in args and out.exit_code == 1:
             # The fake's p99s are over the tour's 2 ms: "the error names the closest config
