@@ -607,13 +607,13 @@ def test_studies_without_any_verified_config_are_an_error(tmp_path):
                           "finished and matched eager)\n")
 
 
-def test_the_readme_excerpt_is_the_real_output():
+def test_the_docs_excerpt_is_the_real_output():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
-    start = readme.index("An excerpt:\n\n```\n", readme.index("## Comparing GPU models"))
-    excerpt = readme[start:].split("```\n")[1].splitlines()
+    page = (root / "docs" / "examples.md").read_text()
+    start = page.index("An excerpt:\n\n```\n", page.index("## Comparing GPU models"))
+    excerpt = page[start:].split("```\n")[1].splitlines()
     out = CliRunner().invoke(main, ["compare", str(root / "studies" / "h200-resnet18"),
                                     str(root / "studies" / "cpu-resnet18")])
     assert out.exit_code == 0, out.output

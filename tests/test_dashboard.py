@@ -71,7 +71,7 @@ def test_each_measured_trial_shows_its_key_results_as_flat_numbers(searched):
             assert type(t.user_attrs["graph_breaks"]) is type(t.user_attrs["recompiles"]) is int
         assert type(t.user_attrs["peak_memory_bytes"]) is int
     # The same numbers as the Parquet file. The speedup is against eager as the search measured
-    # it; the Parquet's, once the finalists were measured again, is on their medians (README).
+    # it; the Parquet's, once the finalists were measured again, is on their medians (docs/dashboard.md).
     rows = files.read(spec.directory)[0].set_index("config_key")
     for t in ok:
         row = rows.loc[t.user_attrs[KEY_ATTR]]

@@ -446,11 +446,11 @@ def test_cli_errors_and_warnings(study, monkeypatch):
     assert out.exit_code == 0 and "warning: study 'h200': measured on NVIDIA H200" in out.output
 
 
-def test_the_readme_names_every_field_of_the_json(study):
+def test_the_docs_name_every_field_of_the_json(study):
     from pathlib import Path
 
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    section = readme.read_text().split("- **JSON** (`tuner recommend --json`", 1)[1]
+    page = Path(__file__).resolve().parent.parent / "docs" / "production.md"
+    section = page.read_text().split("- **JSON** (`tuner recommend --json`", 1)[1]
     section = section.split("\n\n", 1)[0]
     fields = recommend(study, batch_size=1).to_dict()
     assert [f for f in fields if f"`{f}`" not in section] == []

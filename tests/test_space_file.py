@@ -83,11 +83,11 @@ def test_a_malformed_file_is_one_line_naming_what_is_wrong(tmp_path, text, words
     assert words in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_the_readme_example_reads(tmp_path):
+def test_the_docs_example_reads(tmp_path):
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).parent.parent / "docs" / "search-space.md").read_text()
+    block = page.split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "space.toml"
     path.write_text("\n".join(line.strip() for line in block.splitlines()))
     space = read_space_file(path)
@@ -231,7 +231,7 @@ def test_a_cuda_study_made_with_a_space_file_resumed_without_it_is_told_to_pass_
                                                                                    fake_cli):
     made = search_with(tmp_path, "batch_sizes = [1]\n", "--trials", "1", device="cuda")[1]
     assert made.exit_code == 0, made.output
-    # As README says: a space file turns the CUDA extras off, though it did not name them.
+    # As docs/search-space.md says: a space file turns the CUDA extras off, though it did not name them.
     stored = files.read(tmp_path / "s")[1]["space"]
     assert not stored.get("options") and not stored.get("channels_last")
     # The same command without the file: the CUDA defaults add inductor options, channels_last.

@@ -106,7 +106,7 @@ def test_whole_numbers_read_back_as_integers_where_a_failed_trial_leaves_gaps(tm
     from tests.synthetic import write_study
 
     study = write_study(tmp_path, "gaps", fail={"inductor:default": Status.COMPILE_ERROR})
-    d = pd.read_parquet(study / "trials.parquet")  # as the README has a user read it
+    d = pd.read_parquet(study / "trials.parquet")  # as docs/columns.md has a user read it
     failed = d.status == "compile_error"
     assert failed.any() and (~failed).any()
     for column in ("graph_breaks", "recompiles", "peak_vram_bytes"):
