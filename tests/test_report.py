@@ -8,6 +8,7 @@ import pandas as pd
 
 from tuner.data import schema
 from tuner.render import study as report
+from tuner.render.study import trial_table
 from tuner.domain.records import Status
 
 
@@ -205,7 +206,7 @@ def test_show_json_carries_every_column_of_the_table_by_its_parquet_name():
                 (inductor(1, "reduce-overhead"), failed()))
     meta = {"study": "s", "workload": {"model": "m", "dtype": "float32", "device": "cuda"}}
     rows = json.loads(json.dumps(report.as_json(df, pareto(df), meta)))["pareto"]
-    assert {column for column, _, _ in report._TABLE} <= set(rows[0])
+    assert {column for column, _, _ in trial_table._TABLE} <= set(rows[0])
     assert [r["stream_ms_p50"] for r in rows] == [6.0, 7.0]
     assert rows[0]["graph_breaks"] == 0 and isinstance(rows[0]["graph_breaks"], int)
     every = report.as_json(df, df, meta)["pareto"]

@@ -81,6 +81,20 @@ class Recommended(Protocol):
 
 def snippet(rec: Recommended) -> str:
     """Python source to paste into production code; it does what :meth:`apply` does."""
+    warm = rec.artifacts_path if rec.config.compiled and rec.artifacts_found else None
+    lines = _head(rec, warm) + ["", ""] + _compile_model(rec, warm)
+    if rec.cuda_graphs:
+        lines += ["", "", *(f"# {line}" for line in CUDA_GRAPHS),
+                  "def infer(compiled: torch.nn.Module, *inputs):",
+                  '    """One inference step, marked as the study marked each call."""',
+                  "    torch.compiler.cudagraph_mark_step_begin()",
+                  "    return compiled(*inputs)"]
+    return "\n".join(lines) + "\n"
+
+
+def _head(rec: Recommended, warm: Path | None) -> list[str]:
+    """The snippet's opening: where the config comes from and what it measured, how the study
+    ran the model, the imports, and the compile artifacts to warm-start from (``warm``)."""
     w, m = rec.workload, rec.measured
     lines = [
         f"# Recommended by tuner: study {rec.study!r}, objective {rec.objective}, "
@@ -95,7 +109,6 @@ def snippet(rec: Recommended) -> str:
         "import warnings",
         "import torch",
     ]
-    warm = rec.artifacts_path if rec.config.compiled and rec.artifacts_found else None
     if warm is not None:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
         lines += [
@@ -111,11 +124,16 @@ def snippet(rec: Recommended) -> str:
         lines += ["", "# No warm start: the study saved compile artifacts for this config, but",
                   f"# {rec.artifacts_path} is missing; copy the study folder's artifacts/ along",
                   "# and write this again to load them. Until then the first call compiles cold."]
+    return lines
+
+
+def _compile_model(rec: Recommended, warm: Path | None) -> list[str]:
+    """``compile_model``: the study's global knobs and memory format, then the artifacts loaded
+    (``warm``) and ``torch.compile`` with the recorded args, or the model as it is for eager."""
+    w = rec.workload
     dtype = tensor_dtype(w.dtype)
     device = w.device.split(":")[0]
-    lines += [
-        "",
-        "",
+    lines = [
         "def compile_model(model: torch.nn.Module) -> torch.nn.Module:",
         '    """Usage: model = compile_model(model)"""',
         "    param = next((p for p in model.parameters() if p.is_floating_point()), None)",
@@ -154,13 +172,7 @@ def snippet(rec: Recommended) -> str:
         lines.append(f"    return torch.compile(model, {args})")
     else:
         lines.append(f"    return model  # not compiled: {rec.why_eager}")
-    if rec.cuda_graphs:
-        lines += ["", "", *(f"# {line}" for line in CUDA_GRAPHS),
-                  "def infer(compiled: torch.nn.Module, *inputs):",
-                  '    """One inference step, marked as the study marked each call."""',
-                  "    torch.compiler.cudagraph_mark_step_begin()",
-                  "    return compiled(*inputs)"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 # What a config that records CUDA graphs asks of the code that calls it.
@@ -169,11 +181,19 @@ CUDA_GRAPHS = ("CUDA graphs: the study called torch.compiler.cudagraph_mark_step
                "overwrites them: .clone() any", "output you keep past the next call.")
 
 
-
-
 def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
     """A few lines for humans (``--format table``); ``called`` names each limit (the CLI: its
     option, ``--max-compile-s``)."""
+    rows = _figures(rec, called) + _notes(rec, called)
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+
+
+def _figures(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, str]]:
+    """The rows of what was chosen and how it measured: the study, objective and limits, the
+    config and how to apply it, its latency, throughput, compile cost and memory, and where."""
     w, m = rec.workload, rec.measured
     limits = ", ".join(f"{called(k)}={v:g}" for k, v in rec.constraints.to_dict().items()
                        if v is not None) or "none"
@@ -226,6 +246,13 @@ def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
         rows.insert(-1, ("traffic", f"{replay:.2f} s for {SCHEDULE_REPEATS} replays of "
                                     f"{shapes}" + ("" if recompiles is None else
                                                    f", {plural(int(recompiles), 'recompile')}")))
+    return rows
+
+
+def _notes(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, str]]:
+    """The rows beneath the figures: configs within noise of it, the warm start, and what to
+    beware of (noise, the correctness check, a limit of the search, one process, a short p99)."""
+    rows: list[tuple[str, str]] = []
     if rec.within_noise:
         rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: a t-test over "
                              "their fresh processes' p50s does not separate them at 95%, so "
@@ -238,7 +265,7 @@ def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
         rows.append(("warm start", f"none: the study saved compile artifacts for it, but "
                                    f"{rec.artifacts_path} is missing (copy the study folder's "
                                    "artifacts/ along); apply() compiles cold"))
-    if m.noisy:
+    if rec.measured.noisy:
         rows.append(("note", "the latency was noisy (IQR above 10% of the median)"))
     checked = rec.row.get("correctness_note")
     if isinstance(checked, str) and checked:  # what the check against eager could not show
@@ -257,11 +284,7 @@ def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
         rows.append(("note", f"its p99 is of {int(calls)} calls a process: about the slowest "
                              "one, not a tail (--min-calls 100 or a longer --min-seconds "
                              "times more)"))
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
-
-
-
+    return rows
 
 
 def _precision(dtype: str) -> str:

@@ -56,37 +56,8 @@ SCHEDULE = OBJECTIVES["traffic"].column
 
 def compare(paths: Iterable[str | Path]) -> Comparison:
     """Compare two or more studies (folders or Parquet files); A is the first."""
-    if isinstance(paths, (str, bytes, os.PathLike)):  # a str is a sequence: of its characters
-        raise UserError(f"give a list of studies to compare, e.g. compare([{str(paths)!r}, "
-                        "'studies/other']), not one path")
-    if isinstance(paths, (set, frozenset)):  # the first is A, the reference: a set has no first
-        raise UserError("give the studies to compare in order, as a list: the first is the "
-                        "reference (A) for every ratio, and a set has no order")
-    if not isinstance(paths, Iterable):
-        raise UserError(f"give a list of studies to compare, e.g. compare(['studies/a', "
-                        f"'studies/b']), not {paths!r}")
-    paths = list(paths)  # a generator, a tuple, a pandas Series
-    if len(paths) < 2:
-        raise UserError("give at least two studies to compare (folders or trials.parquet files)")
-    if len(paths) > len(string.ascii_uppercase):
-        raise UserError(f"at most {len(string.ascii_uppercase)} studies at once")
-    loaded = []
-    for tag, path in zip(string.ascii_uppercase, paths):
-        df, meta, file = files.load(path)
-        df = df.assign(**{RAN: ran_keys(df, meta)})
-        ok = eligible(df)
-        kinds = ok["memory_kind"].dropna().unique()
-        protocol = meta.get("protocol") or {}
-        ref = StudyRef(tag=tag, name=str(meta.get("study") or file.parent.name), path=str(file),
-                       workload=dict(meta.get("workload") or {}),
-                       fingerprints=list(meta.get("fingerprints") or files.fingerprints(df)),
-                       warm_cache=protocol.get("warm_cache"),
-                       memory_kind=str(kinds[0]) if len(kinds) == 1 else None,
-                       measured_again=bool(ok["latency_ms_p50_repeats"].map(
-                           lambda v: listed(v) > 1).any()),
-                       trials=len(df), verified=len(ok),
-                       ran_with=_ran_with(df, dict(meta.get("workload") or {})))
-        loaded.append((ref, df, ok))
+    paths = _study_paths(paths)
+    loaded = [_load(tag, path) for tag, path in zip(string.ascii_uppercase, paths)]
     refs = [ref for ref, _, _ in loaded]
     same = duplicates([(ref, df) for ref, df, _ in loaded])
     if same:  # every ratio would be 1: a mistake, not a comparison
@@ -135,6 +106,44 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
                     transfers.append(_transfer(bs, source.tag, target.tag, at, tried, front))
     return Comparison(refs, sizes, bests, transfers, confounders(refs), fronts,
                       {bs: lines for bs, lines in absent.items() if lines})
+
+
+def _study_paths(paths: Iterable[str | Path]) -> list[str | Path]:
+    """``paths`` as a list, refused where it is no list of two studies or more in order."""
+    if isinstance(paths, (str, bytes, os.PathLike)):  # a str is a sequence: of its characters
+        raise UserError(f"give a list of studies to compare, e.g. compare([{str(paths)!r}, "
+                        "'studies/other']), not one path")
+    if isinstance(paths, (set, frozenset)):  # the first is A, the reference: a set has no first
+        raise UserError("give the studies to compare in order, as a list: the first is the "
+                        "reference (A) for every ratio, and a set has no order")
+    if not isinstance(paths, Iterable):
+        raise UserError(f"give a list of studies to compare, e.g. compare(['studies/a', "
+                        f"'studies/b']), not {paths!r}")
+    paths = list(paths)  # a generator, a tuple, a pandas Series
+    if len(paths) < 2:
+        raise UserError("give at least two studies to compare (folders or trials.parquet files)")
+    if len(paths) > len(string.ascii_uppercase):
+        raise UserError(f"at most {len(string.ascii_uppercase)} studies at once")
+    return paths
+
+
+def _load(tag: str, path: str | Path) -> tuple[StudyRef, pd.DataFrame, pd.DataFrame]:
+    """One study, tagged: what the comparison says of it, its rows and its eligible rows."""
+    df, meta, file = files.load(path)
+    df = df.assign(**{RAN: ran_keys(df, meta)})
+    ok = eligible(df)
+    kinds = ok["memory_kind"].dropna().unique()
+    protocol = meta.get("protocol") or {}
+    ref = StudyRef(tag=tag, name=str(meta.get("study") or file.parent.name), path=str(file),
+                   workload=dict(meta.get("workload") or {}),
+                   fingerprints=list(meta.get("fingerprints") or files.fingerprints(df)),
+                   warm_cache=protocol.get("warm_cache"),
+                   memory_kind=str(kinds[0]) if len(kinds) == 1 else None,
+                   measured_again=bool(ok["latency_ms_p50_repeats"].map(
+                       lambda v: listed(v) > 1).any()),
+                   trials=len(df), verified=len(ok),
+                   ran_with=_ran_with(df, dict(meta.get("workload") or {})))
+    return ref, df, ok
 
 
 def duplicates(studies: list[tuple[StudyRef, pd.DataFrame]]) -> list[str]:

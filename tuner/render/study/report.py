@@ -1,0 +1,153 @@
+"""The whole report of ``tuner show`` and the end of ``tuner search``, as text for people and as
+JSON for scripts: the header, the table of trials per batch size with its verdict, the sentences
+beside the fronts, the shape-schedule replay and what went wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from tuner.data import schema
+from tuner.data.select import not_run
+from tuner.domain.records import SCHEDULE_REPEATS, Status
+from tuner.domain.workload import Workload, shape_label
+from tuner.render.study.failures import failures, left_out, slow_core
+from tuner.render.study.off_front import throughput_off_front, unranked
+from tuner.render.study.schedule import schedule_rows, schedule_table
+from tuner.render.study.trial_table import noise_note, table
+from tuner.render.study.verdicts import confirm_command, verdicts
+from tuner.render.text import describe_fingerprint, is_list
+from tuner.words import plural
+
+NO_TRIALS = "no trials recorded yet: `tuner search` with the study's options adds them"
+
+
+def _one_value(trials: pd.DataFrame, column: str) -> str | None:
+    """What every row says in ``column`` (a file whose metadata lacks the workload), where
+    they agree."""
+    values = trials[column].dropna().unique() if column in trials else []
+    return str(values[0]) if len(values) == 1 else None
+
+
+def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
+           every_trial: bool = False, folder: Path | None = None) -> str:
+    """The whole text report of ``tuner show`` and the end of ``tuner search``; with
+    ``every_trial``, ``pareto`` holds every trial (``tuner show --all``). ``folder``: the
+    study's folder, named in the commands the report suggests."""
+    lines = []
+    workload = meta.get("workload") or {}
+    # The precision of the rows: the study's, or every one it searched.
+    dtypes = ",".join(str(d) for d in dict.fromkeys(trials["dtype"].dropna())) \
+        if "dtype" in trials and trials["dtype"].notna().any() else workload.get("dtype")
+    model, device = (workload.get(key) or _one_value(trials, key) for key in ("model", "device"))
+    what = " ".join(str(w) for w in (model, dtypes, device and f"on {device}") if w)
+    lines.append(f"study {meta.get('study')}: {what + ', ' if what else ''}"
+                 f"{plural(len(trials), 'trial')}")
+    for fp in meta.get("fingerprints") or []:
+        lines.append(f"measured on {describe_fingerprint(fp)}")
+    if trials.empty:
+        lines.append(NO_TRIALS)
+    sentences = verdicts(trials, folder, meta.get("storage"))
+    off_front = throughput_off_front(trials, pareto, folder)
+    for bs, group in pareto.groupby("batch_size"):
+        lines.append("")
+        lines.append(f"batch size {bs}: every trial" if every_trial else
+                     f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
+        lines.append("(p50, p90, p99: what one request waits, each call then synchronize; stream: "
+                     "per call back to back, what a busy server pays)")
+        lines.append(table(group, every_trial))
+        if note := noise_note(group, None if every_trial else
+                               confirm_command(folder, meta.get("storage"))):
+            lines.append(note)
+        if int(bs) in sentences:
+            lines.append(sentences[int(bs)])
+        if not every_trial and int(bs) in off_front:
+            lines.append(off_front[int(bs)])
+    if not every_trial:
+        for _, sentence in sorted(unranked(trials, pareto).items()):
+            lines.append("")
+            lines.append(sentence)
+    replay = schedule_rows(trials)
+    if replay:
+        schedule = Workload.from_dict(workload).shape_schedule if workload else ()
+        shapes = ",".join(shape_label(s) for s in schedule)
+        lines.append("")
+        lines.append(f"shape schedule {shapes} replayed after each trial's steady state "
+                     f"(replay s: all {SCHEDULE_REPEATS} replays, every "
+                     "step synchronised; ms: each shape once warm, its compiles and CUDA-graph "
+                     "recordings counted apart):")
+        lines.append(schedule_table(replay))
+    if slow := slow_core(trials):
+        lines.append("")
+        lines.append(slow)
+    failed = failures(trials)
+    if failed:
+        # A config skipped without a trial (its mode compiled past the budget) is no failed trial.
+        bad = trials[trials["status"] != Status.OK.value]
+        skipped = int(not_run(bad).sum())
+        what = " and ".join(part for part in (
+            plural(len(failed) - skipped, "trial") + " failed" if len(failed) > skipped else "",
+            plural(skipped, "config") + f" {'was' if skipped == 1 else 'were'} not run"
+            if skipped else "") if part)
+        lines.append("")
+        lines.append(f"{what} (kept in trials.parquet):")
+        lines += [f"  {f}" for f in failed]
+    if dropped := left_out(trials):
+        lines.append("")
+        lines.append(f"{plural(len(dropped), 'finalist')} left out of the "
+                     "fronts and recommendations: a re-measurement in a fresh process failed")
+        lines += [f"  {d}" for d in dropped]
+    return "\n".join(lines)
+
+
+# Counts, bytes and ranks are integers in the Parquet; a column with an empty cell reads back
+# as floats, and JSON says them as the Parquet does.
+_INTEGERS = {f.name for f in schema.SCHEMA if pa.types.is_integer(f.type)}
+
+
+def _plain(column: str, value: Any) -> Any:
+    """A JSON value of a cell: a list as a list, an integer column's number as an int."""
+    if is_list(value) and hasattr(value, "tolist"):
+        return value.tolist()
+    if column in _INTEGERS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
+            folder: Path | None = None) -> dict[str, Any]:
+    keep = ["batch_size", "label", "backend", "mode", "dynamic", "latency_ms_p50",
+            "latency_ms_p90", "latency_ms_p99", "speedup_vs_eager", "throughput_per_s",
+            "compile_s_cold", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
+            "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",
+            "correct", "trial_number", "ran_compiled", "recompile_limit_hits",
+            "eager_fallback_frames", "flops_per_call", "achieved_tflops", "fraction_of_peak",
+            "latency_ms_p50_median", "latency_ms_p90_median", "latency_ms_p99_median",
+            "stream_ms_p50_median", "rank_within_noise",
+            "latency_ms_p50_ci_low",
+            "latency_ms_p50_ci_high", "latency_spread_pct", "latency_ms_p50_repeats", "repeats_failed", "compile_s_warm",
+            "compile_s_artifacts", "artifacts_file", "host_loop_ms", "host_core_slowdown",
+            "gpu_time_ms",
+            # the rest of the table's columns and of what its notes are made from
+            "stream_ms_p50", "status", "message", "dtype", "channels_last", "cudnn_benchmark",
+            "cache_start", "measure_calls", "host_other_cpu_cores", "host_steal_cores",
+            "cudagraph_skips", "correctness_note",
+            *(c for c in pareto.columns if schema.is_option_column(c))]
+    rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
+    rows = [{k: _plain(k, v) for k, v in row.items()} for row in rows]
+    sentences = verdicts(trials, folder, meta.get("storage"))
+    # What the text says beside the tables: a batch size with no row on a front and why (none
+    # with --all, whose rows are every trial), each failed trial, each finalist a
+    # re-measurement left out, the trials on a slow core.
+    return {"study": meta.get("study"), "workload": meta.get("workload"),
+            "fingerprints": meta.get("fingerprints"), "trials": len(trials),
+            "failed": int((trials["status"] != Status.OK.value).sum()),
+            "pareto": rows, "verdicts": {str(k): v for k, v in sentences.items()},
+            "unranked": {str(k): v for k, v in sorted(unranked(trials, pareto).items())},
+            "throughput_off_front": {str(k): v for k, v in sorted(
+                throughput_off_front(trials, pareto, folder).items())},
+            "failures": failures(trials), "left_out": left_out(trials),
+            "slow_core": slow_core(trials), "shape_schedule": schedule_rows(trials)}

@@ -1,0 +1,182 @@
+"""The table of trials under each batch size of ``tuner show``: one row a config, its notes,
+the columns of finalists measured again, and what their medians and ranks mean."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.derive import listed, ran_eager
+from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO, p99_of_few_calls
+from tuner.data.select import LATENCY, eligible, why_left_out
+from tuner.render.text import cell, is_list
+from tuner.words import plural
+
+# (column, header, format) of the Pareto table.
+_TABLE = [
+    ("label", "config", "{}"),
+    ("latency_ms_p50", "p50 ms", "{:.3f}"),
+    ("latency_ms_p90", "p90 ms", "{:.3f}"),
+    ("latency_ms_p99", "p99 ms", "{:.3f}"),
+    ("stream_ms_p50", "stream ms", "{:.3f}"),
+    ("speedup_vs_eager", "vs eager", "{:.2f}x"),
+    ("throughput_per_s", "items/s", "{:,.0f}"),
+    ("achieved_tflops", "TFLOP/s", "{:.3g}"),
+    ("fraction_of_peak", "of peak", "{:.1%}"),
+    ("compile_s_cold", "compile s", "{:.1f}"),
+    ("time_to_steady_s", "warm-up s", "{:.1f}"),
+    ("peak_memory_bytes", "memory", "bytes"),
+]
+
+# Finalists measured again in fresh processes (tuner.study.finalists): shown after the column named,
+# when a row of the table has them.
+_CONFIRMED = {
+    "latency_ms_p99": [("p50_median_ms", "median ms", "{:.3f}"),
+                       ("p99_median_ms", "median p99", "{:.3f}"),
+                       ("rank_within_noise", "rank", "{:.0f}"),
+                       ("p50_ci_ms", "p50 95% CI ms", "{}"),
+                       ("latency_spread_pct", "spread", "{:.1f}%")],
+    "stream_ms_p50": [("stream_median_ms", "median stream", "{:.3f}")],
+    "compile_s_cold": [("compile_s_warm", "warm s", "{:.1f}"),
+                       ("compile_s_artifacts", "artifacts s", "{:.1f}")],
+}
+
+
+_CACHE_START_NOTES = {"warm": "compile s from a warm cache",
+                      "artifacts": "compile s from saved artifacts"}
+
+
+def notes(row: pd.Series) -> str:
+    out = []
+    if ran_eager(row.get("ran_compiled")):
+        out.append("RAN EAGER: no compiled graph, not a compiled result")
+    if row.get("noisy") is True:
+        out.append("noisy")
+    if p99_of_few_calls(calls := row.get("measure_calls")):
+        out.append(f"p99 of {int(calls)} calls: about the slowest one")
+    started = _CACHE_START_NOTES.get(row.get("cache_start"))  # compile s is not a cold compile
+    if started:
+        out.append(started)
+    busy = row.get("host_other_cpu_cores")
+    if busy is not None and not pd.isna(busy) and busy >= INTERFERENCE_CORES:
+        out.append(f"host busy: other processes used {busy:.1f} CPU cores while it measured")
+    steal = row.get("host_steal_cores")
+    if steal is not None and not pd.isna(steal) and steal >= INTERFERENCE_CORES:
+        out.append(f"VM starved: the hypervisor took {steal:.1f} CPU cores (steal) while it "
+                   "measured")
+    slowdown = row.get("host_core_slowdown")
+    if slowdown is not None and not pd.isna(slowdown) and slowdown >= SLOW_CORE_RATIO:
+        out.append(f"slow host core: a fixed loop took {slowdown:.1f}x as long as on this "
+                   "machine's fast cores, so a launch-bound latency reads slow")
+    gpu, p50 = row.get("gpu_time_ms"), row.get("latency_ms_p50")
+    if gpu is not None and not pd.isna(gpu):  # TUNER_GPU_TIME=1: the rest of a call is the host's
+        share = f" ({gpu / p50:.0%} of its p50)" if p50 and not pd.isna(p50) else ""
+        out.append(f"GPU busy {gpu:.2f} ms a call{share}")
+    for column, word, then in (("graph_breaks", "graph break", ""),
+                               ("recompiles", "recompile", ""),
+                               ("recompile_limit_hits", "recompile-limit hit", ""),
+                               ("cudagraph_skips", "cudagraph skip", ""),
+                               ("eager_fallback_frames", "frame", " fell back to eager")):
+        value = row.get(column)
+        if value is not None and not pd.isna(value) and value > 0:
+            out.append(plural(int(value), word) + then)
+    if isinstance(row.get("correctness_note"), str) and row["correctness_note"]:
+        out.append(row["correctness_note"])
+    failed = row.get("repeats_failed")
+    if failed is not None and not pd.isna(failed) and failed > 0:
+        out.append(f"{plural(int(failed), 're-measurement')} failed")
+    return "; ".join(out)
+
+
+def table(rows: pd.DataFrame, every_trial: bool = False) -> str:
+    """Fixed-width text table of some rows (one batch size, typically). ``every_trial``
+    (``tuner show --all``): the rows no view compares say why, first in their notes."""
+    rows, columns = _with_confirmed(rows)
+    headers = [h for _, h, _ in columns] + ["notes"]
+    why: dict[Any, str] = {}
+    if every_trial:
+        left = rows[~rows.index.isin(eligible(rows).index)]
+        why = dict(zip(left.index, why_left_out(left)))
+    body = [[_table_cell(r, c, f) for c, _, f in columns]
+            + ["; ".join(filter(None, (f"left out: {why[i]}" if i in why else "", notes(r))))]
+            for i, r in rows.iterrows()]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(headers)]
+    # config and notes are text, left-aligned under their headers; the figures are right-aligned
+    lines = ["  ".join(h.ljust(w) if i in (0, len(headers) - 1) else h.rjust(w) for i, (h, w) in
+                       enumerate(zip(headers, widths))).rstrip()]
+    for b in body:
+        lines.append("  ".join(c.ljust(w) if i in (0, len(b) - 1) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(b, widths))).rstrip())
+    return "\n".join(lines)
+
+
+def _table_cell(row: pd.Series, column: str, fmt: str) -> str:
+    # Eager compiles nothing: its first call is no compile time.
+    if column == "compile_s_cold" and row.get("backend") == "eager":
+        return "-"
+    return cell(row.get(column), fmt)
+
+
+def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
+    """The table's columns, with those of re-measured finalists where any row has them."""
+    if "latency_ms_p50_ci_low" in rows:
+        low = pd.to_numeric(rows["latency_ms_p50_ci_low"], errors="coerce")
+        high = pd.to_numeric(rows["latency_ms_p50_ci_high"], errors="coerce")
+        rows = rows.assign(p50_ci_ms=[None if pd.isna(lo) else f"{lo:.3f}-{hi:.3f}"
+                                      for lo, hi in zip(low, high)],
+                           # only where measured again: elsewhere it is the p50 itself
+                           p50_median_ms=pd.to_numeric(rows[LATENCY], errors="coerce")
+                           .where(low.notna()))
+    if "stream_ms_p50_median" in rows:
+        rows = rows.assign(stream_median_ms=pd.to_numeric(
+            rows["stream_ms_p50_median"], errors="coerce").where(_again(rows, "stream_ms_p50")))
+    if "latency_ms_p99_median" in rows:
+        rows = rows.assign(p99_median_ms=pd.to_numeric(
+            rows["latency_ms_p99_median"], errors="coerce").where(_again(rows, "latency_ms_p99")))
+    columns = []
+    for column in _TABLE:
+        columns.append(column)
+        columns += [extra for extra in _CONFIRMED.get(column[0], [])
+                    if extra[0] in rows and rows[extra[0]].notna().any()]
+    return rows, columns
+
+
+def _again(rows: pd.DataFrame, column: str) -> pd.Series:
+    """The rows whose ``column`` two processes or more kept (records made before the
+    re-measurements kept the stream time and the p99 have only the search trial's)."""
+    if f"{column}_repeats" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows[f"{column}_repeats"].map(lambda v: listed(v) > 1)
+
+
+def noise_note(rows: pd.DataFrame, confirm: str | None = None) -> str | None:
+    """What the medians and ranks of re-measured rows mean; ``confirm`` (a front's table, not
+    every trial's): the command that measures again the rows of a front measured only once."""
+    if "latency_ms_p50_ci_low" not in rows or rows["latency_ms_p50_ci_low"].isna().all():
+        return None
+    ranked = "rank_within_noise" in rows and rows["rank_within_noise"].notna().any()
+    counts = sorted({len(v) for v in rows["latency_ms_p50_repeats"] if is_list(v)})
+    processes = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") \
+        if counts else "several"
+    stream = ("; median stream: the same back to back, which items/s and TFLOP/s use"
+              if _again(rows, "stream_ms_p50").any() else "")
+    tail = ("; median p99: the same for the p99, which recommend --max-p99-ms bounds"
+            if _again(rows, "latency_ms_p99").any() else "")
+    median = (f"median ms: the median p50 of {processes} fresh processes, the figure configs "
+              f"are ordered, compared with eager and recommended by{tail}{stream} (p50, p90, "
+              "p99 and stream ms are the search trial's own).")
+    once = sum(not (is_list(v) and len(v) >= 2) for v in rows["latency_ms_p50_repeats"])
+    if confirm is not None and once:
+        # A front confirmed in part (a confirm cut short, or rows that joined it afterwards).
+        it, its = ("it", "its") if once == 1 else ("them", "their")
+        median += (f" {once} of the {len(rows)} configs here {'was' if once == 1 else 'were'} "
+                   f"measured in one process (median ms -), ordered by {its} own p50: a gap to "
+                   f"{it} may be one process's noise, and `{confirm}` measures {it} again.")
+    return median if not ranked else (
+        f"{median} rank: latency beyond noise (a Welch t-test at 95% over those p50s, pair by "
+        "pair). 1 = no config "
+        "is faster beyond noise; otherwise one below the lowest-ranked config that is, and "
+        "never above a config faster on average. Configs of equal rank are within noise of "
+        "each other, so neither is faster.")

@@ -1,0 +1,113 @@
+"""The verdict under each batch size of ``tuner show``: one plain sentence on whether compiling
+pays, and the ``tuner confirm`` command such a sentence suggests."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.data.derive import baseline_of, listed, ran_eager_only
+from tuner.data.select import LATENCY, best, comparable, left_out_counts
+from tuner.domain.layout import DB_FILE
+from tuner.domain.records import Status
+
+
+def _flag(value: Any) -> bool:
+    """A boolean cell that is set and true (None, NaN and False are not)."""
+    return value is not None and not pd.isna(value) and bool(value)
+
+
+def confirm_command(folder: Path | None = None, storage: str | None = None) -> str:
+    """``tuner confirm`` for the study in ``folder`` (STUDY where the caller does not know it),
+    to paste as it is. ``storage``: where the study lives, as its files say it (the study
+    folder's study.db, or a URL without its password): any other than study.db is given with
+    --storage, as URL where its password was taken out of the files."""
+    command = "tuner confirm " + ("STUDY" if folder is None else shlex.quote(str(folder)))
+    if storage is None or storage == DB_FILE:
+        return command
+    return f"{command} --storage {'URL' if '***' in storage else shlex.quote(storage)}"
+
+
+def verdicts(trials: pd.DataFrame, folder: Path | None = None,
+             storage: str | None = None) -> dict[int, str]:
+    """Per batch size, one plain sentence: does compiling pay, and after how many calls.
+    ``folder`` and ``storage``: the study's, named in the ``tuner confirm`` command a sentence
+    suggests (:func:`confirm_command`).
+
+    The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
+    eligible rows count (those the front is chosen from, so a config said to pay is on the
+    table), a compiled config within noise of eager is no faster than it, and eager is that of
+    the compiled config's precision, as its ``vs eager`` is (:func:`baseline_of`).
+    """
+    out: dict[int, str] = {}
+    confirm = confirm_command(folder, storage)
+    ok = comparable(trials)
+    for bs, group in ok.groupby("batch_size"):
+        eager = group[group["backend"] == "eager"]
+        compiled = group[group["backend"] != "eager"]
+        if compiled.empty:  # eager alone: say so, and why no compiled config counts
+            e = float(best(eager, "latency")[LATENCY])
+            tried = trials[(trials["batch_size"] == bs) & (trials["backend"] != "eager")]
+            out[int(bs)] = (f"batch size {bs}: only eager has been measured ({e:.3f} ms), "
+                            "nothing compiled to compare it with yet." if tried.empty else
+                            f"compiling did not work at batch size {bs}: no compiled config "
+                            f"finished and matched eager ({left_out_counts(tried)}). Use eager "
+                            f"({e:.3f} ms).")
+            continue
+        if eager.empty:
+            continue
+        top = best(compiled, "latency")
+        t = float(top[LATENCY])
+        # Another precision is another model's accuracy, never the baseline.
+        baseline = baseline_of(compiled)[top.name]
+        same = pd.Series([key == baseline for key in baseline_of(eager)], index=eager.index)
+        if not same.any():
+            continue
+        fastest_eager = best(eager[same], "latency")
+        e = float(fastest_eager[LATENCY])
+        # Where eager ran in several precisions, the sentence names the one it compares with.
+        eager_name = "eager" if same.all() else fastest_eager["label"]
+        eager = eager[same]
+        winner = best(pd.concat([compiled, eager]), "latency")
+        if winner["backend"] != "eager":  # the fastest compiled one may be within noise of eager
+            top, t = winner, float(winner[LATENCY])
+        warmup = f"{top['time_to_steady_s']:.1f} s"
+        if winner["backend"] == "eager" and t < e:
+            # More processes sharpen the test: say how many would be the next step.
+            done = max(listed(r.get("latency_ms_p50_repeats")) for r in (top, fastest_eager)) - 1
+            out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
+                            f"compiled config, {top['label']} ({t:.3f} ms), "
+                            f"and {eager_name} ({e:.3f} ms) are within noise of each other (a t-test "
+                            "over their fresh processes' p50s does not separate them at 95%), "
+                            f"and it costs {warmup} to "
+                            f"warm up; `{confirm} --repeats {max(5, done + 3)}` measures "
+                            "both again in more processes, which may tell them apart. Use eager.")
+        elif winner["backend"] == "eager":
+            out[int(bs)] = (f"compiling does not pay at batch size {bs}: {eager_name} ({e:.3f} ms) is "
+                            f"faster than the best compiled config, {top['label']} "
+                            f"({t:.3f} ms), and that one costs {warmup} to "
+                            "warm up. Use eager.")
+        else:
+            calls = top["break_even_calls"]
+            payback = f"; its {warmup} warm-up pays back after {calls:,.0f} calls" \
+                if not pd.isna(calls) else ""
+            unconfirmed = pd.isna(top.get("latency_ms_p50_ci_low")) and pd.isna(
+                fastest_eager.get("latency_ms_p50_ci_low"))
+            caution = (" Both rows are flagged noisy and were measured once each: "
+                       f"`{confirm}` measures them again before you rely on this."
+                       if unconfirmed and _flag(top.get("noisy"))
+                       and _flag(fastest_eager.get("noisy")) else "")
+            out[int(bs)] = (f"batch size {bs}: {top['label']} is "
+                            f"{e / t:.2f}x faster than {eager_name} "
+                            f"({t:.3f} vs {e:.3f} ms){payback}.{caution}")
+    # Configs that ran eager under a compiled label are named, never counted as compiled.
+    done = trials[(trials["status"] == Status.OK.value) & ran_eager_only(trials)]
+    for bs, group in done.groupby("batch_size"):
+        labels = ", ".join(sorted(set(group["label"])))
+        note = (f"{labels} produced no compiled graph (every call ran eager), so "
+                f"{'it is' if len(group) == 1 else 'they are'} not counted as compiled.")
+        out[int(bs)] = f"{out[int(bs)]} {note}" if int(bs) in out else f"batch size {bs}: {note}"
+    return out
