@@ -46,10 +46,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tuner.launch.runner import ProcessRunner
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import TrialConfig
 from tuner.domain.workload import Workload
+from tuner.launch.runner import ProcessRunner
 
 FULL = [("resnet18", "float32", 1), ("resnet18", "float32", 32), ("resnet50", "bfloat16", 16),
         ("resnet50", "bfloat16", 64)]
@@ -92,10 +92,11 @@ def compiled_call(request: TrialRequest):
     import torch
 
     from tuner.domain.config import uses_cudagraphs
+    from tuner.runtime import knobs
     from tuner.trial import build as wl
 
     cfg, work = request.config, request.workload
-    wl.apply_global_knobs(work)
+    knobs.apply_global_knobs(work)
     model, inputs = wl.build(work, cfg.batch_size)
     fn = torch.compile(model, **cfg.compile_kwargs()) if cfg.compiled else model
     cuda = work.device.startswith("cuda")

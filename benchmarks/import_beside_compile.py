@@ -30,11 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tuner.launch.prestart import Spare
-from tuner.launch.runner import ProcessRunner
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.domain.workload import Workload
+from tuner.launch.prestart import Spare
+from tuner.launch.runner import ProcessRunner
 from tuner.trial.prebuild import PrebuildRequest
 
 ALONE, BESIDE = "alone", "with import"

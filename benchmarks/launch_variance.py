@@ -67,11 +67,12 @@ class Timed:
         import torch
 
         from tuner.domain.workload import Workload
+        from tuner.runtime import knobs
         from tuner.trial import build
 
         self.torch = torch
         work = Workload(model=model, device="cuda", dtype=dtype)
-        build.apply_global_knobs(work)
+        knobs.apply_global_knobs(work)
         self.model, self.inputs = build.build(work, batch)
         torch.set_grad_enabled(False)
         for _ in range(30):

@@ -32,10 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tuner.launch.runner import ProcessRunner
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import TrialProtocol, TrialRequest, TrialResult
 from tuner.domain.workload import Workload
+from tuner.launch.runner import ProcessRunner
 from tuner.trial.contract import GPU_TIME_ENV
 from tuner.trial.prebuild import PrebuildRequest
 from tuner.trial.prewarm import PREWARM_ENV

@@ -26,12 +26,12 @@ from tuner.data import files
 from tuner.data.rows import config_of, plain
 from tuner.data.schema import SCHEMA
 from tuner.data.select import eligible
-from tuner.errors import UserError
-from tuner.launch import compile_budget
 from tuner.domain.config import INDUCTOR, OptionValue, TrialConfig
 from tuner.domain.records import FINGERPRINT_FIELDS, Status, TrialRequest, TrialResult
 from tuner.domain.space import SearchSpace
 from tuner.domain.workload import Workload
+from tuner.errors import UserError
+from tuner.launch import compile_budget
 
 _RESULT_FIELDS = {f.name: f for f in dataclasses.fields(TrialResult)}
 _INT_COLUMNS = {f.name for f in SCHEMA if pa.types.is_integer(f.type)}

@@ -201,7 +201,7 @@ def _s(value: float | None) -> str:
 
 
 def _machine(device: str) -> str:
-    from tuner.trial import fingerprint
+    from tuner.runtime import fingerprint
 
     fp = fingerprint.collect(device)
     return fp.get("gpu_name") or fp.get("cpu") or device

@@ -10,7 +10,7 @@ from tests.test_results import EAGER1, frame, inductor, ok
 from tuner.data import files, schema
 from tuner.render.study import notes
 from tuner.domain import layout
-from tuner.trial import artifacts
+from tuner.runtime import artifacts
 
 
 def _caches(tmp_path, monkeypatch):

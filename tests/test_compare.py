@@ -18,7 +18,7 @@ from tuner.render.comparison import plot, render
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
 from tuner.domain.workload import Workload
-from tuner.trial import fingerprint as fingerprint_module
+from tuner.runtime import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend
 

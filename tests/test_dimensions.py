@@ -28,7 +28,7 @@ from tuner.domain.records import Status, TrialResult
 from tuner.domain.space import SearchSpace, build_space
 from tuner.domain.workload import Workload
 from tuner.study.params import params_of, suggest
-from tuner.trial import fingerprint as fingerprint_module
+from tuner.runtime import fingerprint as fingerprint_module
 from tuner.use.environment import MismatchWarning
 from tuner.use.recommend import recommend
 
@@ -389,7 +389,7 @@ def test_a_cpu_search_measures_each_precision_and_option_value(tmp_path):
 
 
 def test_tf32_sets_the_matmul_precision_and_other_precisions_leave_it():
-    from tuner.trial.build import apply_global_knobs
+    from tuner.runtime.knobs import apply_global_knobs
 
     before = torch.get_float32_matmul_precision()
     try:

@@ -22,7 +22,7 @@ from tuner.errors import UserError
 from tuner.domain.records import Status
 from tuner.domain.space import SearchSpace, TrialConfig
 from tuner.domain.workload import Workload
-from tuner.trial import fingerprint as fingerprint_module
+from tuner.runtime import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.environment import MismatchWarning
 from tuner.use.recommend import Recommendation, recommend

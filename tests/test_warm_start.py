@@ -27,7 +27,7 @@ from tuner.domain.workload import Workload
 from tuner.study import finalists
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
-from tuner.trial import artifacts, fingerprint
+from tuner.runtime import artifacts, fingerprint
 from tuner.use.environment import MismatchWarning
 
 from .conftest import ROOT

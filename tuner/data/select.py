@@ -33,9 +33,9 @@ import pandas as pd
 from tuner.data.derive import listed, measured_latency, median_p50, ran_eager_only
 from tuner.data.noise import faster_beyond_noise, p50s_of, rank_within_noise, within_noise
 from tuner.data.rows import num
-from tuner.errors import UserError
 from tuner.domain.config import EAGER
 from tuner.domain.records import NOT_RUN, Status
+from tuner.errors import UserError
 
 GIB = 2**30
 # The latency rows are ranked, recommended and compared by (tuner.data.derive.median_p50).

@@ -15,7 +15,7 @@ from typing import Any
 from tuner.domain.config import TrialConfig
 from tuner.domain.workload import Workload
 
-# The machine a measurement was made on (tuner.trial.fingerprint collects it): on every Parquet
+# The machine a measurement was made on (tuner.runtime.fingerprint collects it): on every Parquet
 # row as fp_<field>, and in the file metadata.
 FINGERPRINT_FIELDS = ("device_kind", "gpu_name", "gpu_compute_capability", "gpu_memory_bytes",
                       "driver", "cuda", "torch", "triton", "torchvision", "python", "tuner",
@@ -79,7 +79,7 @@ class TrialRequest:
     config: TrialConfig
     workload: Workload
     protocol: TrialProtocol = TrialProtocol()
-    # Compile artifacts (tuner.trial.artifacts): after warm-up, save them to this file; before
+    # Compile artifacts (tuner.runtime.artifacts): after warm-up, save them to this file; before
     # the first compiled call, load them from this one.
     save_artifacts: str | None = None
     load_artifacts: str | None = None
@@ -116,7 +116,7 @@ class TrialResult:
     # process to finish importing, so that warm-up and measurement run with nothing beside them
     build_s: float | None = None  # model + inputs built and moved to the device
     compile_s_cold: float | None = None  # first compiled call, synchronised
-    # What that first call started from (tuner.trial.artifacts.cache_start): "cold" (empty
+    # What that first call started from (tuner.runtime.artifacts.cache_start): "cold" (empty
     # inductor and triton caches), "warm" (caches that held entries: --warm-cache's shared one,
     # or a finalist's own) or "artifacts" (saved artifacts loaded into empty caches); None: eager
     cache_start: str | None = None
@@ -225,7 +225,7 @@ class TrialResult:
     # work per call (torch.utils.flop_counter on one eager call) and the machine's peak
     flops_per_call: int | None = None
     peak_tflops_measured: float | None = None  # bf16 8192^3 matmul on CUDA, fp32 2048^3 on CPU
-    # compile artifacts and cache hits (tuner.trial.artifacts; finalist re-measurements ask for them)
+    # compile artifacts and cache hits (tuner.runtime.artifacts; finalist re-measurements ask for them)
     artifacts_bytes: int | None = None  # saved to the request's save_artifacts file
     artifacts_load_s: float | None = None  # load_cache_artifacts, before the first call
     artifacts_note: str = ""  # why none were saved or loaded

@@ -34,8 +34,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import UserError
 from tuner.domain.config import OptionValue
+from tuner.errors import UserError
 
 # key -> the option it stands for
 OPTIONS = {"batch_sizes": "--batch-sizes", "backends": "--backend", "modes": "--mode",

@@ -6,8 +6,8 @@ import os
 import re
 from collections.abc import Mapping
 
-from tuner.errors import UserError
 from tuner.domain.workload import CUDA_DEVICE
+from tuner.errors import UserError
 
 
 def visible_gpus() -> int:

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from tuner.domain.records import Status, TrialRequest, TrialResult
+from tuner.domain.workload import Workload
 from tuner.files import write_json_atomic
 from tuner.launch.compile_budget import CompileWatch
 from tuner.launch.prestart import Process, Spare, Template, kill_group
-from tuner.domain.records import Status, TrialRequest, TrialResult
-from tuner.domain.workload import Workload
 from tuner.trial import prewarm
 from tuner.trial.contract import (
     BUILD_FILE_ENV,

@@ -13,9 +13,9 @@ import pandas as pd
 
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
 from tuner.data.select import GIB, LATENCY, eligible, left_out_counts, pareto
-from tuner.errors import UserError
 from tuner.domain.config import EAGER
 from tuner.domain.records import Status
+from tuner.errors import UserError
 from tuner.words import plural
 
 FRONT, OTHER, BASELINE = "#1f77b4", "#9a9a9a", "#d62728"

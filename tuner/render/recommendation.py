@@ -11,10 +11,10 @@ from typing import Any, Protocol
 from tuner.data.measured import Measured
 from tuner.data.noise import p99_of_few_calls
 from tuner.data.select import OBJECTIVES, Constraints
-from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import SCHEDULE_REPEATS
 from tuner.domain.workload import Workload, shape_label, tensor_dtype
+from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.words import plural
 
 

@@ -6,7 +6,7 @@ is run ``repeats`` more times, each a whole trial in its own process:
 
 1. on the trial's own compile cache (kept from the search): the first call is a WARM compile,
    ``compile_s_warm``. The process also saves the config's compile artifacts where torch can
-   (:mod:`tuner.trial.artifacts`);
+   (:mod:`tuner.runtime.artifacts`);
 2. on an empty cache, after loading those artifacts: what the first call costs a process that
    starts from them, as production does with :meth:`tuner.Recommendation.apply`
    (``compile_s_artifacts``: loading plus the first call);

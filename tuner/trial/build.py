@@ -145,21 +145,6 @@ def place_inputs(workload: Workload, inputs: tuple[torch.Tensor, ...],
     return tuple(place(t) for t in inputs)
 
 
-def apply_global_knobs(workload: Workload) -> None:
-    """Process-wide settings that must be in place before compiling (and in production):
-    cudnn.benchmark on CUDA; for tf32, TF32 matmuls (and convolutions on CUDA). Other
-    precisions leave the matmul precision as it is (a fresh trial process: "highest")."""
-    import torch
-
-    if workload.device.startswith("cuda"):
-        torch.backends.cudnn.benchmark = workload.cudnn_benchmark
-    if workload.dtype == "tf32":
-        torch.set_float32_matmul_precision("high")
-        if workload.device.startswith("cuda"):
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-
-
 def _check_factory_result(spec: str, made: Any) -> tuple[Any, tuple[Any, ...]]:
     import torch
 

@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from tuner.files import write_json_atomic
 from tuner.domain.records import TrialResult
+from tuner.files import write_json_atomic
 from tuner.trial.contract import COMPILE_MARKER_ENV
 
 

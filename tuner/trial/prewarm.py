@@ -115,7 +115,8 @@ def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
     from torch.func import functional_call
 
     from tuner.domain.workload import tensor_dtype
-    from tuner.trial.build import apply_global_knobs, place_inputs
+    from tuner.runtime.knobs import apply_global_knobs
+    from tuner.trial.build import place_inputs
 
     knobs = _knobs()
     dtype = getattr(torch, tensor_dtype(work.dtype))

@@ -54,12 +54,11 @@ def run_trial(request: TrialRequest, started: float,
 
     # What the steps use, imported here, after import_s and before any step: no step's time
     # holds an import.
+    from tuner.runtime import artifacts, fingerprint, knobs  # noqa: F401
     from tuner.trial import (  # noqa: F401
         affinity,
-        artifacts,
         build,
         checks,
-        fingerprint,
         health,
         reference,
         replay,
@@ -151,9 +150,10 @@ def _apply_knobs_and_cast(work: Workload, model, inputs, dev: Device, build_s: f
                           result: TrialResult):
     """Apply the config's global knobs, then cast the model and inputs to its precision and
     memory format; the row's build_s is ``build_s`` and the cast."""
+    from tuner.runtime import knobs
     from tuner.trial import build
 
-    build.apply_global_knobs(work)
+    knobs.apply_global_knobs(work)
     t = time.perf_counter()
     try:
         model, inputs = build.finish(work, model, inputs)
@@ -171,7 +171,7 @@ def _compile(request: TrialRequest, model, dev: Device,
     peaks are counted afresh from here."""
     import torch
 
-    from tuner.trial import artifacts
+    from tuner.runtime import artifacts
 
     config = request.config
     dev.reset_peaks(empty_cache=True)
@@ -207,7 +207,7 @@ def _cold_compile_and_warm_up(request: TrialRequest, call: Callable[[], Any], de
                               result: TrialResult) -> None:
     """The first call (compile_s_cold), then calls until their times settle; the compile
     phase's memory peaks, the compile caches' counters and, if asked, the saved artifacts."""
-    from tuner.trial import artifacts
+    from tuner.runtime import artifacts
     from tuner.trial.stats import is_steady
 
     config, proto = request.config, request.protocol

@@ -26,8 +26,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tuner.files import write_bytes_atomic
 from tuner.domain.workload import Workload
+from tuner.files import write_bytes_atomic
 
 FORMAT = 1
 # A float32 output larger than this is not kept (a language model's logits can be gigabytes):

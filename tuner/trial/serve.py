@@ -20,8 +20,8 @@ import time
 import traceback
 from pathlib import Path
 
-from tuner.files import write_json_atomic
 from tuner.domain.records import Status, TrialRequest, TrialResult
+from tuner.files import write_json_atomic
 from tuner.trial.contract import EXIT_CODES, PARENT_PID_ENV
 from tuner.trial.prebuild import Prebuilt
 
@@ -68,12 +68,11 @@ def preload(module: str | None = None) -> None:
     import torch._inductor.compile_fx  # noqa: F401
     import torchvision  # noqa: F401
 
+    from tuner.runtime import artifacts, fingerprint, knobs  # noqa: F401
     from tuner.trial import (  # noqa: F401
-        artifacts,
         build,
         checks,
         device,
-        fingerprint,
         health,
         protocol,
     )

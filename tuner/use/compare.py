@@ -41,9 +41,9 @@ from tuner.data.select import (
     pareto,
     why_left_out,
 )
-from tuner.errors import UserError
 from tuner.domain.config import EAGER
 from tuner.domain.records import NOT_RUN
+from tuner.errors import UserError
 from tuner.words import plural
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",

@@ -18,7 +18,7 @@ def environment_mismatch(study_fp: dict[str, Any], device: str,
                          current: dict[str, Any] | None = None) -> list[str]:
     """How this process's machine and software differ from ``study_fp``; empty if they match.
 
-    ``current`` defaults to :func:`tuner.trial.fingerprint.collect`, called lazily: CUDA is touched
+    ``current`` defaults to :func:`tuner.runtime.fingerprint.collect`, called lazily: CUDA is touched
     only when the study ran on CUDA and this process has it.
     """
     if not any(v is not None for v in study_fp.values()):
@@ -61,7 +61,7 @@ def _shown(field: str, value: Any) -> Any:
 def _current_fingerprint(device: str, study_on_cuda: bool) -> dict[str, Any]:
     import torch
 
-    from tuner.trial import fingerprint
+    from tuner.runtime import fingerprint
 
     if study_on_cuda and torch.cuda.is_available():
         return fingerprint.collect(device if device.startswith("cuda") else "cuda")

@@ -90,7 +90,7 @@ class Recommendation:
         """Set up ``model`` the way the study measured it and compile it with the recorded args.
 
         What it does, in order: sets the study's process-wide knobs
-        (:func:`tuner.trial.build.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study; for
+        (:func:`tuner.runtime.knobs.apply_global_knobs`: ``cudnn.benchmark`` on a CUDA study; for
         ``tf32``, ``torch.set_float32_matmul_precision("high")`` and the allow_tf32 flags);
         converts the model to ``channels_last`` if the study used it (to the contiguous format
         if the study searched memory formats and chose contiguous; ``Module.to`` converts the
@@ -118,7 +118,7 @@ class Recommendation:
         """
         import torch
 
-        from tuner.trial.build import apply_global_knobs
+        from tuner.runtime.knobs import apply_global_knobs
 
         check_flag("warm_start", warm_start)
         self._check_model(model)
@@ -171,7 +171,7 @@ class Recommendation:
         """
         import torch
 
-        from tuner.trial import artifacts
+        from tuner.runtime import artifacts
 
         path = self.artifacts_path
         if path is None or not self.config.compiled:
