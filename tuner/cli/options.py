@@ -185,7 +185,7 @@ def budget_option(what: str) -> Callable[[Any], Any]:
 
 
 def seed_option(what: str, default: int | None = None) -> Callable[[Any], Any]:
-    shown = {} if default is None else {"default": default, "show_default": True}
+    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
     return click.option("--seed", type=SEED, help=what, **shown)
 
 

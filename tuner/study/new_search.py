@@ -139,7 +139,7 @@ def prepare(options: SearchOptions, say: Callable[[str], None]) -> NewSearch:
     try:
         if runner is not None and values.sizes:
             runner.start_spare(PrebuildRequest(workload, values.sizes[0]))
-        if fleet is not None:
+        if fleet is not None and o.gpus is not None:
             fleet.spawn()
             gpu_list.choose_gpus(o.gpus, gpu_list.visible_gpus())
         spec = _spec(o, name, workload, values, protocol)
