@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 from tuner.cli import measure, read
-from tuner.cli.options import CONTEXT, OneLineErrors
+from tuner.cli.errors import OneLineErrors
+from tuner.cli.options import CONTEXT
 
 
 @click.group(cls=OneLineErrors, context_settings=CONTEXT)

@@ -1,129 +1,28 @@
-"""What the commands share: parsing, the options several of them take (declared once), and the
-one place where library errors become one-line CLI errors."""
+"""What the commands share: the types of their option values, the options and arguments several
+of them take (declared once, applied as decorators), and where a value came from (the command
+line, a variable, a --space file)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from tuner.cli.errors import SPACE_FILE_META
+from tuner.domain.layout import STUDIES_DIR
 from tuner.errors import UserError
 from tuner.files import NOT_UTF8, not_utf8
-from tuner.launch.signals import EXIT_INTERRUPTED
-from tuner.domain.layout import STUDIES_DIR
 
 if TYPE_CHECKING:
     from tuner.domain.space_file import SpaceFile
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 CONFIRM_REPEATS = "auto"  # tuner.study.finalists.DEFAULT_REPEATS, without importing pandas for --help
-
-
-def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Library errors become one-line CLI errors with a non-zero exit, in one place."""
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except UserError as exc:
-            raise click.ClickException(_with_its_source(exc)) from exc
-        except BrokenPipeError:
-            raise  # the reader went away (| head): nothing to tell it
-        except OSError as exc:  # the machine, not the input: a full disk, say (> /dev/full)
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
-        except Exception as exc:
-            failure = storage_failure(exc)
-            if failure is None:
-                raise
-            raise click.ClickException(_with_its_source(failure)) from exc
-    return wrapper
-
-
-def storage_failure(exc: Exception) -> UserError | None:
-    """A study storage that failed while in use (a damaged study.db, a full disk), as one line
-    (:func:`tuner.study.storage.storage_failure`); None for any other error. Only where
-    SQLAlchemy was imported, which any storage imports: a command that opened none (``tuner
-    show``) does not import Optuna to find out."""
-    import sys
-
-    if "sqlalchemy" not in sys.modules:
-        return None
-    from tuner.study.storage import storage_failure as failure
-
-    return failure(exc)
-
-
-_SPACE_FILE = "tuner.space_file"  # ctx.meta: (path, {option: the file key whose values it took})
-
-
-def _with_its_source(exc: UserError) -> str:
-    """An error about a value the user gave another way than its option says so: the checks
-    name the option. A storage URL from TUNER_STORAGE, and values from the --space file: the
-    error's ``about`` (the options whose values were found wrong) names the file's keys."""
-    message = str(exc)
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return message
-    url = ctx.params.get("storage")
-    if url and ctx.get_parameter_source("storage") == click.core.ParameterSource.ENVIRONMENT:
-        from tuner.study.redact import redact
-
-        message = message.replace(f"--storage {redact(url)}", f"TUNER_STORAGE={redact(url)}")
-    if _SPACE_FILE not in ctx.meta:  # not set where the file itself is refused (that names it)
-        return message
-    path, taken = ctx.meta[_SPACE_FILE]
-    blamed = [taken[option] for option in exc.about if option in taken]
-    return f"{message} (from {', '.join(blamed)} in --space {path})" if blamed else message
-
-
-class OneLineErrors(click.Group):
-    """Click's usage errors (a bad option value, an unknown option) as one ``Error:`` line, like
-    every other bad input, instead of the usage text, a hint and then the error."""
-
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        try:
-            return super().make_context(*args, **kwargs)
-        except click.UsageError as exc:
-            raise one_line(exc) from None
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as exc:
-            # click's parser raises some errors (an option without its value) with no context:
-            # the command being parsed is then the subcommand this group was invoking.
-            raise one_line(exc, _invoked(ctx)) from None
-        except KeyboardInterrupt:
-            # Ctrl-C before the command's own handler is in place (a search checks its inputs
-            # and imports torch for seconds first): a stopped run's exit code and one line,
-            # not click's "Aborted!" with exit code 1, which reads as a failure.
-            click.echo(f"stopped by Ctrl-C ({_invoked(ctx)})", err=True)
-            raise SystemExit(EXIT_INTERRUPTED) from None
-
-
-def _invoked(ctx: click.Context) -> str:
-    """The command this group was invoking (``tuner search``), or the group itself."""
-    return " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
-
-
-def one_line(exc: click.UsageError, where: str = "tuner") -> click.ClickException:
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
-        return exc  # no arguments at all: the help, as click shows it
-    where = exc.ctx.command_path if exc.ctx is not None else where
-    message = " ".join(exc.format_message().split())
-    error = click.ClickException(f"{message} (see {where} --help)")
-    # 2, as click exits on usage errors. click types exit_code a ClassVar but reads it from the
-    # instance, so setting it on this one exception is what click honours.
-    error.exit_code = exc.exit_code  # type: ignore[misc]
-    return error
 
 
 class Number(click.FloatRange):
@@ -199,93 +98,11 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def split(values: tuple[str, ...], option: str) -> list[str] | None:
-    """Repeated and comma-separated option values as one list, each once (in the order first
-    given: ``--dtype float32,float32`` is float32, not a dimension of one value searched twice);
-    None if none were given. An empty item (``a,,b``, ``,``, ``""``) is a one-line error naming
-    ``option``, not a value dropped: ``--mode ,`` must not quietly mean every mode."""
-    items = [item for value in values for item in items_of(value, option)]
-    return list(dict.fromkeys(items)) or None
-
-
-def items_of(text: str, option: str) -> list[str]:
-    """``a, b`` -> ["a", "b"]; an empty item is a one-line error naming ``option``."""
-    items = [v.strip() for v in text.split(",")]
-    if not all(items):
-        raise UserError(f"{option} {text!r} has an empty value: give values separated by single "
-                        f"commas, e.g. {option} {_EXAMPLES.get(option, 'a,b')}")
-    return items
-
-
-_EXAMPLES = {"--dtype": "float32,bfloat16", "--backend": "eager,inductor",
-             "--mode": "default,reduce-overhead", "--dynamic": "false,true",
-             "--channels-last": "false,true", "--cudnn-benchmark": "true,false",
-             "--inductor-option": "epilogue_fusion=true,false"}
-
-
-def positive_ints(text: str, what: str, option: str) -> list[int]:
-    """``1,8,32`` -> [1, 8, 32]; anything else is a one-line error naming the option."""
-    out = []
-    for item in text.split(",") if text.strip() else []:
-        item = item.strip()
-        if not re.fullmatch(r"\d+", item) or int(item) <= 0:
-            raise UserError(f"{what} {item!r} is not a positive integer: pass e.g. {option} 1,8,32")
-        out.append(int(item))
-    return out
-
-
-def dynamic_values(values: list[str] | None) -> list[bool | None] | None:
-    if values is None:
-        return None
-    table = {"none": None, "auto": None, "true": True, "false": False}
-    for v in values:
-        if v.lower() not in table:
-            raise UserError(f"--dynamic {v!r}: choose from none, true, false")
-    return [table[v.lower()] for v in values]
-
-
-def bool_values(text: str, option: str) -> list[bool]:
-    """``false,true`` -> [False, True]; anything else is a one-line error naming the option."""
-    table = {"true": True, "false": False}
-    if not text.strip():
-        raise UserError(f"{option} needs a value: true, false or false,true")
-    items = [v.lower() for v in items_of(text, option)]
-    for v in items:
-        if v not in table:
-            raise UserError(f"{option} {v!r}: choose from true, false (e.g. {option} false,true)")
-    return list(dict.fromkeys(table[v] for v in items))
-
-
-def option_values(values: tuple[str, ...]) -> dict[str, list[str]] | None:
-    """``("epilogue_fusion=true,false", ...)`` -> {"epilogue_fusion": ["true", "false"]}; the
-    names and values are checked against torch by :func:`tuner.domain.space.build_space`.
-    Nothing given: None (the device's default options); ``none``: {} (no option searched)."""
-    if [v.strip().lower() for v in values] == ["none"]:
-        return {}
-    out: dict[str, list[str]] = {}
-    for value in values:
-        name, sep, rest = value.partition("=")
-        if value.strip().lower() == "none":
-            raise UserError("--inductor-option none searches no option: it cannot be given "
-                            "beside other --inductor-option values; drop one")
-        items = items_of(rest, "--inductor-option") if rest.strip() else []
-        if not sep or not name.strip() or not items:
-            raise UserError(f"--inductor-option {value!r}: expected NAME=V1,V2, e.g. "
-                            "--inductor-option epilogue_fusion=true,false")
-        if name.strip() in out:
-            raise UserError(f"--inductor-option {name.strip()} given twice: list its values "
-                            "once, comma-separated")
-        out[name.strip()] = items
-    return out or None
-
-
-EMPTY_STUDY = "a STUDY given is empty (''): give a study folder, or a study name under --studies-dir"
-
-
 def study_path(study: str, studies_dir: Path) -> Path:
     """A study folder, a Parquet file, or a study name under --studies-dir. Not a study's
     pareto.parquet (:func:`tuner.data.files.refuse_front_only`)."""
     from tuner.data.files import check_path, refuse_front_only
+    from tuner.study.joined import EMPTY_STUDY
 
     if not study.strip():  # Path("") is the working folder
         raise UserError(EMPTY_STUDY)
@@ -300,25 +117,6 @@ def study_path(study: str, studies_dir: Path) -> Path:
                         f"--storage URL --export-only` writes its files there")
     refuse_front_only(path)
     return path
-
-
-def echo_warnings(caught: list[warnings.WarningMessage]) -> None:
-    """The library's mismatch warnings as one line each on stderr; others as Python shows them."""
-    from tuner.use.environment import MismatchWarning
-
-    for w in caught:
-        if issubclass(w.category, MismatchWarning):
-            click.echo(f"warning: {w.message}", err=True)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-
-
-def teller(quiet: bool, prefix: str = "") -> Callable[[str], None]:
-    """Progress and messages on stderr, unless ``quiet``."""
-    def say(text: str) -> None:
-        if not quiet:
-            click.echo(prefix + text, err=True)
-    return say
 
 
 # Options several commands take, declared once.
@@ -353,6 +151,42 @@ prestart_option = click.option(
          "0.45 s (resnet50 bf16) and 11.2 s to 0.25 s (a factory model) on the H200, and from "
          "3.0 s to 0.13 s on a 2-core CPU box. --no-prestart: a fresh process per trial, "
          "importing (README: pre-started trial processes).")
+
+
+# Where the study holds that eager failed (tuner.study.broken), a resume skips the batch size.
+retry_failed_option = click.option(
+    "--retry-failed", is_flag=True,
+    help="Measure eager again at the batch sizes where the study holds that it crashed, ran "
+         "out of memory or hit a CUDA error (a resume skips them otherwise): after fixing the "
+         "model, or freeing the GPU.")
+SEED = click.IntRange(0, 2**32 - 1)  # what numpy, under Optuna's sampler, accepts
+
+
+def together(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Several decorators as one, applied as if stacked in this order (the first on top)."""
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+    return apply
+
+
+# The last options of each measuring command, and the first of each reading one.
+output_options = together(json_option, quiet_option)
+study_argument = together(click.argument("study"), studies_dir_option)
+
+
+def trials_option(what: str) -> Callable[[Any], Any]:
+    return click.option("--trials", "n_trials", type=click.IntRange(min=1), help=what)
+
+
+def budget_option(what: str) -> Callable[[Any], Any]:
+    return click.option("--budget", "budget_s", type=Duration(), help=what)
+
+
+def seed_option(what: str, default: int | None = None) -> Callable[[Any], Any]:
+    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    return click.option("--seed", type=SEED, help=what, **shown)
 
 
 def storage_option(what: str) -> Callable[[Any], Any]:
@@ -431,5 +265,5 @@ def with_space_file(path: Path) -> SpaceFile:
     given = {key: None for key in OPTIONS if user_gave(ctx, _PARAMETER_OF.get(key, key))}
     kept = dataclasses.replace(from_file, **given)
     taken = {option: key for key, option in OPTIONS.items() if getattr(kept, key) is not None}
-    ctx.meta[_SPACE_FILE] = (path, taken)  # for the errors about these values (user_errors)
+    ctx.meta[SPACE_FILE_META] = (path, taken)  # for the errors about these values (user_errors)
     return kept

@@ -8,18 +8,19 @@ from pathlib import Path
 
 import click
 
+from tuner.cli.errors import user_errors
 from tuner.cli.options import (
     CONTEXT,
     GivenPath,
-    echo_warnings,
     json_option,
     max_compile_s_option,
     max_vram_gb_option,
     positive_number,
     studies_dir_option,
+    study_argument,
     study_path,
-    user_errors,
 )
+from tuner.cli.output import echo_warnings
 
 
 def _option_of(limit: str) -> str:
@@ -28,8 +29,7 @@ def _option_of(limit: str) -> str:
 
 
 @click.command(context_settings=CONTEXT, short_help="Show a study's Pareto-optimal settings.")
-@click.argument("study")
-@studies_dir_option
+@study_argument
 @click.option("--all", "show_all", is_flag=True, help="Every trial, not just the Pareto set.")
 @click.option("--importance", is_flag=True,
               help="Instead of the Pareto table: per batch size, the importance of each "
@@ -87,8 +87,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 
 @click.command(context_settings=CONTEXT,
                short_help="Recommend a study's best verified config, within limits.")
-@click.argument("study")
-@studies_dir_option
+@study_argument
 @click.option("--batch-size", type=click.IntRange(min=1),
               help="Batch size to serve; needed when the study measured several "
                    "(except with --objective throughput, which may choose it).")
@@ -205,8 +204,7 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
 
 @click.command(context_settings=CONTEXT,
                short_help="Write PNGs of a study's Pareto fronts and parameter importances.")
-@click.argument("study")
-@studies_dir_option
+@study_argument
 @click.option("--out", "out_dir", type=GivenPath(file_okay=False, path_type=Path),
               help="Folder to write the PNG files to (made if missing). "
                    "Default: plots/ in the study's folder.")
