@@ -108,7 +108,7 @@ def test_a_fleets_worker_starts_importing_before_its_study_and_joins_it_when_tol
                         lambda settings, shared=None: made.append(FakeRunner()) or made[-1])
     joined: list[object] = []
     monkeypatch.setattr(measure, "run_worker",
-                        lambda plan, storage, as_json, runner: joined.append(runner))
+                        lambda plan, storage, as_json, runner, stop_cause: joined.append(runner))
     # The command found a bad input: no GO, and the worker exits, its template closed.
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert fleet_worker.main([plan.to_json()]) == 0
@@ -379,7 +379,7 @@ def test_a_fleets_worker_stopped_while_it_joins_its_study_exits_quietly(
     monkeypatch.setattr(runners, "make_runner",
                         lambda settings, shared=None: made.append(FakeRunner()) or made[-1])
 
-    def joining(plan, storage, as_json, runner):
+    def joining(plan, storage, as_json, runner, stop_cause):
         if raised == "sigterm":
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler raises at once
