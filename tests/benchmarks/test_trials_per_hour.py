@@ -2,8 +2,8 @@
 grid, searched until it is exhausted), and the report ends with the rate line.
 
 The script's commands run here through the real CLI and Fleet, the workers as threads (the
-fleet's processes themselves are tested in test_scaleout.py); `python benchmarks/trials_per_hour.py
---fake-runner` runs them as processes."""
+fleet's processes themselves are tested in tests/integration/test_fleet.py);
+`python benchmarks/trials_per_hour.py --fake-runner` runs them as processes."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import trials_per_hour as tph
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.study import fleet as fleets

@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.support import ROOT
 from tuner.launch.runner import ProcessRunner  # noqa: E402
 from tuner.domain.records import Status, TrialProtocol, TrialRequest  # noqa: E402
 from tuner.domain.space import TrialConfig  # noqa: E402
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.gpu,
 QUICK = TrialProtocol(min_calls=20, min_seconds=0.3)
 
 
-def run(tmp_path, config, model="tests.models:tiny_cnn", **workload):
+def run(tmp_path, config, model="tests.support.models:tiny_cnn", **workload):
     wl = Workload(model=model, device="cuda", **workload)
     return ProcessRunner(timeout_s=300).run(TrialRequest(config, wl, QUICK), tmp_path)
 
@@ -70,7 +71,7 @@ def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path, mon
     their trial on the GPU; NVML shows the process's memory during compile and at the end."""
     monkeypatch.setenv("TUNER_PREWARM", "1")  # the default, whatever the caller has (tuner.trial.prewarm)
     runner = ProcessRunner(timeout_s=300, prestart=True)
-    wl = Workload(model="tests.models:tiny_cnn", device="cuda")
+    wl = Workload(model="tests.support.models:tiny_cnn", device="cuda")
     try:
         results = [runner.run(TrialRequest(config, wl, QUICK), tmp_path / str(i))
                    for i, config in enumerate([TrialConfig("eager", 8),
@@ -94,8 +95,8 @@ def test_prestarted_cuda_trials_run_and_record_nvml_during_compile(tmp_path, mon
 # -- faults at one batch size: recorded, and the other batch sizes measured ----------------------
 
 @pytest.mark.parametrize("model, status, words", [
-    ("tests.models:oom_at_batch_2", "oom", "out of memory"),
-    ("tests.models:device_assert_at_batch_2", "cuda_error", "device-side assert triggered"),
+    ("tests.support.models:oom_at_batch_2", "oom", "out of memory"),
+    ("tests.support.models:device_assert_at_batch_2", "cuda_error", "device-side assert triggered"),
 ], ids=["oom", "device-side-assert"])
 def test_a_fault_at_one_batch_size_is_recorded_and_the_others_are_measured(tmp_path, model,
                                                                            status, words):
@@ -166,7 +167,7 @@ def test_search_gpus_measures_on_the_gpu_with_its_worker_started_before_the_stud
     from tuner.data import files
 
     proc = subprocess.run(
-        [sys.executable, "-m", "tuner", "search", "--model", "tests.models:tiny_cnn",
+        [sys.executable, "-m", "tuner", "search", "--model", "tests.support.models:tiny_cnn",
          "--backend", "eager,inductor", "--mode", "default", "--batch-sizes", "8",
          "--inductor-option", "none", "--gpus", "0", "--confirm", "0", "--min-seconds", "0.3",
          "--studies-dir", str(tmp_path), "--name", "fleet"],
@@ -185,12 +186,11 @@ def test_the_snippet_of_a_cuda_graph_config_runs_and_its_note_is_true(tmp_path):
     size 1), pasted as it is: it compiles and infers; an output kept past the next call is
     overwritten, as its note says, and a clone is not."""
     import warnings
-    from pathlib import Path
 
-    from tests.models import tiny_cnn
+    from tests.support.models import tiny_cnn
     from tuner.use.recommend import recommend
 
-    study = Path(__file__).resolve().parent.parent / "studies" / "h200-resnet18"
+    study = ROOT / "studies" / "h200-resnet18"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # another torch than the study's, maybe
         rec = recommend(study, batch_size=1)

@@ -3,8 +3,6 @@ traceback, nothing on stdout, and the studies already there left byte-identical.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -12,22 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import assert_one_line_error, invoke, search_args
+from tests.support.cli import (OTHER, STUDY, assert_one_line_error, fingerprint, invoke, missing,
+                               search_args, two_studies)
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
-
-STUDY = "resnet18-cpu"  # the study search_args makes
-OTHER = "other"  # a second study, for compare
-
-
-def two_studies(root: Path) -> Path:
-    """``root`` with two finished studies (fake runner), STUDY and OTHER, over batch sizes 1, 8,
-    their finalists confirmed once."""
-    for options in ({}, {"name": OTHER}):
-        result = invoke(*search_args(root, "--confirm", "1", **options))
-        assert result.exit_code == 0, result.stderr
-    return root
-
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory, fake_cli_for_module) -> Path:
@@ -45,20 +31,9 @@ def root(tmp_path_factory, fake_cli_for_module) -> Path:
     return root
 
 
-def fingerprint(root: Path) -> dict[str, str]:
-    """Every file under ``root`` and its SHA-256."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def search(**options: str) -> list[str]:
     """``search`` of the prepared study with ``options`` changed (a resume, but for them)."""
     return search_args("{root}", **options)
-
-
-def missing(module: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(importlib.util.find_spec(module) is not None,
-                              reason=f"{module} is installed here")
 
 
 S = f"{{root}}/{STUDY}"
@@ -334,7 +309,7 @@ def test_an_older_studys_protocol_resumes_on_the_fields_it_has_and_is_not_rewrit
 
 def test_two_factories_of_one_module_get_a_default_study_each(tmp_path):
     for factory in ("tiny_cnn", "graph_break"):
-        result = invoke(*search_args(tmp_path, model=f"tests.models:{factory}", backend="eager",
+        result = invoke(*search_args(tmp_path, model=f"tests.support.models:{factory}", backend="eager",
                                      mode=None, batch_sizes="1"))
         assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models-graph_break-cpu",
@@ -344,7 +319,7 @@ def test_two_factories_of_one_module_get_a_default_study_each(tmp_path):
 # -- a CUDA study joined from a machine without a GPU -------------------------------------------
 
 def test_worker_and_confirm_of_a_cuda_study_need_a_gpu_here(tmp_path, monkeypatch):
-    from tests import workers
+    from tests.support import workers
     from tuner.launch import gpus
 
     workers.create(tmp_path, "on-cuda", storage=None, space=workers.SPACE_SMALL)
@@ -361,7 +336,7 @@ def test_worker_and_confirm_of_a_cuda_study_need_a_gpu_here(tmp_path, monkeypatc
 
 
 def test_export_only_refuses_the_options_of_measuring(tmp_path):
-    from tests import workers
+    from tests.support import workers
 
     workers.create(tmp_path, "s", storage=None, space=workers.SPACE_SMALL)
     before = fingerprint(tmp_path)

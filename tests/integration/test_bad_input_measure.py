@@ -1,5 +1,6 @@
-"""Bad input a CLI audit found: each gets a one-line ``Error:`` (naming only options of the
-command that was run) and a non-zero exit, and records nothing."""
+"""Bad input to the commands that measure (search, worker, confirm: tuner/cli/measure.py): each
+gets a one-line ``Error:`` (naming only options of the command that was run) and a non-zero exit,
+and records nothing. The same for every command at once: test_bad_input.py."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeRunner
-from tests.test_bad_inputs import fingerprint
-from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
+from tests.support import ROOT
+from tuner.fake import FakeRunner
+from tests.support.cli import STUDY, assert_one_line_error, fingerprint, invoke, search_args
 from tuner.domain.records import Status
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
@@ -47,7 +48,7 @@ def test_worker_and_confirm_refuse_a_factory_model_they_cannot_import(tmp_path, 
     made_in, elsewhere, studies = tmp_path / "made-in", tmp_path / "elsewhere", tmp_path / "s"
     made_in.mkdir()
     elsewhere.mkdir()
-    (made_in / f"{MODULE}.py").write_text("from tests.models import tiny_cnn as make\n")
+    (made_in / f"{MODULE}.py").write_text("from tests.support.models import tiny_cnn as make\n")
     # The study is made in the model's folder, one of its two configs measured.
     monkeypatch.chdir(made_in)
     result = invoke(*search_args(studies, "--trials", "1", model=f"{MODULE}:make",
@@ -89,7 +90,7 @@ def test_confirm_of_a_study_where_no_trial_finished_ok_is_a_one_line_error(tmp_p
 # -- 3: a CUDA study on a machine without a GPU ---------------------------------------------------
 
 def test_worker_and_confirm_of_a_cuda_study_suggest_only_what_they_can_do(tmp_path, monkeypatch):
-    from tests import workers
+    from tests.support import workers
     from tuner.launch import gpus
 
     workers.create(tmp_path, "on-cuda", storage=None, space=workers.SPACE_SMALL)
@@ -135,23 +136,12 @@ def test_confirm_of_a_study_not_in_its_storage_names_study_not_the_worker_option
     assert "--study" not in result.stderr
 
 
-# -- 5, 6: confirm --repeats, recommend --format --json ------------------------------------------
+# -- 5: confirm --repeats -----------------------------------------------------------------------
 
 def test_confirm_repeats_that_are_no_number_name_repeats(root):
     result = invoke("confirm", str(root / STUDY), "--repeats", "x")
     assert_one_line_error(result, "--repeats 'x'", "e.g. --repeats 3")
     assert "--confirm" not in result.stderr
-
-
-def test_recommend_format_python_with_json_is_a_usage_error(root):
-    result = invoke("recommend", str(root / STUDY), "--batch-size", "1", "--format", "python",
-                    "--json")
-    assert_one_line_error(result, "--json and --format python cannot be combined")
-    assert result.exit_code == 2
-    # --json alone, or with --format json, is JSON as before.
-    for extra in ([], ["--format", "json"]):
-        result = invoke("recommend", str(root / STUDY), "--batch-size", "1", "--json", *extra)
-        assert result.exit_code == 0 and result.stdout.startswith("{"), result.stderr
 
 
 # -- 7: a --timeout no trial can finish within ---------------------------------------------------
@@ -199,7 +189,7 @@ def test_trials_that_all_time_out_are_not_blamed_on_the_model(tmp_path, monkeypa
 @pytest.mark.slow
 def test_a_real_timeout_says_how_long_it_was(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "tuner", "search", "--model", "tests.models:tiny_cnn", "--device",
+        [sys.executable, "-m", "tuner", "search", "--model", "tests.support.models:tiny_cnn", "--device",
          "cpu", "--backend", "eager", "--batch-sizes", "1", "--min-seconds", "0", "--timeout",
          "0.01s", "--confirm", "0", "--no-prestart", "-q", "--studies-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
@@ -255,7 +245,7 @@ def test_a_batch_size_past_the_int32_range_is_refused(tmp_path):
 # -- 9: --image-size with a factory model --------------------------------------------------------
 
 def test_image_size_with_a_factory_model_is_a_one_line_error(tmp_path):
-    result = invoke(*search_args(tmp_path, model="tests.models:tiny_cnn", image_size="32"))
+    result = invoke(*search_args(tmp_path, model="tests.support.models:tiny_cnn", image_size="32"))
     assert_one_line_error(result, "--image-size applies to torchvision models only",
                           "drop --image-size")
     assert list(tmp_path.iterdir()) == []
@@ -269,13 +259,13 @@ def test_a_factory_study_stored_with_an_image_size_resumes_without_it(tmp_path):
     from tuner.domain.layout import StudyLayout
     from tuner.study.storage import WORKLOAD_ATTR
 
-    args = search_args(tmp_path, "--trials", "1", model="tests.models:tiny_cnn")
+    args = search_args(tmp_path, "--trials", "1", model="tests.support.models:tiny_cnn")
     assert invoke(*args).exit_code == 0
     name = next(p.name for p in tmp_path.iterdir() if p.is_dir())
     study = optuna.load_study(study_name=name,
                               storage=StudyLayout.of(tmp_path, name).sqlite_url)
     study.set_user_attr(WORKLOAD_ATTR, {**study.user_attrs[WORKLOAD_ATTR], "image_size": 32})
-    again = invoke(*search_args(tmp_path, "--trials", "2", model="tests.models:tiny_cnn"))
+    again = invoke(*search_args(tmp_path, "--trials", "2", model="tests.support.models:tiny_cnn"))
     assert again.exit_code == 0, again.stderr
     assert "1 new trial, 2 in the study" in again.stderr
 
@@ -290,7 +280,7 @@ def test_timeout_help_says_a_bare_number_is_seconds(command):
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 def test_output_to_a_full_disk_is_one_line_not_a_traceback():
-    study = Path(__file__).parent.parent / "studies" / "cpu-resnet18"
+    study = ROOT / "studies" / "cpu-resnet18"
     with open("/dev/full", "w") as full:
         done = subprocess.run([sys.executable, "-m", "tuner", "show", str(study), "--json"],
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
@@ -302,7 +292,7 @@ def test_output_to_a_full_disk_is_one_line_not_a_traceback():
     ("", "--model is empty"), (" ", "--model is empty"),
     (" resnet18", "--model ' resnet18' has spaces"),
     (":tiny_cnn", "--model ':tiny_cnn': expected package.module:factory"),
-    ("tests.models:", "--model 'tests.models:': expected package.module:factory"),
+    ("tests.support.models:", "--model 'tests.support.models:': expected package.module:factory"),
 ])
 def test_a_model_that_names_nothing_is_blamed_on_the_model_not_a_study_name(tmp_path, model, said):
     # Without --name the study is named after the model: '' gave "study name '-cpu' starts
@@ -310,3 +300,96 @@ def test_a_model_that_names_nothing_is_blamed_on_the_model_not_a_study_name(tmp_
     result = invoke(*search_args(tmp_path, model=model))
     assert_one_line_error(result, said)
     assert not list(tmp_path.iterdir())
+
+
+# -- 11: CUDA-graph inductor options need a CUDA device -----------------------------------------
+
+@pytest.mark.parametrize("option", ["triton.cudagraphs=true", "triton.cudagraphs=false,true",
+                                    "triton.cudagraph-trees=false,true"])
+def test_a_cuda_graph_inductor_option_on_the_cpu_is_refused_before_any_trial(tmp_path, option):
+    result = invoke(*search_args(tmp_path, "--inductor-option", option))
+    name = option.split("=")[0].replace("-", "_")
+    assert_one_line_error(result, f"--inductor-option {name}: CUDA graphs need a CUDA device",
+                          "this run is on cpu", "drop it")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cuda_graph_inductor_option_in_a_space_file_on_the_cpu_is_refused(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text("[inductor_options]\n\"triton.cudagraphs\" = [false, true]\n")
+    studies = tmp_path / "studies"
+    result = invoke(*search_args(studies, space=str(space)))
+    assert_one_line_error(result, "--inductor-option triton.cudagraphs: CUDA graphs need a CUDA "
+                                  "device", "this run is on cpu")
+    assert not studies.exists() or list(studies.iterdir()) == []
+
+
+# -- 12: a file's path given where --model wants a module, a factory it cannot call -------------
+
+@pytest.mark.parametrize("given", ["tests/support/models.py:tiny_cnn",
+                                   "./tests/support/models.py:tiny_cnn",
+                                   "tests/support/models:tiny_cnn",
+                                   f"{ROOT}/tests/support/models.py:tiny_cnn"])
+def test_a_model_given_as_a_file_path_gets_its_dotted_name(tmp_path, monkeypatch, given):
+    monkeypatch.chdir(ROOT)
+    result = invoke(*search_args(tmp_path, model=given, backend="eager", mode=None))
+    assert_one_line_error(result, f"--model {given} names a file",
+                          "give the module's dotted name instead, "
+                          "--model tests.support.models:tiny_cnn",
+                          "imported from the current folder or PYTHONPATH")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_file_outside_the_current_folder_is_put_on_pythonpath(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mymodels.py").write_text("from tests.support.models import tiny_cnn as make\n")
+    result = invoke(*search_args(tmp_path / "studies", model=f"{elsewhere}/mymodels.py:make",
+                                 backend="eager", mode=None))
+    assert_one_line_error(result, "names a file", f"--model mymodels:make, with {elsewhere} on "
+                                  "PYTHONPATH", "imported from the current folder or PYTHONPATH")
+
+
+def test_a_factory_that_needs_more_than_the_batch_size_is_refused_before_any_trial(tmp_path):
+    # Called with the batch size alone, it would fail in every trial.
+    result = invoke(*search_args(tmp_path, model="tests.support.models:needs_two_arguments",
+                                 shape_schedule="1x4"))
+    assert_one_line_error(result, "tests.support.models:needs_two_arguments needs 2 arguments",
+                          "seq_len=128")
+    # nor one that takes no argument: every trial would fail calling it with the batch size
+    result = invoke(*search_args(tmp_path, model="tests.support.models:takes_no_argument"))
+    assert_one_line_error(result, "tests.support.models:takes_no_argument takes no argument",
+                          "def factory(batch_size)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("model, shape_schedule, words", [
+    ("batch_size_keyword_only", "", ["takes batch_size keyword-only (after *), but a factory "
+                                     "is called with the batch size as its first positional"]),
+    ("seq_len_keyword_only", "1x4", ["takes seq_len keyword-only (after *), while the tuner "
+                                     "passes the sequence length as the second positional"]),
+    ("needs_a_keyword", "", ["needs device keyword-only (after *), which the tuner does not "
+                             "pass: give it a default"]),
+], ids=["batch_size", "seq_len", "required"])
+def test_a_factory_with_keyword_only_arguments_is_told_how_it_is_called(
+        tmp_path, model, shape_schedule, words):
+    # "takes no argument" or "takes only a batch size" was wrong for these.
+    options = {"shape_schedule": shape_schedule} if shape_schedule else {}
+    result = invoke(*search_args(tmp_path, model=f"tests.support.models:{model}", **options))
+    assert_one_line_error(result, f"tests.support.models:{model}", *words)
+    assert "takes no argument" not in result.stderr and "only a batch size" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_factory_module_that_exits_when_imported_is_a_one_line_error(tmp_path, monkeypatch):
+    # argparse at the module's top level reads the tuner's own arguments and exits: that was
+    # the module's usage message, as if from the tuner, and its exit code.
+    args = search_args(tmp_path, model="tests.support.parses_argv_at_import:factory")
+    monkeypatch.setattr(sys, "argv", ["tuner", *args])  # as the command line holds them
+    result = invoke(*args)
+    assert_one_line_error(result, "importing 'tests.support.parses_argv_at_import' for --model "
+                          "tests.support.parses_argv_at_import:factory ended the process (SystemExit: 2)",
+                          "error: unrecognized arguments", "if __name__ == ")
+    assert "usage:" not in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -1,25 +1,23 @@
-"""Bad input a read-side audit found: a damaged study file, CUDA-graph inductor options on the
-CPU, a file's path given as --model, and recommend's wording. Each gets a one-line ``Error:``
-and a non-zero exit."""
+"""Bad input to the commands that read studies (show, recommend, compare, plot: tuner/cli/read.py):
+a damaged study file, a study not finished yet or under a name that is not UTF-8, and recommend's
+wording. Each gets a one-line ``Error:`` and a non-zero exit. The same for every command at once:
+test_bad_input.py."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_bad_inputs import OTHER, fingerprint, two_studies
-from tests.test_cli import STUDY, assert_one_line_error, invoke, search_args
+from tests.support.cli import (OTHER, STUDY, assert_one_line_error, fingerprint, invoke,
+                               search_args, two_studies)
 from tuner.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -187,53 +185,7 @@ def test_damaged_rows_are_a_one_line_error_naming_the_file(root, tmp_path, comma
                           "rerun `tuner search` with the same options to rewrite it from study.db")
 
 
-# -- 2: CUDA-graph inductor options need a CUDA device ------------------------------------------
-
-@pytest.mark.parametrize("option", ["triton.cudagraphs=true", "triton.cudagraphs=false,true",
-                                    "triton.cudagraph-trees=false,true"])
-def test_a_cuda_graph_inductor_option_on_the_cpu_is_refused_before_any_trial(tmp_path, option):
-    result = invoke(*search_args(tmp_path, "--inductor-option", option))
-    name = option.split("=")[0].replace("-", "_")
-    assert_one_line_error(result, f"--inductor-option {name}: CUDA graphs need a CUDA device",
-                          "this run is on cpu", "drop it")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_cuda_graph_inductor_option_in_a_space_file_on_the_cpu_is_refused(tmp_path):
-    space = tmp_path / "space.toml"
-    space.write_text("[inductor_options]\n\"triton.cudagraphs\" = [false, true]\n")
-    studies = tmp_path / "studies"
-    result = invoke(*search_args(studies, space=str(space)))
-    assert_one_line_error(result, "--inductor-option triton.cudagraphs: CUDA graphs need a CUDA "
-                                  "device", "this run is on cpu")
-    assert not studies.exists() or list(studies.iterdir()) == []
-
-
-# -- 3: a file's path given where --model wants a module ----------------------------------------
-
-@pytest.mark.parametrize("given", ["tests/models.py:tiny_cnn", "./tests/models.py:tiny_cnn",
-                                   "tests/models:tiny_cnn", f"{REPO}/tests/models.py:tiny_cnn"])
-def test_a_model_given_as_a_file_path_gets_its_dotted_name(tmp_path, monkeypatch, given):
-    monkeypatch.chdir(REPO)
-    result = invoke(*search_args(tmp_path, model=given, backend="eager", mode=None))
-    assert_one_line_error(result, f"--model {given} names a file",
-                          "give the module's dotted name instead, --model tests.models:tiny_cnn",
-                          "imported from the current folder or PYTHONPATH")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_model_file_outside_the_current_folder_is_put_on_pythonpath(tmp_path, monkeypatch):
-    monkeypatch.chdir(REPO)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "mymodels.py").write_text("from tests.models import tiny_cnn as make\n")
-    result = invoke(*search_args(tmp_path / "studies", model=f"{elsewhere}/mymodels.py:make",
-                                 backend="eager", mode=None))
-    assert_one_line_error(result, "names a file", f"--model mymodels:make, with {elsewhere} on "
-                                  "PYTHONPATH", "imported from the current folder or PYTHONPATH")
-
-
-# -- 4: recommend names the CLI's options on the command line, Python's keywords in Python ------
+# -- 2: recommend names the CLI's options on the command line, Python's keywords in Python ------
 
 def test_recommend_without_a_batch_size_names_the_option_on_the_command_line(root):
     before = fingerprint(root)
@@ -248,48 +200,15 @@ def test_recommend_without_a_batch_size_names_the_option_on_the_command_line(roo
         recommend(root / STUDY)
 
 
-def test_a_factory_that_needs_more_than_the_batch_size_is_refused_before_any_trial(tmp_path):
-    # Called with the batch size alone, it would fail in every trial.
-    result = invoke(*search_args(tmp_path, model="tests.models:needs_two_arguments",
-                                 shape_schedule="1x4"))
-    assert_one_line_error(result, "tests.models:needs_two_arguments needs 2 arguments",
-                          "seq_len=128")
-    # nor one that takes no argument: every trial would fail calling it with the batch size
-    result = invoke(*search_args(tmp_path, model="tests.models:takes_no_argument"))
-    assert_one_line_error(result, "tests.models:takes_no_argument takes no argument",
-                          "def factory(batch_size)")
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.parametrize("model, shape_schedule, words", [
-    ("batch_size_keyword_only", "", ["takes batch_size keyword-only (after *), but a factory "
-                                     "is called with the batch size as its first positional"]),
-    ("seq_len_keyword_only", "1x4", ["takes seq_len keyword-only (after *), while the tuner "
-                                     "passes the sequence length as the second positional"]),
-    ("needs_a_keyword", "", ["needs device keyword-only (after *), which the tuner does not "
-                             "pass: give it a default"]),
-], ids=["batch_size", "seq_len", "required"])
-def test_a_factory_with_keyword_only_arguments_is_told_how_it_is_called(
-        tmp_path, model, shape_schedule, words):
-    # "takes no argument" or "takes only a batch size" was wrong for these.
-    options = {"shape_schedule": shape_schedule} if shape_schedule else {}
-    result = invoke(*search_args(tmp_path, model=f"tests.models:{model}", **options))
-    assert_one_line_error(result, f"tests.models:{model}", *words)
-    assert "takes no argument" not in result.stderr and "only a batch size" not in result.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_factory_module_that_exits_when_imported_is_a_one_line_error(tmp_path, monkeypatch):
-    # argparse at the module's top level reads the tuner's own arguments and exits: that was
-    # the module's usage message, as if from the tuner, and its exit code.
-    args = search_args(tmp_path, model="tests.parses_argv_at_import:factory")
-    monkeypatch.setattr(sys, "argv", ["tuner", *args])  # as the command line holds them
-    result = invoke(*args)
-    assert_one_line_error(result, "importing 'tests.parses_argv_at_import' for --model "
-                          "tests.parses_argv_at_import:factory ended the process (SystemExit: 2)",
-                          "error: unrecognized arguments", "if __name__ == ")
-    assert "usage:" not in result.stderr
-    assert list(tmp_path.iterdir()) == []
+def test_recommend_format_python_with_json_is_a_usage_error(root):
+    result = invoke("recommend", str(root / STUDY), "--batch-size", "1", "--format", "python",
+                    "--json")
+    assert_one_line_error(result, "--json and --format python cannot be combined")
+    assert result.exit_code == 2
+    # --json alone, or with --format json, is JSON as before.
+    for extra in ([], ["--format", "json"]):
+        result = invoke("recommend", str(root / STUDY), "--batch-size", "1", "--json", *extra)
+        assert result.exit_code == 0 and result.stdout.startswith("{"), result.stderr
 
 
 # -- a study folder whose first trial has not finished: said so, not "no such file" -------------

@@ -15,9 +15,10 @@ import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState
 
-from tests import fakes, workers
-from tests.fakes import FakeRunner
-from tests.processes import gone, wait_until_gone
+from tests.support import workers
+from tuner import fake
+from tuner.fake import FakeRunner
+from tests.support.processes import gone, wait_until_gone
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.errors import UserError
@@ -47,7 +48,7 @@ def test_three_workers_on_one_sqlite_study_measure_every_config_once(tmp_path):
 def test_search_gpus_runs_one_pinned_worker_per_gpu_on_one_study(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "fleet", storage=None)
-    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "0.02")
+    monkeypatch.setenv(fake.FAKE_DELAY_ENV, "0.02")
     fleet = fleets.Fleet.of(spec, [0, 1, 2], LaunchSettings(timeout_s=60), quiet=True)
     assert [fleet.plan(i, g).launch.gpu for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
     assert [fleet.plan(i, g).seed for i, g in enumerate(fleet.gpus)] == [0, 1, 2]
@@ -99,8 +100,8 @@ def test_a_fleets_worker_starts_importing_before_its_study_and_joins_it_when_tol
     from tuner.launch import runner as runners
 
     plan = fleets.Fleet(fleets.plan_of("waits", tmp_path, LaunchSettings(60), 0, None, None,
-                                       True, "tests.models:tiny_cnn"), [0]).plan(0, 0)
-    assert plan.wait_for_go and plan.factory_module == "tests.models"
+                                       True, "tests.support.models:tiny_cnn"), [0]).plan(0, 0)
+    assert plan.wait_for_go and plan.factory_module == "tests.support.models"
     assert fleets.plan_of("w", tmp_path, LaunchSettings(60), 0, None, None, True,
                           "resnet18").factory_module is None  # torchvision imports it anyway
     made: list[FakeRunner] = []
@@ -112,11 +113,11 @@ def test_a_fleets_worker_starts_importing_before_its_study_and_joins_it_when_tol
     # The command found a bad input: no GO, and the worker exits, its template closed.
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert fleet_worker.main([plan.to_json()]) == 0
-    assert made[0].templates == ["tests.models"] and made[0].closed == 1 and not joined
+    assert made[0].templates == ["tests.support.models"] and made[0].closed == 1 and not joined
     # The study is ready: it joins with the runner whose template is importing.
     monkeypatch.setattr(sys, "stdin", io.StringIO(fleets.GO))
     assert fleet_worker.main([plan.to_json()]) == 0
-    assert joined == [made[1]] and made[1].templates == ["tests.models"] and not made[1].closed
+    assert joined == [made[1]] and made[1].templates == ["tests.support.models"] and not made[1].closed
 
 
 def test_a_fleets_worker_imports_what_opening_its_study_needs_before_the_go(monkeypatch,
@@ -283,7 +284,7 @@ def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_pat
 def test_ctrl_c_stops_every_worker_after_its_trial_in_flight(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "stopped", storage=None)
-    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "1.0")
+    monkeypatch.setenv(fake.FAKE_DELAY_ENV, "1.0")
     fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
     fleet.start(spec)
     in_flight = [workers.wait_for_trial(spec, proc.pid) for proc in fleet._procs]
@@ -302,7 +303,7 @@ def test_sigterm_stops_every_worker_and_the_fleet_reads_their_143_as_stopped(tmp
     # not a worker error.
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "termed", storage=None)
-    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "30")
+    monkeypatch.setenv(fake.FAKE_DELAY_ENV, "30")
     fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)
     fleet.start(spec)
     for proc in fleet._procs:
@@ -351,7 +352,7 @@ def test_a_fleets_worker_killed_by_a_signal_is_named_as_such_not_an_error_above(
     # is above)": it wrote none. Its trial is measured again by the other worker.
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     spec = workers.create(tmp_path, "oom-killed", storage=None, space=workers.SPACE_SMALL)
-    monkeypatch.setenv(fakes.FAKE_DELAY_ENV, "1")
+    monkeypatch.setenv(fake.FAKE_DELAY_ENV, "1")
     for name, value in workers.FAST_HEARTBEAT.items():
         monkeypatch.setenv(name, value)
     fleet = fleets.Fleet.of(spec, [0, 1], LaunchSettings(timeout_s=60), quiet=True)

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.processes import wait_until_gone
+from tests.support.processes import wait_until_gone
 from tuner.data import files
 from tuner.errors import UserError
 from tuner.domain import layout
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
 def command(root, delay_s: float) -> list[str]:
-    return [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", str(delay_s),
+    return [sys.executable, "-m", "tuner.fake", "--fake-delay", str(delay_s),
             "--export-every-trial", "search",
             "--model", "resnet18", "--device", "cpu",
             "--backend", "eager,inductor", "--mode", "default", "--dynamic", "false,true",
@@ -177,7 +177,7 @@ def test_sigterm_stops_tuner_confirm_with_143(tmp_path):
     searched = subprocess.run([*command(tmp_path, 0.0), "--confirm", "0", "-q"],
                               capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
     assert searched.returncode == 0, searched.stderr
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "30",
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.fake", "--fake-delay", "30",
                              "confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env(), cwd=tmp_path)
@@ -202,7 +202,7 @@ def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
     argv = ["search", "--model", "resnet18", "--backend", "eager,inductor", "--mode", "default",
             "--batch-sizes", "1,2", "--gpus", "0,1", "--inductor-option", "none",
             "--channels-last", "false", "--confirm", "0", "--studies-dir", str(tmp_path)]
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "30",
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.fake", "--fake-delay", "30",
                              *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, env=env(), cwd=tmp_path)
     seen: list[str] = []
@@ -225,7 +225,7 @@ def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
         assert (f"{gpu} stopped: the search that started this worker died (the trial in flight "
                 "was abandoned); the same command resumes; 0 new trials") in rest, rest
 
-    again = subprocess.run([sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "0", *argv],
+    again = subprocess.run([sys.executable, "-m", "tuner.fake", "--fake-delay", "0", *argv],
                            capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
     trials, _ = files.read(tmp_path / "resnet18-cuda")

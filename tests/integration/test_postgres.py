@@ -14,45 +14,15 @@ import sys
 
 import pytest
 
-from tests import workers
+from tests.support import workers
+from tests.support.postgres import PASSWORD, REASON, URL, with_password
 from tuner.data import files
 from tuner.domain import layout
 from tuner.study.storage import OWNER_ATTR
 
-URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-PASSWORD = "s3cret-Pw9"  # trust auth ignores it; it must show up nowhere
-
-
-def _unavailable() -> str | None:
-    try:
-        import psycopg2  # noqa: F401
-    except ImportError:
-        return "psycopg2 is not installed: pip install -e '.[postgres]'"
-    import sqlalchemy
-    from sqlalchemy.engine import make_url
-
-    try:
-        engine = sqlalchemy.create_engine(make_url(URL).set(drivername="postgresql+psycopg2"),
-                                          connect_args={"connect_timeout": 2})
-        with engine.connect():
-            pass
-        engine.dispose()
-    except sqlalchemy.exc.SQLAlchemyError as exc:
-        first = str(exc.orig if hasattr(exc, "orig") else exc).strip().splitlines()[0]
-        return f"no PostgreSQL server at {URL.split('@')[-1]}: {first}"
-    return None
-
-
-REASON = _unavailable()
 pytestmark = [pytest.mark.postgres,
               pytest.mark.skipif(REASON is not None, reason=REASON or ""),
               pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
-
-
-def with_password(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).set(password=PASSWORD).render_as_string(hide_password=False)
 
 
 def test_three_workers_on_one_postgres_study_measure_every_config_once(tmp_path, postgres_study):
@@ -80,7 +50,7 @@ def test_a_killed_workers_trial_on_postgres_goes_stale_and_is_measured_again(tmp
 
 def tuner(*args: str, cwd) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
-    return subprocess.run([sys.executable, "-m", "tests.fake_tuner", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tuner.fake", *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=120)
 
 

@@ -1,4 +1,5 @@
-"""Tiny model factories for tests (``--model tests.models:NAME``). Contract: see tuner.workload."""
+"""Tiny model factories for tests (``--model tests.support.models:NAME``). Contract: see
+tuner.workload."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from tests.models import tiny_cnn
+from tests.support.models import tiny_cnn
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float)

@@ -5,4 +5,4 @@ import torch
 
 torch.cuda.is_initialized = lambda: True  # what importing a module that touches CUDA leaves
 
-from tests.models import tiny_cnn  # noqa: E402,F401 - the factory
+from tests.support.models import tiny_cnn  # noqa: E402,F401 - the factory

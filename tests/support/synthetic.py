@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.data import files
 from tuner.data.rows import frame, trial_row
 from tuner.domain.records import Status, TrialRequest

@@ -44,7 +44,7 @@ def start(spec: StudySpec, *extra: str, delay_s: float = 0.02, seed: int = 0,
           env: dict[str, str] | None = None, stderr=subprocess.PIPE) -> subprocess.Popen:
     """`tuner worker` on the study; the storage URL goes in the environment, as Fleet does."""
     seeded = [] if "--export-only" in extra else ["--seed", str(seed)]  # it samples nothing
-    command = [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", str(delay_s), "worker",
+    command = [sys.executable, "-m", "tuner.fake", "--fake-delay", str(delay_s), "worker",
                "--study", spec.name, "--studies-dir", str(spec.root), *seeded, *extra]
     environ = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
     if spec.storage:

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import ROOT
 import tuner
 
-ROOT = Path(__file__).resolve().parents[1]
 USER_SCRIPT = """\
 import torch
 

@@ -1,14 +1,15 @@
-"""``python -m tests.fake_tuner [--fake-delay S] [--export-every-trial] ARGS...``: the ``tuner``
-command with FakeRunner behind it, for tests that need a real process (signals, kills, fleets).
-``--export-every-trial`` writes the study's files after every trial however long a write takes
-(:class:`tuner.study.export.ExportPacer` skips some once one takes over 0.2 s, as it may on a
-loaded machine), for a test that counts the rows a killed search left."""
+"""``python -m tuner.fake [--fake-delay S] [--export-every-trial] ARGS...``: the ``tuner``
+command with FakeRunner behind it, for tests that need a real process (signals, kills, fleets)
+and for benchmarks' dry runs (``--fake-runner``). ``--export-every-trial`` writes the study's
+files after every trial however long a write takes (:class:`tuner.study.export.ExportPacer`
+skips some once one takes over 0.2 s, as it may on a loaded machine), for a test that counts the
+rows a killed search left."""
 
 from __future__ import annotations
 
 import sys
 
-from tests import fakes
+from tuner.fake import runner as fakes
 
 if __name__ == "__main__":
     args = sys.argv[1:]

@@ -1,10 +1,10 @@
-"""A fleet worker with FakeRunner behind it (see tests.fakes.install)."""
+"""A fleet worker with FakeRunner behind it (see tuner.fake.runner.install)."""
 
 from __future__ import annotations
 
 import sys
 
-from tests import fakes
+from tuner.fake import runner as fakes
 
 if __name__ == "__main__":
     fakes.install()

@@ -1,6 +1,7 @@
 """A runner that makes results up, for tests (and benchmarks that need a fleet without a GPU).
 
-No process, no torch, milliseconds; its numbers are never real and never leave the tests.
+No process, no torch, milliseconds; its numbers are never real and never leave the tests and the
+benchmarks' dry runs.
 """
 
 from __future__ import annotations
@@ -187,4 +188,4 @@ def install(delay_s: float | None = None, setattr: Any = setattr) -> None:
     real_visible = gpus.visible_gpus
     setattr(runner, "make_runner", fake_runner)
     setattr(gpus, "visible_gpus", lambda: real_visible() or FAKE_GPUS)
-    setattr(Fleet, "worker_module", "tests.fake_fleet_worker")
+    setattr(Fleet, "worker_module", "tuner.fake.fleet_worker")

@@ -12,42 +12,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
+from tests.support.cli import STUDY, assert_one_line_error, invoke, search_args
 from tuner.cli.app import main
 from tuner.cli.options import Duration
 from tuner.data import files, select
 from tuner.domain import layout
 
-STUDY = "resnet18-cpu"
-
-
 pytestmark = pytest.mark.usefixtures("fake_cli")
-
-
-def search_args(tmp_path, *extra: str, **options: str | None) -> list[str]:
-    """``search`` on a 4-config space: (eager, inductor default) x batch sizes 1, 8.
-    ``options`` replace those defaults (``backend=None`` drops the option)."""
-    chosen = {"model": "resnet18", "device": "cpu", "backend": "eager,inductor",
-              "mode": "default", "batch_sizes": "1,8", "studies_dir": str(tmp_path), **options}
-    args = ["search"]
-    for name, value in chosen.items():
-        if value is not None:
-            args += [f"--{name.replace('_', '-')}", value]
-    return args + list(extra)
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(args))
-
-
-def assert_one_line_error(result, *words: str) -> None:
-    assert result.exit_code != 0 and result.exit_code != 130
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +87,10 @@ def test_counts_of_one_are_singular(tmp_path):
 
 @pytest.mark.parametrize("options, words", [
     ({"model": "resnet19"}, ["unknown model 'resnet19'", "resnet18"]),
-    ({"model": "tests.models:no_such_factory"}, ["no callable 'no_such_factory'"]),
-    ({"model": "tests.models:tiny_cn"}, ["no callable 'tiny_cn' (did you mean tiny_cnn?)"]),
-    ({"model": "tests.modles:tiny_cnn"}, ["cannot import 'tests.modles'",
-                                          "(did you mean tests.models?)"]),
+    ({"model": "tests.support.models:no_such_factory"}, ["no callable 'no_such_factory'"]),
+    ({"model": "tests.support.models:tiny_cn"}, ["no callable 'tiny_cn' (did you mean tiny_cnn?)"]),
+    ({"model": "tests.support.modles:tiny_cnn"}, ["cannot import 'tests.support.modles'",
+                                          "(did you mean tests.support.models?)"]),
     ({"backend": "warp-drive"}, ["unknown backend 'warp-drive'"]),
     ({"mode": "ludicrous"}, ["unknown mode 'ludicrous'"]),
     ({"mode": "reduce-overhead"}, ["needs a CUDA device"]),

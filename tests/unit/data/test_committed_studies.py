@@ -4,18 +4,18 @@ every earlier schema version stay readable by this tuner."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from tests.support import ROOT as REPO
 from tuner.cli.app import main
 from tuner.data import files, schema, select
 from tuner.errors import UserError
 from tuner.use.recommend import recommend
 
-ROOT = Path(__file__).resolve().parents[1] / "studies"
+ROOT = REPO / "studies"
 COMMITTED = sorted(p.parent for p in ROOT.glob("*/trials.parquet"))
 
 
@@ -71,10 +71,10 @@ def test_a_committed_study_names_its_storage_without_the_authors_folders(study):
 
 
 def test_a_new_study_names_its_embedded_storage_relative_to_its_folder(tmp_path):
-    from tests.fakes import FakeRunner
+    from tuner.fake import FakeRunner
     from tuner.study.search import Search
 
-    from .test_study import make_spec
+    from tests.support.specs import make_spec
 
     Search(make_spec(tmp_path), FakeRunner()).run()
     _, meta = files.read(tmp_path / "s")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.synthetic import configs, write_study
+from tests.support import ROOT
+from tests.support.synthetic import configs, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.importance import importances
@@ -23,7 +24,6 @@ from tuner.render.plots import front_figure, write_plots
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
 
-ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
 THREE = ("eager", "inductor:default", "inductor:reduce-overhead")
 

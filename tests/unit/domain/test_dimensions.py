@@ -16,7 +16,7 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from tests.synthetic import fingerprint, write_study
+from tests.support.synthetic import fingerprint, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.rows import config_of, frame, trial_row
@@ -284,7 +284,7 @@ def test_a_cuda_search_covers_the_knobs_the_user_left_unset(tmp_path):
                                   for name in ("coordinate_descent_tuning", "epilogue_fusion",
                                                "freezing", "shape_padding")}
     assert default["channels_last"] == [False, True]
-    factory = space_of(model="tests.models:tiny_cnn")  # not known to take 4-D images
+    factory = space_of(model="tests.support.models:tiny_cnn")  # not known to take 4-D images
     assert factory["options"] == default["options"] and factory["channels_last"] == []
     named = space_of("--inductor-option", "epilogue_fusion=false,true", "--channels-last", "false")
     assert named["options"] == {"epilogue_fusion": [False, True]} and named["channels_last"] == []
@@ -322,7 +322,7 @@ def same_machine(monkeypatch):
 
 @pytest.mark.usefixtures("same_machine")
 def test_apply_and_the_snippet_use_the_configs_precision_and_options(tmp_path, monkeypatch):
-    load = Workload(model="tests.models:tiny_cnn", device="cuda")
+    load = Workload(model="tests.support.models:tiny_cnn", device="cuda")
     config = TrialConfig("inductor", 1, "default", False, dtype="tf32", channels_last=True,
                          options={"epilogue_fusion": False})
     rec = recommend(write_study(tmp_path, "dims", workload=load, trial_configs=[
@@ -354,7 +354,7 @@ def test_apply_and_the_snippet_use_the_configs_precision_and_options(tmp_path, m
 
 @pytest.mark.usefixtures("same_machine")
 def test_apply_warns_when_the_model_is_not_in_the_configs_dtype(tmp_path):
-    load = Workload(model="tests.models:tiny_cnn", device="cpu")  # the study's float32 ...
+    load = Workload(model="tests.support.models:tiny_cnn", device="cpu")  # the study's float32 ...
     rec = recommend(write_study(tmp_path, "bf16", workload=load, trial_configs=[
         TrialConfig("eager", 1, dtype="bfloat16")]))  # ... but the chosen row ran in bfloat16
     with pytest.warns(MismatchWarning, match="torch.float32, the study used torch.bfloat16"):
@@ -367,7 +367,7 @@ def test_apply_warns_when_the_model_is_not_in_the_configs_dtype(tmp_path):
 def test_a_cpu_search_measures_each_precision_and_option_value(tmp_path):
     """The issue's done-criterion on a tiny model: 2 eager + 4 inductor trials, real compiles."""
     result = CliRunner().invoke(main, [
-        "search", "--model", "tests.models:tiny_cnn", "--device", "cpu",
+        "search", "--model", "tests.support.models:tiny_cnn", "--device", "cpu",
         "--dtype", "float32,bfloat16", "--inductor-option", "epilogue_fusion=true,false",
         "--backend", "eager,inductor", "--mode", "default", "--batch-sizes", "1",
         "--confirm", "0", "--min-seconds", "0.05", "--min-calls", "5", "--timeout", "5m",

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from tests.support import ROOT
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.errors import UserError
@@ -84,9 +85,8 @@ def test_a_malformed_file_is_one_line_naming_what_is_wrong(tmp_path, text, words
 
 
 def test_the_readme_example_reads(tmp_path):
-    from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "space.toml"
     path.write_text("\n".join(line.strip() for line in block.splitlines()))

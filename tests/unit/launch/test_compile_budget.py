@@ -12,10 +12,10 @@ import time
 import optuna
 import pytest
 
-from tests.fakes import FakeRunner
-from tests.processes import wait_until_gone
-from tests.test_cli import invoke
-from tests.test_study import BACKENDS, MODES, make_space, make_spec
+from tuner.fake import FakeRunner
+from tests.support.processes import wait_until_gone
+from tests.support.cli import invoke
+from tests.support.specs import BACKENDS, MODES, make_space, make_spec
 from tuner.files import write_json_atomic
 from tuner.launch.compile_budget import MARKER_FILE, CompileWatch
 from tuner.launch.runner import ProcessRunner, _wait
@@ -181,7 +181,7 @@ def test_search_help_says_the_default_budget_and_how_to_have_none():
 
 
 def test_the_cli_stores_the_budget_with_the_study(tmp_path, fake_cli):
-    from tests.test_cli import search_args
+    from tests.support.cli import search_args
     from tuner.cli.options import Duration
 
     args = search_args(tmp_path, "--confirm", "0", backend="eager", mode=None, batch_sizes="1",
@@ -204,7 +204,7 @@ def test_a_real_compile_past_its_budget_is_killed_with_its_children(tmp_path, mo
     protocol = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
                              compile_timeout_s=2.0)
     request = TrialRequest(TrialConfig("inductor", 2, "default", False),
-                           Workload(model="tests.models:slow_to_compile", device="cpu"), protocol)
+                           Workload(model="tests.support.models:slow_to_compile", device="cpu"), protocol)
     runner = ProcessRunner(timeout_s=60, prestart=prestart)
     try:
         r = runner.run(request, tmp_path / "trial")
@@ -232,7 +232,7 @@ def test_a_real_compile_still_running_at_the_timeout_is_a_timeout_that_says_so(t
     protocol = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
                              compile_timeout_s=60.0)
     request = TrialRequest(TrialConfig("inductor", 2, "default", False),
-                           Workload(model="tests.models:slow_to_compile", device="cpu"), protocol)
+                           Workload(model="tests.support.models:slow_to_compile", device="cpu"), protocol)
     # The compile hangs for ever. The process must reach it first (import torch, build, eager):
     # with a timeout of 8 s it did not, once, on the 2-core box at a load average of 3.3.
     runner = ProcessRunner(timeout_s=15, prestart=False)
@@ -327,7 +327,7 @@ def test_configs_skipped_for_the_compile_budget_do_not_count_toward_trials(tmp_p
 
 
 def test_the_cli_counts_skipped_configs_apart(tmp_path, fake_cli):
-    from tests.test_cli import search_args
+    from tests.support.cli import search_args
 
     # FakeRunner's max-autotune-no-cudagraphs compiles 60 s cold: past a 30 s budget.
     args = search_args(tmp_path, "--confirm", "0", "--device", "cuda", backend="inductor",

@@ -45,14 +45,14 @@ def test_a_process_that_exited_but_is_not_reaped_yet_is_not_alive():
 def test_prestarted_trials_get_their_own_cache_and_log_and_failures_stay_data(tmp_path):
     runner = ProcessRunner(timeout_s=240, prestart=True)
     try:
-        eager = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 2)),
+        eager = runner.run(request("tests.support.models:tiny_cnn", TrialConfig("eager", 2)),
                            tmp_path / "0")
         cache = tmp_path / "cache-1"
-        compiled = runner.run(request("tests.models:tiny_cnn",
+        compiled = runner.run(request("tests.support.models:tiny_cnn",
                                       TrialConfig("inductor", 2, "default", False)),
                               tmp_path / "1", cache_dir=cache)
         spare = runner._spare.proc.pid  # the process waiting for the next trial
-        crashed = runner.run(request("tests.models:aborts", TrialConfig("eager", 1)),
+        crashed = runner.run(request("tests.support.models:aborts", TrialConfig("eager", 1)),
                              tmp_path / "2")
     finally:
         runner.close()
@@ -80,12 +80,12 @@ def parent_of(pid: int) -> int:
 def test_trial_processes_are_forked_from_a_template_that_imported_once(tmp_path):
     runner = ProcessRunner(timeout_s=240, prestart=True)
     try:
-        first = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 2)),
+        first = runner.run(request("tests.support.models:tiny_cnn", TrialConfig("eager", 2)),
                            tmp_path / "0")
         waiting = runner._spare.proc.pid  # forked while the first trial ran
         template = runner._template.proc.pid
         assert parent_of(waiting) == template and alive(template)
-        second = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 2)),
+        second = runner.run(request("tests.support.models:tiny_cnn", TrialConfig("eager", 2)),
                             tmp_path / "1")
     finally:
         runner.close()
@@ -101,7 +101,7 @@ def test_trial_processes_are_forked_from_a_template_that_imported_once(tmp_path)
 @pytest.mark.slow
 def test_a_factory_module_that_starts_cuda_when_imported_gets_fresh_processes(tmp_path, capfd):
     runner = ProcessRunner(timeout_s=240, prestart=True)
-    model = "tests.starts_cuda_at_import:tiny_cnn"
+    model = "tests.support.starts_cuda_at_import:tiny_cnn"
     try:
         results = [runner.run(request(model, TrialConfig("eager", 2)), tmp_path / str(n))
                    for n in range(2)]
@@ -113,18 +113,18 @@ def test_a_factory_module_that_starts_cuda_when_imported_gets_fresh_processes(tm
         assert r.status is Status.OK and r.prestarted is True, r.stderr_tail
     err = capfd.readouterr().err
     assert err.count("trial processes now start fresh") == 1, err  # said once
-    assert "importing tests.starts_cuda_at_import started CUDA" in err
+    assert "importing tests.support.starts_cuda_at_import started CUDA" in err
 
 
 @pytest.mark.slow
 def test_a_prestarted_process_that_died_is_replaced_and_deadlines_still_hold(tmp_path):
     runner = ProcessRunner(timeout_s=20, prestart=True)
     try:
-        first = runner.run(request("tests.models:tiny_cnn", TrialConfig("eager", 1)),
+        first = runner.run(request("tests.support.models:tiny_cnn", TrialConfig("eager", 1)),
                            tmp_path / "0")
         os.killpg(runner._spare.proc.pid, signal.SIGKILL)  # dies while waiting for its trial
         runner._spare.proc.wait()
-        late = runner.run(request("tests.models:sleeps", TrialConfig("eager", 1)),
+        late = runner.run(request("tests.support.models:sleeps", TrialConfig("eager", 1)),
                           tmp_path / "1")
         waiting = runner._spare.proc
     finally:
@@ -203,7 +203,7 @@ def test_the_runner_holds_the_next_build_until_the_trial_beside_it_compiles(tmp_
     runner = ProcessRunner(timeout_s=10, prestart=True)
     monkeypatch.setattr(runner, "_new_spare", lambda workload, prebuild=None, build_now=True:
                         made.append(Stub(prebuild, build_now)) or made[-1])
-    first = request("tests.models:tiny_cnn", TrialConfig("eager", 2))
+    first = request("tests.support.models:tiny_cnn", TrialConfig("eager", 2))
     runner.start_spare(PrebuildRequest(first.workload, 2))
     trial = runner._hand_over(first, tmp_path / "req", tmp_path / "res", {})
     assert trial is made[0] and made[0].build_now  # no trial runs beside the first: at once

@@ -53,7 +53,7 @@ def test_a_study_with_no_trials_says_so_in_both_views():
 
 
 def _frame(*trials):
-    from tests.test_results import frame
+    from tests.support.rows import frame
 
     return frame(*trials)
 
@@ -62,7 +62,7 @@ def test_the_verdict_compares_with_eager_in_the_compiled_configs_precision():
     # Launch-bound: compiled float32 is the fastest row, while eager is faster in bfloat16. Its
     # `vs eager` is against eager float32 (another precision is another model's accuracy); the
     # sentence must say the same figure, not 1.0 against the bfloat16 eager's 3.0 ms.
-    from tests.test_results import ok
+    from tests.support.rows import ok
     from tuner.domain.space import TrialConfig
 
     def at(backend, dtype):
@@ -80,7 +80,7 @@ def test_the_verdict_compares_with_eager_in_the_compiled_configs_precision():
 
 def test_the_verdict_names_only_a_config_the_table_shows():
     # A row without a warm-up time is on no front (the table), so the sentence does not name it.
-    from tests.test_results import EAGER1, inductor, ok
+    from tests.support.rows import EAGER1, inductor, ok
     from tuner.data.select import pareto
 
     no_warmup = ok(3.0)
@@ -95,7 +95,7 @@ def test_the_verdict_names_only_a_config_the_table_shows():
 def test_a_p50_of_zero_or_inf_is_no_measurement_and_no_traceback():
     # A damaged or hand-edited file: a zero p50 made the verdict divide by zero, an inf one a
     # "0.00x" speedup. Neither is a latency: the row is left out, and says why.
-    from tests.test_results import EAGER1, inductor, ok
+    from tests.support.rows import EAGER1, inductor, ok
     from tuner.data.select import eligible, left_out_counts, why_left_out
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(0.0)),
@@ -122,7 +122,7 @@ def test_a_row_without_a_latency_has_no_speedup_or_throughput_not_inf():
     # derived columns divided by it, and the Parquet and --json carried the inf too.
     import math
 
-    from tests.test_results import EAGER1, inductor, ok
+    from tests.support.rows import EAGER1, inductor, ok
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(0.0)),
                 (inductor(1, "reduce-overhead"), ok(float("inf"))),
@@ -137,7 +137,7 @@ def test_a_row_without_a_latency_has_no_speedup_or_throughput_not_inf():
 
 def test_an_eager_p50_of_zero_is_no_baseline():
     # The fastest eager was the baseline of every row: a p50 of 0 made each speedup 0.00x.
-    from tests.test_results import EAGER1, inductor, ok
+    from tests.support.rows import EAGER1, inductor, ok
     from tuner.domain.space import TrialConfig
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)),
@@ -150,7 +150,7 @@ def test_a_file_holding_an_inf_speedup_shows_none(tmp_path):
     # A file written before the fix holds inf where the p50 was 0: reading computes it afresh.
     from click.testing import CliRunner
 
-    from tests.test_results import EAGER1, inductor, ok
+    from tests.support.rows import EAGER1, inductor, ok
     from tuner.cli.app import main
     from tuner.data import files
 
@@ -169,7 +169,7 @@ def test_a_file_holding_an_inf_speedup_shows_none(tmp_path):
 
 def test_counts_of_one_are_singular_and_others_plural():
     # "1 trials failed", "1 graph breaks", "1 re-measurement(s) failed": one is singular.
-    from tests.test_results import EAGER1, failed, inductor, ok
+    from tests.support.rows import EAGER1, failed, inductor, ok
     from tuner.words import plural
 
     assert [plural(n, "trial") for n in (0, 1, 2)] == ["0 trials", "1 trial", "2 trials"]
@@ -196,7 +196,7 @@ def test_show_json_carries_every_column_of_the_table_by_its_parquet_name():
     # count with an empty cell elsewhere in its column came out as 0.0, where the Parquet has 0.
     import json
 
-    from tests.test_results import EAGER1, failed, inductor, ok
+    from tests.support.rows import EAGER1, failed, inductor, ok
     from tuner.data.select import pareto
 
     compiled = ok(8.0, stream=6.0)
@@ -215,7 +215,7 @@ def test_show_json_carries_every_column_of_the_table_by_its_parquet_name():
 def test_every_trial_table_says_why_a_row_is_left_out():
     # `tuner show --all`: a failed trial's row was all dashes with no note, and an unverified
     # one read like any other.
-    from tests.test_results import EAGER1, failed, inductor, ok
+    from tests.support.rows import EAGER1, failed, inductor, ok
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), ok(8.0, correct=None)),
                 (inductor(1, "reduce-overhead"), failed(Status.TIMEOUT)))
@@ -228,7 +228,7 @@ def test_every_trial_table_says_why_a_row_is_left_out():
 def test_a_batch_size_with_eager_alone_says_why_in_its_sentence():
     # Every compile failed (a CPU box without a compiler, say), or the search has measured only
     # the eager baseline so far: the table showed eager and no sentence at all.
-    from tests.test_results import EAGER1, EAGER8, failed, inductor, ok
+    from tests.support.rows import EAGER1, EAGER8, failed, inductor, ok
 
     df = _frame((EAGER1, ok(10.0, compile_s=0.0)), (inductor(1), failed()),
                 (inductor(1, "reduce-overhead"), failed(Status.CRASH)),
@@ -245,7 +245,7 @@ def test_a_batch_size_with_nothing_to_rank_says_why_and_what_the_check_said():
     # so no front, no verdict, no failure: the report ended on its header without a word.
     import dataclasses
 
-    from tests.test_results import EAGER1, EAGER8, failed, inductor, ok
+    from tests.support.rows import EAGER1, EAGER8, failed, inductor, ok
     from tuner.data.select import pareto
 
     note = "no finite output values to compare: eager gives 8 NaN values"
@@ -270,7 +270,7 @@ def test_show_names_the_throughput_winner_where_the_front_leaves_it_out(tmp_path
     # --objective throughput` chose a config show never named.
     from click.testing import CliRunner
 
-    from tests.synthetic import configs, write_study
+    from tests.support.synthetic import configs, write_study
     from tuner.cli.app import main
     from tuner.use.recommend import recommend
 

@@ -11,7 +11,7 @@ import pytest
 
 from tuner.domain import layout
 
-from .test_cli import STUDY, assert_one_line_error, invoke, search_args
+from tests.support.cli import STUDY, assert_one_line_error, invoke, search_args
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
 

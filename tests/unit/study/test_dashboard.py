@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
 
-from tests.fakes import FakeRunner
+from tests.support.dashboard import get
+from tests.support import ROOT
+from tuner.fake import FakeRunner
 from tuner.data import files, select
 from tuner.domain.records import Status
 from tuner.study.record import SUMMARY_COLUMNS, is_measured
@@ -19,13 +20,13 @@ from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 from tuner.study.storage import KEY_ATTR, MESSAGE_ATTR, RESULT_ATTR, STATUS_ATTR, join_spec
 
-from .test_study import make_spec
+from tests.support.specs import make_spec
 
 DASHBOARD_LIMIT = 1024  # optuna_dashboard._serializer.MAX_ATTR_LENGTH
 FAILING = "inductor|default|dynamic=True|bs=8"  # the one failure of the 6 configs
 NUMBERS = ("latency_ms_p50", "latency_ms_p99", "stream_ms_p50", "speedup_vs_eager",
            "peak_memory_bytes")
-COMMITTED = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*/study.db"))
+COMMITTED = sorted((ROOT / "studies").glob("*/study.db"))
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +98,10 @@ def test_the_dashboard_app_shows_sortable_results_and_no_cut_attribute(searched)
 
     spec, studies = searched
     app = optuna_dashboard.wsgi(spec.storage_url)
-    listed = {s["study_name"]: s["study_id"] for s in _get(app, "/api/studies")["study_summaries"]}
+    listed = {s["study_name"]: s["study_id"] for s in get(app, "/api/studies")["study_summaries"]}
     assert sorted(listed) == sorted(study.study_name for study in studies)
     for study in studies[1:]:  # the trials live in the studies of the batch sizes
-        detail = _get(app, f"/api/studies/{listed[study.study_name]}")
+        detail = get(app, f"/api/studies/{listed[study.study_name]}")
         shown = [a for t in detail["trials"] for a in t["user_attrs"]] + detail["user_attrs"]
         assert max(len(a["value"]) for a in shown) < DASHBOARD_LIMIT  # nothing reached the cut
         sortable = {a["key"] for a in detail["union_user_attrs"] if a["sortable"]}
@@ -121,9 +122,9 @@ def test_the_dashboard_shows_each_batch_sizes_front_as_the_tuner_does(searched):
     spec, studies = searched
     df, _ = files.read(spec.directory)
     app = optuna_dashboard.wsgi(spec.storage_url)
-    listed = {s["study_name"]: s["study_id"] for s in _get(app, "/api/studies")["study_summaries"]}
+    listed = {s["study_name"]: s["study_id"] for s in get(app, "/api/studies")["study_summaries"]}
     for bs in spec.space.batch_sizes:
-        detail = _get(app, f"/api/studies/{listed[f'{spec.name}:bs{bs}']}")
+        detail = get(app, f"/api/studies/{listed[f'{spec.name}:bs{bs}']}")
         best = sorted(t["trial_id"] for t in detail["best_trials"])
         as_told = df[df["batch_size"] == bs].assign(latency_ms_p50_repeats=None)
         front = select.pareto(as_told)
@@ -150,15 +151,3 @@ def test_a_study_made_before_the_record_moved_still_exports_and_resumes(db, tmp_
     summary = search.run()
     assert not before & set(search.runner.calls)  # no config measured again
     assert before <= set(summary.trials["config_key"])  # every old trial exported
-
-
-def _get(app: Any, path: str) -> dict[str, Any]:
-    """One GET on a WSGI app, as the dashboard's page makes it; the JSON it answers."""
-    from wsgiref.util import setup_testing_defaults
-
-    environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": "GET"}
-    setup_testing_defaults(environ)
-    status: list[str] = []
-    body = b"".join(app(environ, lambda s, headers, exc_info=None: status.append(s)))
-    assert status[0].startswith("200"), (status, body[:300])
-    return json.loads(body)

@@ -56,10 +56,10 @@ def test_workers_sharing_the_study_share_what_is_left():
 
 
 def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):
-    from tests.fakes import FakeRunner
+    from tuner.fake import FakeRunner
     from tuner.study.search import Search
 
-    from .test_study import make_space, make_spec
+    from tests.support.specs import make_space, make_spec
 
     events = []
     # Only the baselines: all queued at the start, so no config is left unqueued.
@@ -82,7 +82,7 @@ def test_the_progress_line_says_when_the_eta_is_a_floor():
     from tuner.domain.records import TrialEvent, TrialRequest
     from tuner.domain.workload import Workload
 
-    from .fakes import FakeRunner
+    from tuner.fake import FakeRunner
 
     result = FakeRunner().run(TrialRequest(EAGER_1, Workload("resnet18", "cpu")), None)
     event = TrialEvent(number=1, target=3, config=EAGER_1, result=result, best={}, eta_s=4.0)
@@ -95,7 +95,7 @@ def test_the_progress_line_says_when_the_eta_is_a_floor():
 def test_the_finalists_re_measurement_gives_an_eta(tmp_path, fake_cli):
     # The search's ETA ends with the search; the re-measurement that follows by default (2-6
     # processes a finalist) printed no ETA at all.
-    from tests.test_cli import STUDY, invoke, search_args
+    from tests.support.cli import STUDY, invoke, search_args
 
     assert invoke(*search_args(tmp_path, "--confirm", "0")).exit_code == 0
     fixed = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2")
@@ -142,7 +142,7 @@ def test_the_workers_measuring_a_study_include_one_between_two_trials(tmp_path, 
     from tuner.study.claims import Claims, pid_namespace
     from tuner.study.storage import open_study
 
-    from .test_study import make_spec
+    from tests.support.specs import make_spec
 
     spec = make_spec(tmp_path)
     fronts = open_study(spec)
@@ -176,13 +176,13 @@ def test_a_worker_between_two_trials_shares_what_is_left_in_the_eta(tmp_path):
     import subprocess
     import sys
 
-    from tests.fakes import FakeRunner
+    from tuner.fake import FakeRunner
     from tuner.domain.space import build_space
     from tuner.study.claims import pid_namespace
     from tuner.study.search import Search
     from tuner.study.storage import open_study
 
-    from .test_study import BACKENDS, MODES, make_spec
+    from tests.support.specs import BACKENDS, MODES, make_spec
 
     space = build_space(device="cuda", batch_sizes=[1, 2, 4, 8], backends=["eager"],
                         available_backends=BACKENDS, available_modes=MODES)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialResult
 from tuner.study.export import TrialRows, study_frame
 from tuner.study.search import Search
 
-from .test_study import WORKLOAD, make_spec
+from tests.support.specs import WORKLOAD, make_spec
 
 
 def test_the_files_a_search_writes_are_those_a_fresh_export_makes(tmp_path):
@@ -67,7 +67,7 @@ def test_a_record_changed_in_place_is_not_served_from_the_kept_copy(field):
 def test_the_file_holds_the_memory_a_config_needs_at_most_beside_what_it_serves_in(tmp_path):
     # peak_vram_bytes is the steady state; what --max-vram-gb bounds (compiling included) was in
     # no column, so a pandas filter on peak_vram_bytes let through a config recommend refused.
-    from tests.synthetic import configs, write_study
+    from tests.support.synthetic import configs, write_study
     from tuner.use.recommend import recommend
 
     study = write_study(tmp_path, "mem", trial_configs=configs([1], ["eager", "inductor:default"]),
@@ -103,7 +103,7 @@ def test_a_record_of_a_tuner_that_timed_back_to_back_only_keeps_its_stream_figur
 
 
 def test_whole_numbers_read_back_as_integers_where_a_failed_trial_leaves_gaps(tmp_path):
-    from tests.synthetic import write_study
+    from tests.support.synthetic import write_study
 
     study = write_study(tmp_path, "gaps", fail={"inductor:default": Status.COMPILE_ERROR})
     d = pd.read_parquet(study / "trials.parquet")  # as the README has a user read it

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.study.export import ExportPacer
 from tuner.study.search import Search
 
-from .test_study import make_spec
+from tests.support.specs import make_spec
 
 
 class Clock:

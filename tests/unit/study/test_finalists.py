@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.cli import app
 from tuner.cli import options as cli_options
 from tuner.data import files, noise, schema, select
@@ -25,7 +25,7 @@ from tuner.study.record import is_measured
 from tuner.study.search import Search
 from tuner.study.storage import make_storage
 
-from .test_study import make_space, make_spec
+from tests.support.specs import make_space, make_spec
 
 # bs 1 and 8 x (eager + inductor default, reduce-overhead x dynamic False, True): 10 configs.
 # dynamic=True is 5 % slower at the same cost: never a finalist.
@@ -413,7 +413,7 @@ def test_a_warm_repeat_that_missed_the_cache_gives_no_warm_compile_time():
 
 
 def make_spec_workload():
-    from .test_study import WORKLOAD
+    from tests.support.specs import WORKLOAD
 
     return WORKLOAD
 
@@ -644,9 +644,9 @@ def test_tuner_confirm_dot_in_the_study_folder_as_show_suggests(tmp_path, fake_c
 
 
 def test_nothing_to_confirm_names_the_folder_show_needs(tmp_path, monkeypatch):
-    from tests import fakes
+    from tuner import fake
 
-    fakes.install(setattr=monkeypatch.setattr)
+    fake.install(setattr=monkeypatch.setattr)
     monkeypatch.setattr("tuner.launch.runner.make_runner",
                         lambda settings, shared_cache=None: FakeRunner(fail={
                             "eager": Status.WRONG_RESULT, "inductor:default": Status.CRASH}))
@@ -710,7 +710,7 @@ def test_finalists_measured_again_load_the_eager_references_the_search_kept(tmp_
 def test_confirm_redo_says_at_the_start_that_the_same_command_would_not_resume(tmp_path, fake_cli):
     # Its opening line said "`tuner confirm` or the same command resumes"; the same command
     # forgets the re-measurements again (its closing line already said "without --redo").
-    from tests.test_cli import STUDY, invoke, search_args
+    from tests.support.cli import STUDY, invoke, search_args
 
     assert invoke(*search_args(tmp_path, "--confirm", "0")).exit_code == 0
     redo = invoke("confirm", STUDY, "--studies-dir", str(tmp_path), "--redo", "--repeats", "1")

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState
 
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.cli.app import main
 from tuner.cli.options import SAMPLERS as CLI_SAMPLERS
 from tuner.data import files, select
@@ -33,8 +33,8 @@ from tuner.study.storage import (
     make_storage,
 )
 
-from .test_dashboard import _get as get
-from .test_study import keys, make_space, make_spec
+from tests.support.dashboard import get
+from tests.support.specs import keys, make_space, make_spec
 
 # 2 batch sizes x (eager + inductor in 2 modes x 2 dynamic) = 10 configs. The fake makes batch
 # size 1 faster and smaller than batch size 8 in every config: in one study, batch size 1's

@@ -5,59 +5,28 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import warnings
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.fakes import FakeRunner
+from tests.support.specs import BACKENDS, MODES, SPACE, ask, keys, make_space, make_spec
+from tuner.fake import FakeRunner
 from tuner.data import files, select
 from tuner.errors import UserError
 from tuner.domain import layout
 from tuner.domain.records import Status, TrialResult
-from tuner.domain.space import SearchSpace, TrialConfig, build_space
+from tuner.domain.space import TrialConfig, build_space
 from tuner.domain.workload import Workload
 from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import record_not_run
 from tuner.study.search import Search
-from tuner.study.spec import StudySpec
 from tuner.study.storage import CONFIG_ATTR, INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR
-
-BACKENDS = ["eager", "inductor", "aot_eager", "cudagraphs"]
-MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
-WORKLOAD = Workload(model="resnet18", device="cuda")
-
-
-def make_space(batch_sizes=(1, 8), backends=("eager", "inductor"), modes=("default",),
-               dynamic=(False, True)) -> SearchSpace:
-    return build_space(device="cuda", batch_sizes=list(batch_sizes), backends=list(backends),
-                       modes=list(modes), dynamic=list(dynamic), available_backends=BACKENDS,
-                       available_modes=MODES)
-
-
-SPACE = make_space()  # 2 batch sizes x (eager + inductor default x 2 dynamic) = 6 configs
-
-
-def make_spec(tmp_path, space=SPACE, workload=WORKLOAD, **kwargs) -> StudySpec:
-    return StudySpec(name="s", workload=workload, space=space, root=tmp_path, **kwargs)
-
 
 def run(tmp_path, runner=None, **kwargs):
     runner = runner or FakeRunner()
     return Search(make_spec(tmp_path, **kwargs), runner).run(), runner
-
-
-def keys(space: SearchSpace) -> set[str]:
-    return {c.key for c in space.configs()}
-
-
-def ask(study: optuna.Study) -> optuna.Trial:
-    """A trial as a search process starts one (Search beats its heartbeat itself)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
-        return study.ask()
 
 
 def test_baselines_are_measured_first(tmp_path):

@@ -11,8 +11,8 @@ import uuid
 import optuna
 import pytest
 
-from tests.test_postgres import REASON, URL
-from tests.test_study import SPACE, WORKLOAD
+from tests.support.postgres import REASON, URL
+from tests.support.specs import SPACE, WORKLOAD
 from tuner.errors import UserError
 from tuner.domain.records import TrialProtocol
 from tuner.study import storage
@@ -27,7 +27,7 @@ DEFINING = {WORKLOAD_ATTR: WORKLOAD.to_dict(), SPACE_ATTR: SPACE.to_dict(),
 
 @pytest.fixture
 def empty_database():
-    """The URL of a new, empty PostgreSQL database on the server of tests/test_postgres.py
+    """The URL of a new, empty PostgreSQL database on the server of tests/support/postgres.py
     (skipped with its reason where there is none); dropped afterwards."""
     if REASON is not None:
         pytest.skip(REASON)

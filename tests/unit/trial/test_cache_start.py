@@ -1,12 +1,13 @@
 """Every compiled row says what its first call started from (``cache_start``), so that a
 ``compile_s_cold`` from a warm cache is never taken for a cold compile. The real labels of a
-cold, a warm and an artifacts start are checked on real compiles in test_warm_start.py."""
+cold, a warm and an artifacts start are checked on real compiles in
+tests/unit/use/test_warm_start.py."""
 
 from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from tests.test_results import EAGER1, frame, inductor, ok
+from tests.support.rows import EAGER1, frame, inductor, ok
 from tuner.data import files, schema
 from tuner.render.study import notes
 from tuner.domain import layout

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.data.derive import derive
 from tuner.render import study as report
 from tuner.domain.workload import Workload
@@ -21,7 +21,7 @@ from tuner.study.search import Search
 from tuner.study.storage import OWNER_ATTR
 from tuner.trial.host import OtherProcesses
 
-from .test_study import make_spec
+from tests.support.specs import make_spec
 
 BURN = "import time\nend = time.time() + 5\nwhile time.time() < end: pass\n"
 
@@ -109,7 +109,7 @@ def test_the_loop_times_this_threads_core():
 def test_show_flags_a_row_measured_on_a_slow_core(tmp_path):
     """`tuner show` flags a row whose loop ran 1.4x or more as long as on the study's fast cores
     of that machine; the quartile is per machine, so a slower host's rows are not flagged."""
-    from tests.synthetic import configs, write_study
+    from tests.support.synthetic import configs, write_study
     from tuner.data import files
 
     loops = dict(zip([c.label for c in configs(batch_sizes=(1,))], [2.4, 2.5, 2.4, 4.6, None]))
@@ -176,7 +176,7 @@ def test_show_json_gives_the_gpus_own_time_a_call_where_it_was_recorded(tmp_path
     none."""
     from click.testing import CliRunner
 
-    from tests.synthetic import configs, write_study
+    from tests.support.synthetic import configs, write_study
     from tuner.cli.app import main
 
     labels = [c.label for c in configs(batch_sizes=(1,))]

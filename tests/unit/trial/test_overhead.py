@@ -11,14 +11,13 @@ import pandas as pd
 import pytest
 import torch
 
-from benchmarks import trial_overhead
-from tests import workers
-from tests.fakes import FakeRunner
+from tests.support import workers
+from tuner.fake import FakeRunner
 from tuner.data import files
 from tuner.launch import runner as runners
 from tuner.launch.runner import LaunchSettings, ProcessRunner
 from tuner.domain.config import TrialConfig
-from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
+from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.workload import Workload
 from tuner.study import fleet as fleets
 from tuner.study.search import Search
@@ -28,7 +27,7 @@ from tuner.trial.device import Device
 from tuner.trial.protocol import run_trial
 
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.01, warmup_max_calls=20)
-TINY = Workload(model="tests.models:tiny_cnn", device="cpu")
+TINY = Workload(model="tests.support.models:tiny_cnn", device="cpu")
 
 
 def trial(config: TrialConfig, workload: Workload = TINY, references=None, prebuilt=None):
@@ -253,7 +252,7 @@ def test_a_process_whose_readying_failed_starts_afresh_and_its_trial_runs_clean(
     """The readying trips what a device-side assert raises (at batch size 2, the size it was
     built for): the process replaces itself with a fresh one, which runs the trial at batch
     size 1 with nothing built ahead, as a fresh process would."""
-    work = Workload(model="tests.models:cuda_error_at_batch_2", device="cpu")
+    work = Workload(model="tests.support.models:cuda_error_at_batch_2", device="cpu")
     runner = ProcessRunner(timeout_s=240, prestart=True)
     try:
         runner.start_spare(prebuild.PrebuildRequest(work, 2, warm=work))
@@ -303,169 +302,3 @@ def test_each_worker_of_a_two_gpu_fleet_gives_its_trials_half_the_cores(tmp_path
     assert runners.COMPILE_THREADS_ENV not in runners.make_runner(LaunchSettings(60)).env
     monkeypatch.setenv(runners.COMPILE_THREADS_ENV, "3")
     assert runners.make_runner(fleet.plan(0, 0).launch)._env()[runners.COMPILE_THREADS_ENV] == "3"
-
-
-# -- the benchmark's figure ------------------------------------------------------------------
-def test_the_overhead_figure_is_the_mean_after_the_first_trial_of_each_batch_size():
-    rows = [  # trial, batch size, status, wall, compile, warm-up, measure, stream
-        (0, 1, "ok", 10.0, 0.0, 0.5, 2.0, 2.0), (1, 8, "ok", 12.0, 0.0, 0.5, 2.0, 2.0),
-        (2, 1, "ok", 30.0, 20.0, 0.5, 2.0, 2.0), (3, 8, "oom", 1.0, None, None, None, None),
-        (4, 8, "ok", 26.0, 20.0, 0.5, 2.0, 2.0), (5, 1, "ok", 28.5, 20.0, 0.5, 2.0, 2.0)]
-    df = pd.DataFrame(rows, columns=["trial_number", "batch_size", "status", "wall_s",
-                                     "compile_s_cold", "warmup_s", "measure_s", "stream_s"])
-    for column in ("launch_s", "process_s", "import_s", "build_s", "eager_reference_s",
-                   "quiet_wait_s", "replay_s", "tuner_overhead_s"):
-        df[column] = 0.0
-    df["label"], df["prebuilt"], df["reference_reused"] = "x", True, True
-    table = trial_overhead.overhead_table(df)
-    assert table["overhead_s"].tolist() == [5.5, 7.5, 5.5, 1.5, 4.0]
-    assert trial_overhead.mean_after_first(table) == pytest.approx((5.5 + 1.5 + 4.0) / 3)
-    assert "pre-built models 3 of 3, devices readied 0 of 3" in "\n".join(
-        trial_overhead.report(table))
-    assert "readied process held" not in "\n".join(trial_overhead.report(table))
-    df["prewarm_vram_bytes_nvml"] = [None, None, 500 * 2**20, None, 700 * 2**20, None]
-    assert ("GPU memory a readied process held beside the trial before it (NVML): 500-700 MiB "
-            "over 2 trials") in trial_overhead.report(trial_overhead.overhead_table(df))
-
-
-def test_the_overhead_report_ends_with_the_line_the_issue_names_and_compares_latencies():
-    lines = trial_overhead.last_lines({"no-prewarm": 1.4, "fresh": 12.0, "pre-started": 0.9})
-    assert lines == ["overhead per trial, other ways: no-prewarm 1.40 s",
-                     "overhead per trial: fresh 12.00 s, pre-started 0.90 s"]
-    assert trial_overhead.last_lines({"pre-started": 0.9, "no-prewarm": None}) == [
-        "overhead per trial: pre-started 0.90 s, no-prewarm ? s"]
-    one = pd.DataFrame({"label": ["eager", "inductor"], "batch_size": [1, 1],
-                        "latency_ms_p50": [2.0, 1.0]})
-    text = "\n".join(trial_overhead.latency_by_way(
-        {"a": one, "b": one.assign(latency_ms_p50=[2.1, 1.1])}))
-    assert "eager    1           2.0  2.1" in text and "inductor 1           1.0  1.1" in text
-    with pytest.raises(SystemExit):
-        trial_overhead.main(["--measure", "--ways", "fresh,pre-startd"])
-
-
-def test_a_ways_heading_names_the_settings_it_ran_under_even_from_the_callers_environment():
-    # A "pre-started" way measured under the caller's TUNER_PREWARM=1 is not the default's.
-    assert trial_overhead.way_settings({"TUNER_PREWARM": "1", "HOME": "/root"}) == \
-        ", TUNER_PREWARM=1"
-    assert trial_overhead.way_settings({"TUNER_TEMPLATE": "0", "TUNER_PREWARM": "0"}) == \
-        ", TUNER_PREWARM=0, TUNER_TEMPLATE=0"
-    assert trial_overhead.way_settings({}) == ""
-
-
-def test_the_prewarm_fidelity_summary_compares_each_ways_ratio_to_its_control():
-    from benchmarks import prewarm_fidelity
-
-    lines = prewarm_fidelity.summary({"on": [1.5, 1.1, 1.2], "off": [1.0, 0.98]},
-                                     {"on": [2.1, 2.2, 3.4], "control": [2.0, 2.4]})
-    assert "- on: 1.200 (1.100-1.500), 3" in lines and "- off: 0.990 (0.980-1.000), 2" in lines
-    assert "- on: 2.2000 (2.1000-3.4000), 3" in lines and "- control: 2.2000 (2.0000-2.4000), 2" \
-        in lines
-    assert lines[-1] == "prewarm fidelity: median trial / control, on 1.200, off 0.990"
-
-
-def test_the_slow_mode_summary_splits_runs_by_p50_and_compares_each_kernels_gpu_time():
-    from benchmarks import slow_mode
-
-    def run(way, p50, conv_us):
-        return {"way": way, "eager_first_s": 1.0, "eager_p50_ms": 4.0, "compiled_first_s": 15.0,
-                "compiled_p50_ms": p50, "eager_p50_ms_after": 4.0,
-                "eager_kernels": {"conv": [1.0, 3000.0]},
-                "compiled_kernels": {"conv": [1.0, conv_us], "add": [2.0, 200.0]}}
-
-    runs = [run("quiet", 2.2, 1500.0), run("busy", 3.6, 1500.0), run("quiet", 3.4, 1600.0),
-            {"way": "busy", "error": "CUDA error"}]
-    lines = slow_mode.summary(runs, slow_ms=3.0)
-    assert "- quiet: compiled p50 slow (>= 3.0 ms) in 1 of 2" in lines[3]
-    assert "- busy: compiled p50 slow (>= 3.0 ms) in 1 of 1" in lines[4]
-    assert ("GPU time a call, all kernels: slow runs 1.750 ms, fast runs 1.700 ms "
-            "(2 slow, 1 fast)") in lines
-    assert "| `conv` | 1550.0 | 1500.0 | 2/2 / 1/1 |" in lines
-    assert slow_mode.row_line(4, runs[3]) == "| 4 | busy | error: CUDA error |"
-    assert "| 1.700 / 3.000 |" not in slow_mode.row_line(1, runs[0])
-    assert "| 3.000 / 1.700 |" in slow_mode.row_line(1, runs[0])
-
-
-def test_the_slow_mode_summary_gives_each_groups_fastest_and_slowest_core():
-    from benchmarks import slow_mode
-
-    def run(p50, loops):
-        return {"way": "quiet", "eager_first_s": 1.0, "eager_p50_ms": 4.0, "compiled_first_s": 15.0,
-                "compiled_p50_ms": p50, "eager_p50_ms_after": 4.0, "eager_kernels": {},
-                "compiled_kernels": {"conv": [1.0, 1500.0]}, "core_loops": loops}
-
-    runs = [run(3.4, {"0": 2.4, "1": 4.8, "2": 5.0}), run(2.2, {"0": 2.6, "1": 2.5, "2": 4.4}),
-            run(2.3, {"0": 2.3, "1": 4.6})]
-    lines = slow_mode.summary(runs, slow_ms=3.0)
-    assert ("- slow runs' cores (1 runs): fastest core's loop median 2.40 ms, slowest core's "
-            "5.00 ms") in lines
-    assert ("- fast runs' cores (2 runs): fastest core's loop median 2.40 ms, slowest core's "
-            "4.50 ms") in lines
-    assert slow_mode.row_line(1, runs[0]).endswith("| 2.40 / 4.80 / 5.00 |")
-
-
-def test_a_prewarm_fidelity_row_names_the_core_each_trial_timed_on():
-    from benchmarks import prewarm_fidelity
-
-    def result(cpu, gpu=None):
-        return TrialResult(status=Status.OK, latency_ms_p50=2.2, host_loop_ms=2.4, timing_cpu=cpu,
-                           gpu_time_ms=gpu)
-
-    line = prewarm_fidelity.row(1, "on", result(None), result(7, 1.65))
-    assert line.endswith("| 2.40 / 2.40 | - / 7 | - / 1.6500 |")
-
-
-def test_pooled_prewarm_fidelity_files_count_every_finished_sample_of_each_way(tmp_path):
-    from benchmarks import prewarm_fidelity
-
-    first, second = tmp_path / "a.md", tmp_path / "b.md"
-    first.write_text("| 0 | on | 2.0 | 3.2 | 1.6 | True |\n| 1 | off | 2.0 | 2.0 | 1.0 | None |\n"
-                     "| 2 | on | | | | error: CUDA error |\n")
-    second.write_text("# header\n| 0 | off | 3.1 | 2.2 | 0.71 | None |\n"
-                      "| 1 | on | 2.0 | 2.4 | 1.2 | True |\n")
-    lines = prewarm_fidelity.pool([first, second])
-    assert "| `a.md` | 1 | 1 | 1.600 | 1.000 |" in lines
-    assert "| `b.md` | 1 | 1 | 1.200 | 0.710 |" in lines
-    assert lines[-2].startswith("all: trial / control, median: on 1.400 (2), off 0.855 (2); ")
-    assert lines[-1] == "slow trials (p50 >= 3.0 ms): on 1 of 2, off 0 of 2, control 1 of 4"
-    # Rows with the GPU's own time a call (control / trial, the 11th cell): its ratio by way.
-    gpu = tmp_path / "gpu.md"
-    gpu.write_text("| 0 | on | 2.0 | 3.0 | 1.5 | True | 0.2 | 13 | 2.4 / 4.4 | - / - | 1.60 / 1.68 |\n"
-                   "| 1 | off | 2.0 | 2.0 | 1.0 | None | 1.3 | 13 | 2.4 / 2.4 | - / - | 1.60 / 1.60 |\n"
-                   "| 2 | on | 2.0 | 2.1 | 1.05 | True | 0.2 | 13 | 2.4 / 2.4 | - / - | - / 1.60 |\n")
-    lines = prewarm_fidelity.pool([first, gpu])
-    assert lines[-2].startswith("GPU time a call (the kernels' own), trial / control, median: "
-                                "on 1.050 (1), off 1.000 (1); ")
-    # And each way's own figures: the controls beside a readied process apart from the others.
-    assert lines[-1] == ("GPU time a call, ms, median: controls of the samples readied ahead "
-                         "1.600 (1), of the others 1.600 (1); trials readied ahead 1.680 (1), "
-                         "others 1.600 (1)")
-    assert prewarm_fidelity._greater_p([3.0, 4.0], [1.0, 2.0]) < 0.1 < prewarm_fidelity._greater_p(
-        [1.0, 2.0], [3.0, 4.0])
-
-
-def test_study_growth_gives_each_block_of_trials_in_the_order_they_ran():
-    from benchmarks import study_growth
-
-    table = study_growth.blocks(pd.Series([1.0, 3.0, 2.0, 10.0, 20.0]), 2)
-    assert list(table["trials"]) == ["1-2", "3-4", "5-5"]
-    assert list(table["mean s"]) == [2.0, 6.0, 20.0]
-    assert list(table["max s"]) == [3.0, 10.0, 20.0]
-    # trial numbers 4, 5, 9, 10, 14: the third and fifth came after three pruned proposals
-    asked = study_growth.blocks(pd.Series([1.0, 3.0, 2.0, 10.0, 20.0]), 2,
-                                pd.Series([4, 5, 9, 10, 14]))["asked a trial"]
-    assert asked.iloc[0] == 1.0 and list(asked.iloc[1:]) == [2.5, 4.0]
-
-
-def test_fleet_startup_reads_each_mark_off_the_lines_the_command_wrote():
-    from benchmarks import fleet_startup
-
-    lines = [(8.7, "study s in d: 2 configs in the space, target 1 trial, one worker per GPU (0); "
-                   "each line starts with its GPU"),
-             (11.7, "gpu0 study s in d: 2 configs in the space, target 1 trial; progress below"),
-             (11.8, "gpu0   running eager contiguous bs=1 ..."),
-             (15.0, "tuner: a note from a trial process"),
-             (20.3, "gpu0 [1/1] eager contiguous bs=1: p50 1.394 ms"),
-             (20.5, "gpu0 stopped: reached 1 trial")]
-    assert fleet_startup.marks_of(lines) == {"parent checked": 8.7, "worker joined": 11.7,
-                                             "first trial claimed": 11.8,
-                                             "first trial done": 20.3}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from tests.support import ROOT
+
 
 
 def test_a_host_out_of_memory_is_oom_not_a_compile_error():
@@ -32,7 +34,7 @@ def test_the_noisy_flag_says_when_the_spread_is_wide():
 def test_a_sticky_cuda_error_is_told_apart_from_an_oom_and_other_errors():
     import torch
 
-    from tests.models import CUDA_ASSERT_TEXT
+    from tests.support.models import CUDA_ASSERT_TEXT
     from tuner.trial.protocol import _is_cuda_error, _is_oom
 
     for text in (CUDA_ASSERT_TEXT, "CUDA error: an illegal memory access was encountered",
@@ -62,12 +64,12 @@ def _trial(model: str, batch_size: int, shape_schedule=(), dtype: str = "float32
 
 
 @pytest.mark.parametrize("model, shape_schedule, dtype, where", [
-    ("tests.models:cuda_error_when_moved", (), "float32", "building the model on the device: "),
-    ("tests.models:cuda_error_at_batch_2", (), "bfloat16", "float32 reference call: "),
-    ("tests.models:cuda_error_when_cast", (), "bfloat16", "casting the model to bfloat16: "),
-    ("tests.models:cuda_error_at_batch_2", (), "float32", "eager call: "),  # the eager reference
-    ("tests.models:cuda_error_from_call_10", (), "float32", ""),  # warm-up or steady state
-    ("tests.models:cuda_error_at_batch_2", (1, 2), "float32", "shape schedule: "),  # bs 2 in the replay
+    ("tests.support.models:cuda_error_when_moved", (), "float32", "building the model on the device: "),
+    ("tests.support.models:cuda_error_at_batch_2", (), "bfloat16", "float32 reference call: "),
+    ("tests.support.models:cuda_error_when_cast", (), "bfloat16", "casting the model to bfloat16: "),
+    ("tests.support.models:cuda_error_at_batch_2", (), "float32", "eager call: "),  # the eager reference
+    ("tests.support.models:cuda_error_from_call_10", (), "float32", ""),  # warm-up or steady state
+    ("tests.support.models:cuda_error_at_batch_2", (1, 2), "float32", "shape schedule: "),  # bs 2 in the replay
 ], ids=["placing", "float32-reference", "casting", "eager-reference", "measurement",
         "shape-schedule"])
 def test_a_cuda_error_is_cuda_error_in_one_line_and_its_whole_text_goes_to_stderr(
@@ -85,7 +87,7 @@ def test_a_cuda_error_is_cuda_error_in_one_line_and_its_whole_text_goes_to_stder
 def test_a_device_out_of_memory_while_casting_is_oom():
     from tuner.domain.records import Status
 
-    r = _trial("tests.models:oom_when_cast", 2, dtype="bfloat16")
+    r = _trial("tests.support.models:oom_when_cast", 2, dtype="bfloat16")
     assert r.status is Status.OOM
     assert r.message == ("casting the model to bfloat16: RuntimeError: CUDA out of memory. "
                          "Tried to allocate 2.00 GiB")
@@ -109,11 +111,10 @@ def test_a_cuda_error_wrapped_in_another_error_names_the_cuda_line(capfd):
 
 def test_the_readme_lists_every_status_a_row_can_have():
     import re
-    from pathlib import Path
 
     from tuner.domain.records import Status
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     listed = set(re.findall(r"^\| `(\w+)` \| ", readme, flags=re.MULTILINE))
     # interrupted leaves no row (the README says so below the table)
     assert {s.value for s in Status} - {Status.INTERRUPTED.value} <= listed
@@ -159,13 +160,13 @@ def test_with_a_timing_cpu_the_steady_state_is_timed_on_that_core_and_the_row_sa
     monkeypatch.setattr(affinity, "timing_thread_on", spy)
     monkeypatch.setattr(host, "core_loop_ms", loop_spy)
     monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(core))
-    result = _trial("tests.models:tiny_cnn", 2)
+    result = _trial("tests.support.models:tiny_cnn", 2)
     assert result.status.value == "ok" and result.timing_cpu == core
     assert seen == [{core}] and os.sched_getaffinity(0) == allowed
     # The core's speed is taken on the core that launched: before and after the timing.
     assert loop_cores == [{core}, {core}] and result.host_loop_ms > 0
     monkeypatch.setenv(affinity.TIMING_CPU_ENV, str(max(allowed) + 1000))
-    assert _trial("tests.models:tiny_cnn", 2).timing_cpu is None
+    assert _trial("tests.support.models:tiny_cnn", 2).timing_cpu is None
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux affinity")
@@ -214,7 +215,7 @@ def test_timing_cpu_fastest_times_the_steady_state_on_the_core_that_ran_the_loop
 
     monkeypatch.setattr(host, "core_loop_ms", loop_ms)
     monkeypatch.setenv(affinity.TIMING_CPU_ENV, "fastest")
-    result = _trial("tests.models:tiny_cnn", 2)
+    result = _trial("tests.support.models:tiny_cnn", 2)
     assert result.status.value == "ok" and result.timing_cpu == fast
     assert [{c} for c in sorted(allowed)] == probed[:len(allowed)]  # each core, one at a time
     assert result.host_loop_ms == 2.0  # taken on the core it measured on
@@ -222,7 +223,7 @@ def test_timing_cpu_fastest_times_the_steady_state_on_the_core_that_ran_the_loop
     # The slow cores' figures are what a core other than the fastest would show.
     monkeypatch.setattr(host, "core_loop_ms", lambda repeats=5: 5.0 if os.sched_getaffinity(0)
                         == {fast} else 2.0)
-    assert _trial("tests.models:tiny_cnn", 2).timing_cpu != fast
+    assert _trial("tests.support.models:tiny_cnn", 2).timing_cpu != fast
 
 
 def test_a_failure_of_many_lines_is_one_line_in_the_row_and_whole_on_stderr(capfd):
@@ -258,9 +259,9 @@ def test_gpu_time_is_recorded_only_when_asked_and_a_profiler_failure_leaves_the_
         return 1.25
 
     monkeypatch.setattr(Device, "gpu_time_ms", profiled)
-    assert _trial("tests.models:tiny_cnn", 2).gpu_time_ms is None and asked == []
+    assert _trial("tests.support.models:tiny_cnn", 2).gpu_time_ms is None and asked == []
     monkeypatch.setenv(contract.GPU_TIME_ENV, "1")
-    result = _trial("tests.models:tiny_cnn", 2)
+    result = _trial("tests.support.models:tiny_cnn", 2)
     assert result.status.value == "ok" and result.gpu_time_ms == 1.25
     assert asked == [contract.GPU_TIME_CALLS]
 
@@ -268,7 +269,7 @@ def test_gpu_time_is_recorded_only_when_asked_and_a_profiler_failure_leaves_the_
         raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
 
     monkeypatch.setattr(Device, "gpu_time_ms", broken)
-    result = _trial("tests.models:tiny_cnn", 2)
+    result = _trial("tests.support.models:tiny_cnn", 2)
     assert result.status.value == "ok" and result.gpu_time_ms is None
     assert result.latency_ms_p50 > 0
 

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from tests.support import ROOT
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.equivalent import ran_keys
@@ -22,7 +23,7 @@ from tuner.trial import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend
 
-from .synthetic import GPU_WORKLOAD, configs, fingerprint, write_study
+from tests.support.synthetic import GPU_WORKLOAD, configs, fingerprint, write_study
 
 # FakeRunner at speed s, batch size 1: eager 6.25/s ms, inductor:reduce-overhead 3.75/s,
 # inductor:max-autotune 3.4375/s (and 90 s to compile), inductor:default 5/s, cudagraphs 4.6875/s.
@@ -608,9 +609,8 @@ def test_studies_without_any_verified_config_are_an_error(tmp_path):
 
 
 def test_the_readme_excerpt_is_the_real_output():
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     readme = (root / "README.md").read_text()
     start = readme.index("An excerpt:\n\n```\n", readme.index("## Comparing GPU models"))
     excerpt = readme[start:].split("```\n")[1].splitlines()

@@ -14,6 +14,7 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
+from tests.support import ROOT
 import tuner
 from tuner.cli.app import main
 from tuner.data import files
@@ -27,7 +28,7 @@ from tuner.use.compare import compare
 from tuner.use.environment import MismatchWarning
 from tuner.use.recommend import Recommendation, recommend
 
-from .synthetic import configs, fingerprint, write_study
+from tests.support.synthetic import configs, fingerprint, write_study
 
 # FakeRunner's numbers at batch size 1 (speed 1): p50 ms, memory, first call s
 #   eager 6.25 / 0.96 GiB / 0 s              inductor:default 5.0 / 0.96 GiB / 15 s
@@ -320,7 +321,7 @@ def compile_calls(monkeypatch):
 
 
 def cpu_study(tmp_path, label, **workload):
-    load = Workload(model="tests.models:tiny_cnn", device="cpu", **workload)
+    load = Workload(model="tests.support.models:tiny_cnn", device="cpu", **workload)
     return write_study(tmp_path, f"cpu-{label.replace(':', '-')}", workload=load,
                        trial_configs=configs([1], [label]))
 
@@ -447,9 +448,8 @@ def test_cli_errors_and_warnings(study, monkeypatch):
 
 
 def test_the_readme_names_every_field_of_the_json(study):
-    from pathlib import Path
 
-    readme = Path(__file__).resolve().parent.parent / "README.md"
+    readme = ROOT / "README.md"
     section = readme.read_text().split("- **JSON** (`tuner recommend --json`", 1)[1]
     section = section.split("\n\n", 1)[0]
     fields = recommend(study, batch_size=1).to_dict()
@@ -536,7 +536,7 @@ def test_an_eager_recommendation_says_why_nothing_compiled_won(tmp_path):
 def test_a_pick_that_breaks_a_limit_of_the_studys_search_says_so(tmp_path, fake_cli):
     # `tuner search --max-compile-s 20`, then `tuner recommend` named max-autotune, whose
     # 60 s compile the search had been told was too long, as if no limit had been given.
-    from tests.test_cli import invoke, search_args
+    from tests.support.cli import invoke, search_args
 
     searched = invoke(*search_args(tmp_path, "--max-compile-s", "20", "--compile-timeout", "none",
                                    mode="default,max-autotune-no-cudagraphs", batch_sizes="1"))
@@ -559,7 +559,7 @@ def test_a_pick_that_breaks_a_limit_of_the_studys_search_says_so(tmp_path, fake_
 
 def test_a_cuda_graph_config_says_how_to_call_it_and_keep_its_outputs(tmp_path):
     # reduce-overhead on CUDA: the next call overwrites the outputs (verified on the H200 by
-    # tests/test_gpu.py); describe, the snippet and the JSON say so, a CPU config does not.
+    # tests/gpu/test_cuda.py); describe, the snippet and the JSON say so, a CPU config does not.
     load = Workload(model="resnet18", device="cuda")
     rec = recommend(write_study(tmp_path, "graphs", workload=load,
                                 trial_configs=configs([1], ["eager", "inductor:reduce-overhead"])))

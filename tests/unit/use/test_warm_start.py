@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import tuner
-from tests.fakes import FakeRunner
+from tuner.fake import FakeRunner
 from tuner.data import files
 from tuner.launch.runner import ProcessRunner
 from tuner.domain import layout
@@ -30,8 +30,8 @@ from tuner.study.spec import StudySpec
 from tuner.trial import artifacts, fingerprint
 from tuner.use.environment import MismatchWarning
 
-from .conftest import ROOT
-from .models import TinyCNN
+from tests.support import ROOT
+from tests.support.models import TinyCNN
 
 # With a compile budget every first call is watched by the runner, which never needs to kill it.
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
@@ -45,7 +45,7 @@ def cpu_study(tmp_path_factory):
     """A real study of a tiny model whose compiled config is a sure finalist (its eager sleeps),
     searched, then that finalist measured twice more (the eager one is left out for time; the
     search's own confirmation is tested with the fake runner)."""
-    spec = StudySpec(name="tiny", workload=Workload(model="tests.models:slow_in_eager",
+    spec = StudySpec(name="tiny", workload=Workload(model="tests.support.models:slow_in_eager",
                                                     device="cpu"),
                      space=SearchSpace(backends=("eager", "inductor"), modes=("default",),
                                        dynamic=(False,), batch_sizes=(2,)),
@@ -108,7 +108,7 @@ def test_apply_loads_the_artifacts_so_the_first_call_hits_the_compile_cache(cpu_
     script = textwrap.dedent(f"""
         import json, torch, tuner
         from torch._dynamo.utils import counters
-        from tests.models import slow_in_eager
+        from tests.support.models import slow_in_eager
 
         rec = tuner.recommend({str(spec.directory)!r}, batch_size=2)
         assert rec.config.compiled, rec.row
@@ -235,7 +235,7 @@ def test_apply_warns_when_the_file_is_gone_or_unreadable(fake_study):
 
 
 def test_a_study_without_artifacts_applies_as_before(tmp_path):
-    from .synthetic import write_study
+    from tests.support.synthetic import write_study
 
     study = write_study(tmp_path, "old")
     with warnings.catch_warnings():
