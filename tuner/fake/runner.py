@@ -137,7 +137,7 @@ class FakeRunner:
         recompiles = (0 if not new else len(new) if cfg.dynamic is False else 1) \
             if cfg.compiled else None
         return {"schedule_recompiles": recompiles,
-                "schedule_recompile_s": 2.0 * recompiles if cfg.compiled else None,
+                "schedule_recompile_s": 2.0 * recompiles if recompiles is not None else None,
                 "schedule_total_s": 3 * len(request.workload.shape_schedule) * p50 / 1e3
                 + 2.0 * (recompiles or 0),
                 "schedule_batch_sizes": [shape_batch(s) for s in shapes],
