@@ -108,7 +108,7 @@ def test_the_last_error_keeps_a_workload_errors_advice(tmp_path):
     # A trial's message is cut at 300 characters; the search's last line must keep as much,
     # since the advice (what to change in the factory) comes at the end.
     advice = "give the factory a second argument, def factory(batch_size, seq_len=...)"
-    long = f"factory tests.support.models:f raised ValueError: {'x' * 180}; {advice}"
+    long = f"factory tests.models:f raised ValueError: {'x' * 180}; {advice}"
     assert 250 < len(long) <= 300
 
     class SaysAtLength(FakeRunner):
