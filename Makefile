@@ -26,7 +26,9 @@ demo: install
 	@echo
 	@echo "files: studies/demo/trials.parquet studies/demo/pareto.parquet"
 
-# Fast tests plus a few real CPU compiles of tiny models; GPU tests skip without a GPU.
+# tests/unit/<package> mirrors tuner/, tests/integration runs real processes (a few real CPU
+# compiles of tiny models), tests/benchmarks tests the benchmark scripts; the gpu-marked tests
+# (tests/gpu) are left out here: `make gpu` runs them. Time on a 2-core machine: (to be measured)
 test: install
 	$(BIN)/python -m pytest -q -m "not gpu" -n 2 --dist loadfile  # a module's tests stay together
 

@@ -18,7 +18,7 @@ import of torch when the trial was handed to it), build_s, process_s. Then the t
 takes to import in a fresh process on this machine (each with what it imports itself).
 
 `--tuner-path DIR` puts another checkout's tree first on PYTHONPATH, to time older code in the
-same call. `--fake-runner` runs the fake trials of tests.fake_tuner (no GPU; for a dry run).
+same call. `--fake-runner` runs the fake trials of tuner.fake (no GPU; for a dry run).
 These are the trials-per-hour benchmark's start-up (trials_per_hour.py's `start-up s`), taken
 apart.
 
@@ -121,7 +121,7 @@ def step_times(root: Path, name: str, tuner_path: str | None) -> dict[str, float
 
 def one_run(root: Path, name: str, args: argparse.Namespace) -> dict:
     """Run one fresh one-trial study; the seconds from the command's start to each mark."""
-    tuner = ["tests.fake_tuner", "--fake-delay", "1"] if args.fake_runner else ["tuner"]
+    tuner = ["tuner.fake", "--fake-delay", "1"] if args.fake_runner else ["tuner"]
     cmd = [sys.executable, "-m", *tuner, "search", "--model", "resnet18", "--backend", "eager",
            "--batch-sizes", "1", "--gpus", "0", "--trials", "1", "--confirm", "0",
            "--name", name, "--studies-dir", str(root), "--timeout", "300s"]

@@ -2,8 +2,8 @@
 
     python benchmarks/study_growth.py --trials 600 --out benchmarks/results/study_growth.md
 
-Runs ``tuner search`` with the fake runner (tests/fakes.py: every trial is made up and takes no
-time), so what is left of each trial is the tuner's own work between trials: the claims read
+Runs ``tuner search`` with the fake runner (tuner/fake/runner.py: every trial is made up and takes
+no time), so what is left of each trial is the tuner's own work between trials: the claims read
 from the storage, the sampler, the Parquet files rewritten after every trial, the caches
 pruned. That is each row's ``tuner_overhead_s`` (the search's time since the previous trial
 ended). The space: resnet18 on the CPU, batch sizes 1, 8, 16 and 32, eager and 160 inductor
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
 
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="tuner-growth-") as tmp:
-        cmd = [sys.executable, "-m", "tests.fake_tuner", "--fake-delay", "0", "search", *space,
+        cmd = [sys.executable, "-m", "tuner.fake", "--fake-delay", "0", "search", *space,
                "--studies-dir", tmp, "--name", "growth", "--trials", str(args.trials),
                "--confirm", "0", "--quiet"]
         print(" ".join(cmd[2:]), file=sys.stderr)

@@ -25,7 +25,7 @@ against that Optuna storage too, e.g. postgresql://user@host/db; the studies mad
 deleted afterwards.
 
 `--fake-runner --fake-delay S` runs the same thing with made-up trials of S seconds (no GPU,
-tests.fake_tuner; it allows up to 8 GPU indices on a machine without any): it measures the
+tuner.fake; it allows up to 8 GPU indices on a machine without any): it measures the
 tuner's own coordination cost, not the hardware. Its rows' phases are made up, all but
 `tuner_overhead_s`; the report gives the rate against the ideal (workers / S) instead.
 """
@@ -76,8 +76,9 @@ def grid(batch_sizes: str) -> list[str]:
 
 
 def search_command(gpus: str, name: str, root: Path, args: argparse.Namespace) -> list[str]:
-    # The fake runner lives with the tests: tests.fake_tuner is the tuner command with it behind.
-    tuner = ["tests.fake_tuner", "--fake-delay", str(args.fake_delay)] if args.fake_runner \
+    # The fake runner lives in the package: `python -m tuner.fake` is the tuner command with it
+    # behind.
+    tuner = ["tuner.fake", "--fake-delay", str(args.fake_delay)] if args.fake_runner \
         else ["tuner"]
     cmd = [sys.executable, "-m", *tuner, "search", *space_args(args.batch_sizes),
            "--image-size", str(args.image_size), "--gpus", gpus, "--name", name,
@@ -117,7 +118,7 @@ def run_set(gpus: str, storage: str, args: argparse.Namespace, root: Path) -> di
         env = {k: v for k, v in os.environ.items() if k != "TUNER_STORAGE"}
         if storage != "sqlite":
             env["TUNER_STORAGE"] = storage  # never in argv, where `ps` shows it
-        if args.fake_runner:  # tests.fake_tuner and its fleet workers import from the repo
+        if args.fake_runner:  # tuner.fake and its fleet workers import this checkout
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO),
                                                               env.get("PYTHONPATH")]))
         url = storage if storage != "sqlite" else StudyLayout(root / name).sqlite_url

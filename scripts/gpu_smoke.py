@@ -20,7 +20,7 @@ FIELDS = ("status", "message", "latency_ms_p50", "latency_ms_p90", "compile_s_co
           "vram_bytes_process_nvml")
 
 for config in (TrialConfig("inductor", 8, "reduce-overhead", False),):
-    request = TrialRequest(config, Workload("tests.models:tiny_cnn", device="cuda"),
+    request = TrialRequest(config, Workload("tests.support.models:tiny_cnn", device="cuda"),
                            TrialProtocol(min_calls=20, min_seconds=0.3, measure_peak=True))
     result = ProcessRunner(timeout_s=120).run(request, Path(tempfile.mkdtemp()))
     print(config.label, {f: getattr(result, f, None) for f in FIELDS})

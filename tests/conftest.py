@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Workers import `tests.models` by name: make the repo root importable in their processes too.
+# Workers import `tests.support.models` by name: make the repo root importable in their processes
+# too.
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
@@ -15,33 +16,33 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 @pytest.fixture
 def fake_cli(monkeypatch):
     """The command line, in this process and the fleet workers it starts, with FakeRunner behind
-    it (tests.fakes.install), for one test; TUNER_TEST_FAKE_DELAY_S sets each fake trial's
+    it (tuner.fake.install), for one test; TUNER_TEST_FAKE_DELAY_S sets each fake trial's
     seconds."""
-    from tests import fakes
+    from tuner import fake
 
-    fakes.install(setattr=monkeypatch.setattr)
+    fake.install(setattr=monkeypatch.setattr)
 
 
 @pytest.fixture(scope="module")
 def fake_cli_for_module():
     """:func:`fake_cli` for a module-scoped fixture. Every test of that module then runs with
     the fake: use it only in a module whose tests all do."""
-    from tests import fakes
+    from tuner import fake
 
     with pytest.MonkeyPatch.context() as patch:
-        fakes.install(setattr=patch.setattr)
+        fake.install(setattr=patch.setattr)
         yield
 
 
 @pytest.fixture
 def postgres_study():
-    """A study name no other test run uses on the PostgreSQL server of tests/test_postgres.py
+    """A study name no other test run uses on the PostgreSQL server of tests/support/postgres.py
     (skipped with its reason where there is none); the study is deleted afterwards."""
     import uuid
 
     import optuna
 
-    from tests.test_postgres import REASON, URL
+    from tests.support.postgres import REASON, URL
     from tuner.study.storage import make_storage
 
     if REASON is not None:
