@@ -10,8 +10,11 @@ imports while the template imports and it waits, not before the template starts.
 
 Stopped (Ctrl-C or SIGTERM passed on by the fleet) before its search's own handlers are in
 place, it exits quietly: 0 before the go, 130 or 143 after it (tuner.launch.signals). The
-fleet's process killed outright, its workers get SIGTERM (die_with_parent) and say so in their
-stop reason: not the user's Ctrl-C, but their search's death."""
+fleet's process killed outright, its workers get SIGUSR1 (die_with_parent), note it and stop as
+on SIGTERM, and say so in their stop reason: not the user's Ctrl-C, but their search's death.
+A signal of its own, not SIGTERM and a look at the parent's pid: the kernel sends it when the
+fleet's thread that started the worker exits, which can come before the fleet's process is
+gone and the worker's parent changes (a stop reason read then said "stopped by the user")."""
 
 from __future__ import annotations
 
@@ -34,18 +37,26 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m tuner.cli.fleet_worker PLAN_JSON", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGUSR1, _fleet_died)  # before asking for it: its default kills
     with installed({signal.SIGTERM: _terminated}):  # the search puts its own in place
-        die_with_parent(signum=signal.SIGTERM)  # the fleet's process, named in TUNER_PARENT_PID
+        die_with_parent(signum=signal.SIGUSR1)  # the fleet's process, named in TUNER_PARENT_PID
         return _work(WorkerPlan.from_json(argv[0]))
 
 
 # A worker's stop reason where the fleet's process died (killed outright: SIGKILL, the OOM
 # killer), rather than "stopped by the user".
 FLEET_DIED = "the search that started this worker died"
+_fleet_gone: list[bool] = []  # holds True once the fleet's process died
+
+
+def _fleet_died(signum: int, frame: Any) -> None:
+    """The fleet's process died: note it, then stop as SIGTERM stops this worker (whichever
+    handler is in place: this module's while it starts, its search's once it runs)."""
+    _fleet_gone.append(True)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _work(plan: WorkerPlan) -> int:
-    fleet_pid = os.getppid()  # the fleet started this process itself (tuner.study.fleet)
     runner = None
     if plan.wait_for_go:
         try:
@@ -64,7 +75,7 @@ def _work(plan: WorkerPlan) -> int:
 
     try:
         measure.run_worker(plan, os.environ.get(STORAGE_ENV), as_json=False, runner=runner,
-                           stop_cause=lambda: FLEET_DIED if os.getppid() != fleet_pid else None)
+                           stop_cause=lambda: FLEET_DIED if _fleet_gone else None)
     except KeyboardInterrupt:  # joining the study: nothing measured yet, the runner closed
         return EXIT_INTERRUPTED
     except _Terminated:

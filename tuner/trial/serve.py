@@ -34,8 +34,9 @@ def die_with_parent(parent_pid: int | None = None, signum: int | None = None) ->
     (SIGKILL, the OOM killer) it cannot, and an orphaned trial would go on computing on the GPU
     beside the trial that measures its config again. The kernel signals us when the parent's
     thread that started us exits: the runner starts trials from the search loop's thread.
-    A fleet's worker (tuner.cli.fleet_worker) asks for SIGTERM instead: its handler abandons
-    the trial in flight, which then dies with it, and the worker exits 143.
+    A fleet's worker (tuner.cli.fleet_worker) asks for SIGUSR1 instead: its handler notes
+    that its fleet died and stops it as SIGTERM does (the trial in flight is abandoned and dies
+    with it; the worker exits 143).
     """
     parent = str(parent_pid) if parent_pid else os.environ.get(PARENT_PID_ENV, "")
     if not parent.isdigit() or not sys.platform.startswith("linux"):
