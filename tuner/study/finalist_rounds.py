@@ -9,7 +9,9 @@ from collections.abc import Callable
 import optuna
 import pandas as pd
 
-from tuner.data.select import throughput_picks_off_front
+from tuner.data.derive import listed
+from tuner.data.noise import SLOW_CORE_RATIO
+from tuner.data.select import pareto, throughput_picks_off_front
 from tuner.launch.runner import Runner
 from tuner.study import finalists
 from tuner.study.export import Exported
@@ -34,7 +36,7 @@ def confirm_rounds(export: Callable[[], Exported], study: optuna.Study,
         if rounds and now - before:
             on_message(_front_moved(before, now))
         before = now
-        slow = finalists.slow_core_contenders(exported.trials, front)
+        slow = slow_core_contenders(exported.trials, front)
         if len(slow):
             on_message(_slow_contenders(slow))
         # What recommend --objective throughput picks off the front: measured again
@@ -48,6 +50,25 @@ def confirm_rounds(export: Callable[[], Exported], study: optuna.Study,
             also=pd.concat([slow, picks]) if len(picks) else slow,
             on_message=on_message, stop=stop, abort=abort, resumes=resumes))
     return rounds
+
+
+def slow_core_contenders(trials: pd.DataFrame, front: pd.DataFrame) -> pd.DataFrame:
+    """Trials off the Pareto ``front`` (:func:`tuner.data.select.pareto` of ``trials``), measured on a slow host core (``host_core_slowdown`` at
+    least :data:`tuner.data.noise.SLOW_CORE_RATIO`) and not measured again yet, that would be on
+    the front had their p50 been as much faster as their core was slow. A launch-bound config
+    reads slow on such a core, so without this it could miss the front for the core's sake;
+    measured again in fresh processes like a finalist, it is judged on its median."""
+    if trials.empty or "host_core_slowdown" not in trials:
+        return trials.iloc[:0]
+    slowdown = pd.to_numeric(trials["host_core_slowdown"], errors="coerce")
+    unconfirmed = trials["latency_ms_p50_repeats"].map(lambda v: listed(v) == 0)
+    flagged = (slowdown >= SLOW_CORE_RATIO) & unconfirmed
+    if not flagged.any():
+        return trials.iloc[:0]
+    p50 = pd.to_numeric(trials["latency_ms_p50"], errors="coerce")
+    hopeful = trials.assign(latency_ms_p50=p50.where(~flagged, p50 / slowdown))
+    could = set(pareto(hopeful)["trial_number"]) - set(front["trial_number"])
+    return trials[flagged & trials["trial_number"].isin(could)]
 
 
 def combined(rounds: list[finalists.ConfirmSummary]) -> finalists.ConfirmSummary:

@@ -39,6 +39,7 @@ from tuner.study.long_trial import StillRunning
 from tuner.study.params import nearest, suggest
 from tuner.study.progress import Progress, SearchSummary, any_ok, counted
 from tuner.study.record import store_result
+from tuner.study.remeasurements import forget
 from tuner.study.spec import StudySpec
 from tuner.study.storage import INTERRUPTED_ATTR, open_study, resumed_protocol, resumed_space
 from tuner.study.tell import tell
@@ -312,7 +313,7 @@ class Search:
 
     def forget_repeats(self) -> None:
         """Forget every trial's re-measurements (``--redo``), saying how many had some."""
-        if forgotten := finalists.forget(self.study, self.claims.storage):
+        if forgotten := forget(self.study, self.claims.storage):
             self.on_message(f"--redo: the re-measurements of {plural(forgotten, 'trial')} are "
                             "forgotten; a stop from here "
                             "on resumes without --redo")
