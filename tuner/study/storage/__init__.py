@@ -7,8 +7,9 @@ attributes (:mod:`~tuner.study.storage.attrs`), so a study resumes from any host
 the storage. A search opens its study (:mod:`~tuner.study.storage.opening`) in its folder
 (:mod:`~tuner.study.storage.folder`), checked against what the study was made with
 (:mod:`~tuner.study.storage.resume`); a worker joins one (:mod:`~tuner.study.storage.join`).
-Both make the storage itself in :mod:`~tuner.study.storage.engine`, and a storage that fails
-is told in one line by :mod:`~tuner.study.storage.errors`.
+Both make the storage itself in :mod:`~tuner.study.storage.engine`, look at a SQLite file
+before they open it (:mod:`~tuner.study.storage.sqlite_file`), and a storage that fails is told
+in one line by :mod:`~tuner.study.storage.errors`.
 """
 
 from tuner.study.storage.attrs import (
