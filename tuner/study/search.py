@@ -6,9 +6,9 @@ config is measured twice (:mod:`tuner.study.claims` keeps workers apart). The Pa
 written again after every trial, so an interrupted search loses nothing.
 
 Beside it: configs skipped without a trial (:mod:`tuner.study.skips`), telling Optuna
-(:mod:`tuner.study.tell`), the progress's counts and ETA (:mod:`tuner.study.counts`,
-:mod:`tuner.study.eta`), the finalists' rounds (:mod:`tuner.study.finalist_rounds`) and what
-else shares the host (:mod:`tuner.study.host_warnings`).
+(:mod:`tuner.study.tell`), what it reports (:mod:`tuner.study.progress`, :mod:`tuner.study.eta`),
+the finalists' rounds (:mod:`tuner.study.finalist_rounds`) and what else shares the host
+(:mod:`tuner.study.host_warnings`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class _Run:
     rng: random.Random
     progress: Progress
     skipped: skips.Skipped = dataclasses.field(default_factory=skips.Skipped)
-    new: int = 0
+    new: int = 0  # trials this run measured
     stop_reason: str = ""
     user_stopped: bool = False
     said_waiting: bool = False
@@ -126,9 +126,7 @@ class Search:
 
     def _run(self) -> SearchSummary:
         self.prepare()
-        # Something else sharing this host's CPU or GPUs as the search starts is told.
-        for text in host_warnings(self.fronts, self.spec.workload.device, self.claims.gpus):
-            self.on_message(text)
+        self._warn_of_neighbours()
         spec = self.spec
         deadline = time.monotonic() + spec.budget_s if spec.budget_s else None
         run = _Run(spec.space.configs(), random.Random(spec.seed),
@@ -372,6 +370,12 @@ class Search:
     def _frame(self) -> pd.DataFrame:
         return study_frame(self.fronts, self.spec.name, self.spec.workload, self.spec.layout,
                            self._rows)
+
+    def _warn_of_neighbours(self) -> None:
+        """Say what else shares this host's CPU or GPUs as the search starts
+        (:func:`tuner.study.host_warnings.host_warnings`)."""
+        for text in host_warnings(self.fronts, self.spec.workload.device, self.claims.gpus):
+            self.on_message(text)
 
     def export(self, after_trial: bool = False, trials: pd.DataFrame | None = None) -> Exported:
         """Write the Parquet files, and delete the compile caches of trials off the front;
