@@ -375,7 +375,8 @@ def test_a_fleet_worker_whose_storage_fails_says_so_in_one_line(tmp_path, monkey
     from tuner.cli import fleet_worker, measure
     from tuner.launch import runner as runners
     from tuner.launch.runner import LaunchSettings
-    from tuner.study import fleet, storage
+    from tuner.study import fleet
+    from tuner.study.storage import errors
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     make_storage(url)
@@ -401,7 +402,7 @@ def test_a_fleet_worker_whose_storage_fails_says_so_in_one_line(tmp_path, monkey
     err = capsys.readouterr().err
     assert err == f"Error: storage {tmp_path / 'study.db'} failed (database or disk is full): " \
         "free disk space and the same command resumes\n"
-    assert storage._last_opened == url
+    assert errors._last_opened == url
 
 
 # -- the folder renamed, or not writable: what to do with the study that is there ----------------
@@ -426,14 +427,14 @@ def test_a_study_folder_that_cannot_be_written_says_to_copy_it_not_to_start_anew
     # writes into read-only folders, so the folder's write test fails here as it would there.
     import tempfile
 
-    from tuner.study import storage
+    from tuner.study.storage import folder as study_folder
 
     folder = made(tmp_path / "studies")
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(storage.tempfile, "NamedTemporaryFile", read_only)
+    monkeypatch.setattr(study_folder.tempfile, "NamedTemporaryFile", read_only)
     result = invoke(*search_args(tmp_path / "studies"))
     assert_one_line_error(result, f"cannot write to {folder}: Permission denied; copy the folder "
                           f"{STUDY}/ into a writable folder first and pass that as --studies-dir",
@@ -441,4 +442,4 @@ def test_a_study_folder_that_cannot_be_written_says_to_copy_it_not_to_start_anew
     # A new study has nothing to copy: any writable --studies-dir does.
     result = invoke(*search_args(tmp_path / "new"))
     assert_one_line_error(result, "Permission denied; pass --studies-dir to a writable folder")
-    monkeypatch.setattr(storage.tempfile, "NamedTemporaryFile", tempfile.NamedTemporaryFile)
+    monkeypatch.setattr(study_folder.tempfile, "NamedTemporaryFile", tempfile.NamedTemporaryFile)

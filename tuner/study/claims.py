@@ -34,6 +34,7 @@ from tuner.study.params import params_of
 from tuner.study.record import is_measured, stored_result, was_run
 from tuner.study.storage import (
     CONFIG_ATTR,
+    DUPLICATE_ATTR,
     INTERRUPTED_ATTR,
     KEY_ATTR,
     OWNER_ATTR,
@@ -193,6 +194,16 @@ class Claims:
         self.fronts.of(config.batch_size).enqueue_trial(
             params_of(config), user_attrs={KEY_ATTR: config.key, **attrs})
 
+    def queue_baselines(self, retry_failed: bool) -> None:
+        """Queue the space's baselines that no trial holds yet; with ``retry_failed``, at the
+        batch sizes the study holds broken too."""
+        state = self.state()
+        held = {} if retry_failed else state.broken
+        for config in self.space.baselines():
+            # Not at a batch size the study holds broken: the run would only prune them.
+            if not state.taken(config.key) and config.batch_size not in held:
+                self.enqueue(config)
+
     def ask(self, study: optuna.Study) -> tuple[optuna.Trial, int]:
         """A new trial of ``study`` (one of the fronts) and the tuner's number for it, its
         heartbeat started."""
@@ -223,6 +234,12 @@ class Claims:
         # one sees the other: both may step back, never both go on.
         state = self.state(exclude=number)
         return not (config.key in state.measured or config.key in state.running)
+
+    @staticmethod
+    def step_back(trial: optuna.Trial, config: TrialConfig) -> None:
+        """Prune ``trial``, whose ``config`` another trial measured or holds."""
+        trial.set_user_attr(DUPLICATE_ATTR, config.key)
+        trial.study.tell(trial, state=TrialState.PRUNED)
 
     def reap_dead(self) -> None:
         """A trial left RUNNING by a search process on this host that no longer exists (killed,

@@ -21,10 +21,10 @@ from tuner.domain.layout import DB_FILE, StudyLayout
 from tuner.domain.records import TrialResult
 from tuner.domain.workload import Workload
 from tuner.study.broken import breaks_batch
-from tuner.study.finalists import misfiled, repeats_of
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import stored_result, was_run
 from tuner.study.redact import redact
+from tuner.study.remeasurements import misfiled, repeats_of
 from tuner.study.spec import StudySpec
 from tuner.study.storage import CONFIG_ATTR
 

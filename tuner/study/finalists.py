@@ -16,43 +16,36 @@ If the trial's cache is gone (measured on another host, say), the first repeat c
 into it and the next is the warm one. Eager finalists are plain repeats. The p50s of all
 processes give a spread and an interval (:mod:`tuner.data.noise`).
 
-The re-measurements are kept in the Optuna storage as one list per trial, in the study's system
-attribute ``tuner.repeats.<trial number>`` (Optuna allows no writes to a finished trial). They
-are not trials: they never count towards ``--trials``, and the search never sees them. Each
-record names its config, so that a storage whose trials were renumbered under them
-(``optuna.copy_study``) is told (:func:`misfiled`)."""
+The re-measurements are kept in the Optuna storage (:mod:`tuner.study.remeasurements`). They
+are not trials: they never count towards ``--trials``, and the search never sees them."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import shutil
 import statistics
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
-from tuner.data.derive import listed
 from tuner.data.noise import (
     ARTIFACTS,
     COLD,
     EAGER_REPEAT,
     INTERFERENCE_CORES,
-    SLOW_CORE_RATIO,
     WARM,
     interval,
 )
 from tuner.data.rows import config_of
-from tuner.data.select import pareto
-from tuner.errors import UserError
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialRequest, TrialResult
+from tuner.errors import UserError
+from tuner.study.remeasurements import add_repeat, repeat_record, repeats_of
 from tuner.words import fmt_s, plural
 
 if TYPE_CHECKING:
@@ -61,15 +54,6 @@ if TYPE_CHECKING:
     from tuner.launch.runner import Runner
     from tuner.study.fronts import Fronts
     from tuner.study.spec import StudySpec
-
-# + trial number + "." + when and which: a study system attribute, one re-measurement of that
-# finalist (None once forgotten). One key per record, so two processes confirming one study
-# never overwrite each other's (each is a single upsert, no read-modify-write).
-REPEAT_ATTR = "tuner.repeat."
-# + trial number: the list of that finalist's records, as studies made before kept them (as
-# study user attributes before that, which optuna-dashboard shows cut at 1,024 characters); all
-# are read.
-REPEATS_ATTR = "tuner.repeats."
 
 
 # More re-measurements than this are a typo: each is a whole trial, and every one rewrites the
@@ -132,25 +116,6 @@ def narrow(p50s: list[float], width: float) -> bool:
 DEFAULT_REPEATS = Repeats()  # auto
 
 
-def slow_core_contenders(trials: pd.DataFrame, front: pd.DataFrame) -> pd.DataFrame:
-    """Trials off the Pareto ``front`` (:func:`tuner.data.select.pareto` of ``trials``), measured on a slow host core (``host_core_slowdown`` at
-    least :data:`tuner.data.noise.SLOW_CORE_RATIO`) and not measured again yet, that would be on
-    the front had their p50 been as much faster as their core was slow. A launch-bound config
-    reads slow on such a core, so without this it could miss the front for the core's sake;
-    measured again in fresh processes like a finalist, it is judged on its median."""
-    if trials.empty or "host_core_slowdown" not in trials:
-        return trials.iloc[:0]
-    slowdown = pd.to_numeric(trials["host_core_slowdown"], errors="coerce")
-    unconfirmed = trials["latency_ms_p50_repeats"].map(lambda v: listed(v) == 0)
-    flagged = (slowdown >= SLOW_CORE_RATIO) & unconfirmed
-    if not flagged.any():
-        return trials.iloc[:0]
-    p50 = pd.to_numeric(trials["latency_ms_p50"], errors="coerce")
-    hopeful = trials.assign(latency_ms_p50=p50.where(~flagged, p50 / slowdown))
-    could = set(pareto(hopeful)["trial_number"]) - set(front["trial_number"])
-    return trials[flagged & trials["trial_number"].isin(could)]
-
-
 def fresh_trial_cache(spec: StudySpec, config: TrialConfig, number: int) -> Path | None:
     """The empty cache folder a search trial compiles into, kept after it so that a finalist's
     re-measurement compiles warm. None (the runner's default) for eager, and with
@@ -200,71 +165,6 @@ class ConfirmSummary:
     noisy: tuple[str, ...] = ()
 
 
-def repeats_of(study: optuna.Study, storage: optuna.storages.BaseStorage
-               ) -> dict[int, list[dict[str, Any]]]:
-    """Every trial's re-measurements, by trial number, oldest first."""
-    system = storage.get_study_system_attrs(storage.get_study_id_from_name(study.study_name))
-    out = {number: list(records) for number, records in _legacy(study, system).items()}
-    for (number, _), record in sorted(
-            ((int(number), when), value) for key, value in system.items()
-            if key.startswith(REPEAT_ATTR)
-            for number, _, when in [key[len(REPEAT_ATTR):].partition(".")]
-            if number.isdigit()):
-        records = out.setdefault(number, [])
-        if record is not None:
-            records.append(record)
-    return out
-
-
-def _legacy(study: optuna.Study, system: Mapping[str, Any]) -> dict[int, list[dict[str, Any]]]:
-    """The lists of records studies made before kept, by trial number: a system attribute's
-    over a user attribute's (forgetting empties the system one)."""
-    return {int(k[len(REPEATS_ATTR):]): v for attrs in (study.user_attrs, system)
-            for k, v in attrs.items()
-            if k.startswith(REPEATS_ATTR) and k[len(REPEATS_ATTR):].isdigit()}
-
-
-def misfiled(repeats: Mapping[int, list[dict[str, Any]]], keys: Mapping[int, str]
-             ) -> tuple[int, str, str | None] | None:
-    """A trial whose stored re-measurements are of another config, as (its number, the config
-    they are of, the trial's config, None for no measured trial), or None if none is. Then the
-    trials were renumbered under their re-measurements: ``optuna.copy_study`` gives each trial a
-    new id, and a tuner number is that id (:mod:`tuner.study.fronts`). ``keys``: each measured
-    trial's config key, by number. Records made before they named their config are not checked."""
-    for number, records in sorted(repeats.items()):
-        of = next((r["config_key"] for r in records if r.get("config_key")), None)
-        if of is not None and of != keys.get(number):
-            return number, of, keys.get(number)
-    return None
-
-
-def _add(study: optuna.Study, storage: optuna.storages.BaseStorage, number: int,
-         record: dict[str, Any]) -> None:
-    """Store one re-measurement of trial ``number``, under a key of its own: ordered by when it
-    was made (nanoseconds since the epoch), told apart by its ``id``."""
-    storage.set_study_system_attr(
-        storage.get_study_id_from_name(study.study_name),
-        f"{REPEAT_ATTR}{number}.{time.time_ns():020d}-{record['id']}", record)
-
-
-def forget(study: optuna.Study, storage: optuna.storages.BaseStorage) -> int:
-    """Forget every trial's re-measurements (``tuner confirm --redo``), before the front is
-    chosen: one that failed had left its finalist off the front, and one on it may not be
-    there without them. Returns how many trials had some."""
-    study_id = storage.get_study_id_from_name(study.study_name)
-    system = storage.get_study_system_attrs(study_id)
-    forgotten = set()
-    for number, records in _legacy(study, system).items():
-        if records:
-            storage.set_study_system_attr(study_id, REPEATS_ATTR + str(number), [])
-            forgotten.add(number)
-    for key, value in system.items():
-        if key.startswith(REPEAT_ATTR) and value is not None:
-            storage.set_study_system_attr(study_id, key, None)
-            forgotten.add(int(key[len(REPEAT_ATTR):].partition(".")[0]))
-    return len(forgotten)
-
-
 def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: StudySpec,
             runner: Runner, front: pd.DataFrame, repeats: int | Repeats, *,
             also: pd.DataFrame | None = None,
@@ -273,84 +173,144 @@ def confirm(study: optuna.Study, storage: optuna.storages.BaseStorage, spec: Stu
             abort: threading.Event | None = None,
             resumes: str = RESUMES) -> ConfirmSummary:
     """Re-measure each finalist (each row of ``front``, the study's Pareto set), and each row of
-    ``also`` (trials off it measured again like finalists: :func:`slow_core_contenders`), as
+    ``also`` (trials off it measured again like finalists:
+    :func:`tuner.study.finalist_rounds.slow_core_contenders`), as
     ``repeats`` says (a number, or :class:`Repeats`); re-measurements made before count
-    (:func:`forget` forgets them).
+    (:func:`tuner.study.remeasurements.forget` forgets them).
 
     ``stop`` ends it before the next process, ``abort`` kills the one in flight (not recorded).
     ``resumes``: what the opening line says resumes it (after --redo, not the same command).
     """
     plan_of = repeats if isinstance(repeats, Repeats) else Repeats(fixed=repeats)
     say = on_message or (lambda text: None)
-    stored = repeats_of(study, storage)
-    finalists = []
     others = set() if also is None else set(also["trial_number"].astype(int))
-    for _, row in (front if not others else pd.concat([front, also])).iterrows():
+    finalists = _wanting(repeats_of(study, storage),
+                         front if not others else pd.concat([front, also]), plan_of)
+    if not finalists:
+        return ConfirmSummary(len(front), 0, 0, False)
+    confirming = _Confirming(study, storage, spec, runner, plan_of, say, finalists)
+    say(confirming.opening(others, resumes))
+    for index in range(len(finalists)):
+        if confirming.finalist(index, stop, abort):
+            return confirming.summary(len(front), stopped=True)
+    for sentence in confirming.noisy:
+        say(sentence)
+    return confirming.summary(len(front), stopped=False)
+
+
+class _Finalist(NamedTuple):
+    number: int
+    config: TrialConfig
+    records: list[dict[str, Any]]  # its re-measurements, read again before and after each
+    own: list[float]  # its trial's p50, where it finished ok
+
+
+def _wanting(stored: dict[int, list[dict[str, Any]]], rows: pd.DataFrame,
+             plan_of: Repeats) -> list[_Finalist]:
+    """The ``rows`` whose re-measurements (``stored``, by trial number) ``plan_of`` wants
+    more of."""
+    finalists = []
+    for _, row in rows.iterrows():
         number = int(row["trial_number"])
         records = stored.get(number, [])
         own = [float(row["latency_ms_p50"])] if row["status"] == Status.OK.value else []
         if plan_of.more(own + _p50s(records), len(records)):
-            finalists.append((number, config_of(row), records, own))
-    if not finalists:
-        return ConfirmSummary(len(front), 0, 0, False)
-    total = None if plan_of.fixed is None else \
-        sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
-    what = plural(total, "re-measurement") if total is not None else \
-        f"{plan_of.describe()}: re-measurements"
-    off = sum(number in others for number, *_ in finalists)
-    whom = plural(len(finalists) - off, "finalist") + (
-        f" and {plural(off, 'trial')} off the front" if off else "")
-    say(f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
-        f"{resumes} resumes)")
-    measured = failed = 0
-    noisy: list[str] = []
-    spent: list[float] = []  # seconds of each re-measurement here: what the ETA is made of
-    for index, (number, config, records, own) in enumerate(finalists):
+            finalists.append(_Finalist(number, config_of(row), records, own))
+    return finalists
+
+
+class _Confirming:
+    """One :func:`confirm`: its finalists measured again in turn, and what it counted."""
+
+    def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage,
+                 spec: StudySpec, runner: Runner, plan_of: Repeats,
+                 say: Callable[[str], None], finalists: list[_Finalist]) -> None:
+        self.study, self.storage, self.spec, self.runner = study, storage, spec, runner
+        self.plan_of, self.say, self.finalists = plan_of, say, finalists
+        self.total = None if plan_of.fixed is None else \
+            sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
+        self.measured = self.failed = 0
+        self.noisy: list[str] = []
+        self.spent: list[float] = []  # seconds of each re-measurement here: what the ETA is made of
+
+    def opening(self, others: set[int], resumes: str) -> str:
+        """The line that says what is measured again: of the finalists, how many are
+        ``others`` (off the front), and what ``resumes`` a stop."""
+        plan_of, finalists, total = self.plan_of, self.finalists, self.total
+        what = plural(total, "re-measurement") if total is not None else \
+            f"{plan_of.describe()}: re-measurements"
+        off = sum(number in others for number, *_ in finalists)
+        whom = plural(len(finalists) - off, "finalist") + (
+            f" and {plural(off, 'trial')} off the front" if off else "")
+        return (f"confirming {whom}: {what}, each in a fresh process (Ctrl-C stops; "
+                f"{resumes} resumes)")
+
+    def finalist(self, index: int, stop: threading.Event | None,
+                 abort: threading.Event | None) -> bool:
+        """Measure finalist ``index`` again until the plan is met, another process measured it
+        enough, or it failed; True where ``stop`` or ``abort`` ended it."""
+        plan_of = self.plan_of
+        number, config, records, own = self.finalists[index]
         while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
-                return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
-            records[:] = repeats_of(study, storage).get(number, [])  # another process's count
+                return True
+            # Read again: another process's count.
+            records[:] = repeats_of(self.study, self.storage).get(number, [])
             if any(r["status"] != Status.OK.value for r in records) or \
                     not plan_of.more(own + _p50s(records), len(records)):
-                break  # another process measured it enough, or saw it fail
-            kind, request, cache = _next(spec, number, config, records)
-            workdir = spec.layout.repeat_dir(number, len(records) + 1)
-            empty = Path(tempfile.mkdtemp(prefix="tuner-cache-")) if cache is None else None
-            started = time.monotonic()
-            try:
-                result = runner.run(request, workdir, abort, cache_dir=cache or empty)
-            finally:
-                if empty is not None:
-                    shutil.rmtree(empty, ignore_errors=True)
+                return False  # another process measured it enough, or saw it fail
+            kind, result = self._once(number, config, records, abort)
             if result.status is Status.INTERRUPTED:
-                return ConfirmSummary(len(front), measured, failed, True, tuple(noisy))
-            _add(study, storage, number, _record(kind, result, config.key))
-            records[:] = repeats_of(study, storage).get(number, [])
-            measured += 1
-            failed += not result.ok
-            spent.append(time.monotonic() - started)
-            done = f"{measured}/{total}" if total is not None else f"{measured}"
-            left = _left(plan_of, own + _p50s(records), len(records),
-                         [len(r) for _, _, r, _ in finalists[index + 1:]])
-            eta = "" if not left or not result.ok else (
-                f" | ETA {'' if plan_of.fixed is not None else 'at least '}"
-                f"{fmt_s(left * statistics.fmean(spent))}")
-            say(f"[confirm {done}] {config.label} bs={config.batch_size} "
-                f"(trial {number}, {kind}): {_outcome(kind, result)}{eta}")
+                return True
+            self._told(index, kind, result)
             if not result.ok:
                 # One fresh process that crashes or computes wrong is enough: such a config is
                 # no longer eligible (tuner.data.select), so more repeats would decide nothing.
-                say(f"{config.label} bs={config.batch_size} (trial {number}) failed in a fresh "
-                    f"process ({result.status.value}): it is left out of the front and of "
-                    "recommendations")
-                break
-        else:
-            p50s = own + _p50s(records)
-            if plan_of.fixed is None and not narrow(p50s, plan_of.width):
-                noisy.append(_still_noisy(config, p50s, records, plan_of))
-    for sentence in noisy:
-        say(sentence)
-    return ConfirmSummary(len(front), measured, failed, False, tuple(noisy))
+                self.say(f"{config.label} bs={config.batch_size} (trial {number}) failed in a "
+                         f"fresh process ({result.status.value}): it is left out of the front "
+                         "and of recommendations")
+                return False
+        p50s = own + _p50s(records)
+        if plan_of.fixed is None and not narrow(p50s, plan_of.width):
+            self.noisy.append(_still_noisy(config, p50s, records, plan_of))
+        return False
+
+    def _once(self, number: int, config: TrialConfig, records: list[dict[str, Any]],
+              abort: threading.Event | None) -> tuple[str, TrialResult]:
+        """One re-measurement in a fresh process: its kind and result, stored (and
+        ``records`` read again) unless it was interrupted."""
+        kind, request, cache = _next(self.spec, number, config, records)
+        workdir = self.spec.layout.repeat_dir(number, len(records) + 1)
+        empty = Path(tempfile.mkdtemp(prefix="tuner-cache-")) if cache is None else None
+        started = time.monotonic()
+        try:
+            result = self.runner.run(request, workdir, abort, cache_dir=cache or empty)
+        finally:
+            if empty is not None:
+                shutil.rmtree(empty, ignore_errors=True)
+        if result.status is not Status.INTERRUPTED:
+            add_repeat(self.study, self.storage, number, repeat_record(kind, result, config.key))
+            records[:] = repeats_of(self.study, self.storage).get(number, [])
+            self.measured += 1
+            self.failed += not result.ok
+            self.spent.append(time.monotonic() - started)
+        return kind, result
+
+    def _told(self, index: int, kind: str, result: TrialResult) -> None:
+        """Say how finalist ``index``'s re-measurement went, with the count and the ETA."""
+        plan_of, total = self.plan_of, self.total
+        number, config, records, own = self.finalists[index]
+        done = f"{self.measured}/{total}" if total is not None else f"{self.measured}"
+        left = _left(plan_of, own + _p50s(records), len(records),
+                     [len(r) for _, _, r, _ in self.finalists[index + 1:]])
+        eta = "" if not left or not result.ok else (
+            f" | ETA {'' if plan_of.fixed is not None else 'at least '}"
+            f"{fmt_s(left * statistics.fmean(self.spent))}")
+        self.say(f"[confirm {done}] {config.label} bs={config.batch_size} "
+                 f"(trial {number}, {kind}): {_outcome(kind, result)}{eta}")
+
+    def summary(self, finalists: int, stopped: bool) -> ConfirmSummary:
+        return ConfirmSummary(finalists, self.measured, self.failed, stopped, tuple(self.noisy))
 
 
 def _left(plan_of: Repeats, p50s: list[float], records: int, later: list[int]) -> int:
@@ -411,29 +371,6 @@ def _next(spec: StudySpec, number: int, config: TrialConfig,
     kind = WARM if cache.is_dir() and any(cache.iterdir()) else COLD
     return kind, TrialRequest(config, spec.workload, spec.protocol,
                               save_artifacts=str(saved.resolve()), references=references), cache
-
-
-def _record(kind: str, result: TrialResult, key: str) -> dict[str, Any]:
-    """What a re-measurement of the config ``key`` keeps in the storage: its numbers, not its
-    samples."""
-    fp = result.fingerprint or {}
-    return {
-        "config_key": key,  # whose it is: a trial's number can change (renumbered)
-        "kind": kind, "status": result.status.value, "message": result.message[:300],
-        "latency_ms_p50": result.latency_ms_p50, "latency_ms_p90": result.latency_ms_p90,
-        "latency_ms_p99": result.latency_ms_p99, "latency_ms_iqr": result.latency_ms_iqr,
-        "stream_ms_p50": result.stream_ms_p50, "noisy": result.noisy,
-        "correct": result.correct, "ran_compiled": getattr(result, "ran_compiled", None),
-        "compile_s": result.compile_s_cold, "cache_start": result.cache_start,
-        "warmup_s": result.warmup_s,
-        "artifacts_load_s": result.artifacts_load_s, "artifacts_bytes": result.artifacts_bytes,
-        "artifacts_note": result.artifacts_note, "fxgraph_cache_hits": result.fxgraph_cache_hits,
-        "fxgraph_cache_misses": result.fxgraph_cache_misses, "wall_s": result.wall_s,
-        "host_other_cpu_cores": getattr(result, "host_other_cpu_cores", None),
-        "torch": fp.get("torch"), "host": fp.get("host"),
-        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "id": uuid.uuid4().hex,  # tells it from another process's made in the same ns
-    }
 
 
 def _outcome(kind: str, result: TrialResult) -> str:

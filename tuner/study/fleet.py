@@ -26,7 +26,8 @@ from tuner.launch.signals import EXIT_TERMINATED, STOPPED_EXITS
 from tuner.domain.workload import factory_module
 from tuner.study.export import export_study
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
-from tuner.study.search import STOPPED, Search, SearchSummary, counted
+from tuner.study.progress import SearchSummary, counted
+from tuner.study.search import STOPPED, Search
 from tuner.study.spec import StudySpec
 from tuner.trial.contract import PARENT_PID_ENV
 

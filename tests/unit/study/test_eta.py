@@ -7,7 +7,8 @@ import time
 import pytest
 
 from tuner.domain.config import TrialConfig
-from tuner.study.search import _eta, _shown_eta
+from tuner.study.eta import eta as _eta
+from tuner.study.eta import shown_eta as _shown_eta
 
 EAGER_1, EAGER_8 = TrialConfig("eager", 1), TrialConfig("eager", 8)
 DEFAULT_1, DEFAULT_8 = (TrialConfig("inductor", bs, "default", False) for bs in (1, 8))

@@ -20,7 +20,7 @@ from tuner.render import study as report
 from tuner.domain import layout
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import TrialConfig
-from tuner.study import finalists
+from tuner.study import finalists, remeasurements
 from tuner.study.record import is_measured
 from tuner.study.search import Search
 from tuner.study.storage import make_storage
@@ -285,8 +285,9 @@ def test_two_processes_confirming_one_study_keep_both_their_measurements_and_sha
         def run(self, request, workdir, abort=None, cache_dir=None):
             result = super().run(request, workdir, abort, cache_dir)
             trial = next(n for n, key in configs.items() if key == request.config.key)
-            other = {**finalists._record("warm", result, request.config.key), "host": "other"}
-            finalists._add(s.study, storage, trial, other)
+            other = {**remeasurements.repeat_record("warm", result, request.config.key),
+                     "host": "other"}
+            remeasurements.add_repeat(s.study, storage, trial, other)
             return result
 
     df = s.export().trials
@@ -316,8 +317,8 @@ def test_a_measurement_another_process_stores_while_one_is_being_stored_is_kept(
             number = int(key.split(".")[2])
             ours = value if isinstance(value, dict) else value[-1]
             inside.append(number)  # the other process's own write, just before this one's
-            finalists._add(s.study, self, number, {**ours, "host": "other",
-                                                   "id": ours["id"] + "-other"})
+            remeasurements.add_repeat(s.study, self, number, {**ours, "host": "other",
+                                                              "id": ours["id"] + "-other"})
             inside.clear()
         store(self, study_id, key, value)
 
@@ -340,9 +341,9 @@ def test_forgetting_empties_both_kinds_of_stored_re_measurements(tmp_path):
     study_id = storage.get_study_id_from_name(s.study.study_name)
     number = next(iter(finalists.repeats_of(s.study, storage)))
     old = {"config_key": "x", "kind": "warm", "status": "ok", "latency_ms_p50": 1.0}
-    storage.set_study_system_attr(study_id, finalists.REPEATS_ATTR + str(number), [old])
+    storage.set_study_system_attr(study_id, remeasurements.REPEATS_ATTR + str(number), [old])
     assert finalists.repeats_of(s.study, storage)[number][0] == old
-    assert finalists.forget(s.study, storage) == len(finalists.repeats_of(s.study, storage))
+    assert remeasurements.forget(s.study, storage) == len(finalists.repeats_of(s.study, storage))
     assert all(records == [] for records in finalists.repeats_of(s.study, storage).values())
 
 
@@ -362,8 +363,9 @@ def test_a_finalist_another_process_measured_meanwhile_is_not_measured_again(tmp
                 first = int(workdir.parent.name)  # trials/<N>/repeat-<k>
                 for n in front - {first}:
                     for _ in range(3):
-                        finalists._add(s.study, storage, n, {
-                            **finalists._record("warm", result, configs[n]), "host": "other"})
+                        remeasurements.add_repeat(s.study, storage, n, {
+                            **remeasurements.repeat_record("warm", result, configs[n]),
+                            "host": "other"})
             return result
 
     runner = Ahead(jitter=0.02)
@@ -405,7 +407,7 @@ def test_without_the_trials_cache_the_first_repeat_compiles_cold_then_warm(tmp_p
 def test_a_warm_repeat_that_missed_the_cache_gives_no_warm_compile_time():
     result = FakeRunner().run(TrialRequest(TrialConfig("inductor", 1, "default", False),
                                            make_spec_workload()), None)
-    record = finalists._record("warm", result, "k")  # FakeRunner without a cache: a miss
+    record = remeasurements.repeat_record("warm", result, "k")  # FakeRunner without a cache: a miss
     assert record["fxgraph_cache_misses"] == 1
     columns = noise.repeat_columns(result, [record], "k")
     assert columns["compile_s_warm"] is None and columns["latency_ms_p50_repeats"] == [

@@ -413,14 +413,15 @@ def test_a_proposal_already_measured_is_answered_by_the_nearest_config_left(tmp_
     grows): the search queues the unmeasured config nearest to it at once, so every new
     config costs at most one such proposal, and the search moves out from where the sampler
     looks."""
-    from tuner.study import search, storage
+    from tuner.study import search
+    from tuner.study.storage import opening
 
     space = build_space(device="cuda", batch_sizes=[1], backends=["eager", "inductor"],
                         modes=["default"], dynamic=[False, True], channels_last=[False, True],
                         available_backends=BACKENDS, available_modes=MODES)  # 6 configs
     looked_at = TrialConfig("inductor", 1, "default", False, channels_last=False)
     assert looked_at in space.baselines()  # so every proposal after the baselines is measured
-    monkeypatch.setattr(storage, "make_sampler",
+    monkeypatch.setattr(opening, "make_sampler",
                         lambda kind, seed: Proposes(params_of(looked_at)))
     asked = []
     real = search.suggest

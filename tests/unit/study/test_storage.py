@@ -15,8 +15,9 @@ from tests.support.postgres import REASON, URL
 from tests.support.specs import SPACE, WORKLOAD
 from tuner.errors import UserError
 from tuner.domain.records import TrialProtocol
-from tuner.study import storage
+from tuner.study.storage import join
 from tuner.study.storage import PROTOCOL_ATTR, SPACE_ATTR, WORKLOAD_ATTR, join_spec
+from tuner.study.storage.engine import with_driver
 
 PROTOCOL = TrialProtocol(compile_timeout_s=300.0)  # not the default, which a half read gave
 DEFINING = {WORKLOAD_ATTR: WORKLOAD.to_dict(), SPACE_ATTR: SPACE.to_dict(),
@@ -50,7 +51,7 @@ def empty_database():
 def tables(url: str) -> list[str]:
     import sqlalchemy
 
-    engine = sqlalchemy.create_engine(storage._with_driver(url))
+    engine = sqlalchemy.create_engine(with_driver(url))
     try:
         return sqlalchemy.inspect(engine).get_table_names()
     finally:
@@ -107,7 +108,7 @@ def test_a_worker_joining_a_study_being_created_waits_for_its_whole_spec(tmp_pat
 
 
 def test_a_study_whose_spec_never_comes_was_not_made_by_tuner(tmp_path, monkeypatch):
-    monkeypatch.setattr(storage, "JOIN_WAIT_S", 0.3)
+    monkeypatch.setattr(join, "JOIN_WAIT_S", 0.3)
     url = half_made(tmp_path, (WORKLOAD_ATTR, SPACE_ATTR))
     with pytest.raises(UserError, match=r"^study 's' in .* was not made by tuner"):
         join_spec("s", url, tmp_path)

@@ -1,0 +1,20 @@
+"""The names of the tuner's attributes in the Optuna storage: each trial's (its record lives in
+them) and the study's (what defines it)."""
+
+# User attributes of each trial: its config's key (set when claimed, or when queued), the
+# config, the full record, its status, the process that owns it while it runs, and why it ended
+# without a record.
+KEY_ATTR = "tuner.key"
+CONFIG_ATTR = "tuner.config"
+RESULT_ATTR = "tuner.result"
+STATUS_ATTR = "tuner.status"
+MESSAGE_ATTR = "tuner.message"  # why a trial failed, cut to what optuna-dashboard shows whole
+OWNER_ATTR = "tuner.owner"
+DUPLICATE_ATTR = "tuner.duplicate_of"
+INTERRUPTED_ATTR = "tuner.interrupted"
+RETRY_ATTR = "tuner.retry_of"  # on a queued trial: the dead trial whose config it measures again
+# User attributes of the study: what defines it.
+WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR = "tuner.workload", "tuner.space", "tuner.protocol"
+# ... and how it samples: the sampler's kind (tuner.study.sampler), the limits its trials'
+# constraints were set under (tuner.data.select.Constraints, as a dict).
+SAMPLER_ATTR, LIMITS_ATTR = "tuner.sampler", "tuner.limits"
