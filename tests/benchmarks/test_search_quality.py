@@ -14,10 +14,10 @@ from benchmarks import search_quality
 from benchmarks.replay import Landscape, LandscapeError, ReplayRunner
 from benchmarks.search_quality import Outcome, Reached, near_best, reached, search_order
 from tests.support.synthetic import write_study
-from tuner.launch import compile_budget
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import SearchSpace
+from tuner.launch import compile_budget
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 

@@ -22,9 +22,9 @@ import pandas as pd
 import pytest
 
 from benchmarks import trials_per_hour as tph
-from tuner.fake import FakeRunner
 from tuner.cli.app import main
 from tuner.data import files
+from tuner.fake import FakeRunner
 from tuner.study import fleet as fleets
 from tuner.study.fleet import STORAGE_ENV, WorkerPlan
 from tuner.study.search import Search

@@ -6,11 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.support import ROOT
-from tuner.launch.runner import ProcessRunner  # noqa: E402
+from tests.support import ROOT  # noqa: E402
 from tuner.domain.records import Status, TrialProtocol, TrialRequest  # noqa: E402
 from tuner.domain.space import TrialConfig  # noqa: E402
 from tuner.domain.workload import Workload  # noqa: E402
+from tuner.launch.runner import ProcessRunner  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import (OTHER, STUDY, assert_one_line_error, fingerprint, invoke, missing,
-                               search_args, two_studies)
+from tests.support.cli import (
+    OTHER,
+    STUDY,
+    assert_one_line_error,
+    fingerprint,
+    invoke,
+    missing,
+    search_args,
+    two_studies,
+)
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
 

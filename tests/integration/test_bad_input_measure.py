@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
-from tuner.fake import FakeRunner
 from tests.support.cli import STUDY, assert_one_line_error, fingerprint, invoke, search_args
 from tuner.domain.records import Status
+from tuner.fake import FakeRunner
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
 

@@ -13,8 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.cli import (OTHER, STUDY, assert_one_line_error, fingerprint, invoke,
-                               search_args, two_studies)
+from tests.support.cli import (
+    OTHER,
+    STUDY,
+    assert_one_line_error,
+    fingerprint,
+    invoke,
+    search_args,
+    two_studies,
+)
 from tuner.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("fake_cli")

@@ -12,8 +12,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.support.cli import (STUDY, assert_one_line_error, fingerprint, invoke, missing,
-                               search_args)
+from tests.support.cli import (
+    STUDY,
+    assert_one_line_error,
+    fingerprint,
+    invoke,
+    missing,
+    search_args,
+)
 from tests.support.postgres import URL, with_password
 from tuner.domain import layout
 from tuner.study.storage import make_storage
@@ -181,8 +187,8 @@ def test_a_storage_from_tuner_storage_is_named_so_not_as_an_option_never_given(t
 def test_a_worker_refuses_a_folder_that_holds_another_study_of_the_same_name(tmp_path):
     # A study 's' in its folder's study.db; another study 's' in another storage, joined with
     # the same --studies-dir: its files would overwrite the first's and mix their caches.
-    from tuner.fake import FakeRunner
     from tests.support.specs import make_spec
+    from tuner.fake import FakeRunner
     from tuner.study.search import Search
 
     here = make_spec(tmp_path / "here")
@@ -371,8 +377,8 @@ def test_a_fleet_worker_whose_storage_fails_says_so_in_one_line(tmp_path, monkey
     import io
     import sys
 
-    from tuner.fake import FakeRunner
     from tuner.cli import fleet_worker, measure
+    from tuner.fake import FakeRunner
     from tuner.launch import runner as runners
     from tuner.launch.runner import LaunchSettings
     from tuner.study import fleet

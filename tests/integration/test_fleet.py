@@ -16,15 +16,15 @@ from click.testing import CliRunner
 from optuna.trial import TrialState
 
 from tests.support import workers
-from tuner import fake
-from tuner.fake import FakeRunner
 from tests.support.processes import gone, wait_until_gone
+from tuner import fake
 from tuner.cli.app import main
 from tuner.data import files
+from tuner.domain import layout
 from tuner.errors import UserError
+from tuner.fake import FakeRunner
 from tuner.launch import gpus
 from tuner.launch.runner import LaunchSettings
-from tuner.domain import layout
 from tuner.study import fleet as fleets
 from tuner.study.redact import redact, scrub
 from tuner.study.search import Search
@@ -250,8 +250,8 @@ def test_a_fleets_worker_for_a_gpu_this_host_lacks_waits_without_a_word(monkeypa
 
 def test_a_search_starts_its_first_trials_process_before_its_first_trial(tmp_path,
                                                                          monkeypatch):
-    from tuner.launch import runner as runners
     from tuner.domain import workload
+    from tuner.launch import runner as runners
 
     made: list[FakeRunner] = []
     settings: list[LaunchSettings] = []

@@ -13,8 +13,8 @@ from optuna.trial import TrialState
 
 from tests.support.processes import wait_until_gone
 from tuner.data import files
-from tuner.errors import UserError
 from tuner.domain import layout
+from tuner.errors import UserError
 from tuner.study.storage import INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR, RETRY_ATTR
 
 STUDY = "resnet18-cpu"

@@ -10,10 +10,10 @@ import pytest
 
 from tests.support.models import FAILING_BACKEND
 from tests.support.processes import wait_until_gone
-from tuner.launch.runner import ProcessRunner
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import TrialConfig
 from tuner.domain.workload import Workload
+from tuner.launch.runner import ProcessRunner
 from tuner.trial.protocol import run_trial
 
 pytestmark = pytest.mark.slow

@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tuner.fake import FakeRunner
 from tuner.data import files
 from tuner.data.rows import frame, trial_row
 from tuner.domain.records import Status, TrialRequest
 from tuner.domain.space import TrialConfig
 from tuner.domain.workload import Workload
+from tuner.fake import FakeRunner
 
 GPU_WORKLOAD = Workload(model="resnet18", device="cuda")
 BATCH_SIZES = (1, 8)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import ROOT
 import tuner
+from tests.support import ROOT
 
 USER_SCRIPT = """\
 import torch

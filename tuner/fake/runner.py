@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.files import write_bytes_atomic
 from tuner.domain.records import Status, TrialRequest, TrialResult
+from tuner.files import write_bytes_atomic
 
 
 class FakeRunner:

@@ -24,10 +24,10 @@ from typing import cast
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.launch.prestart import alive
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
 from tuner.domain.space import SearchSpace
+from tuner.launch.prestart import alive
 from tuner.study.broken import HELD, Breakage, breakage_of, retried
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.params import params_of

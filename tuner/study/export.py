@@ -15,11 +15,11 @@ from tuner.data.equivalent import mode_options
 from tuner.data.noise import repeat_columns
 from tuner.data.rows import frame, trial_row
 from tuner.data.select import pareto, with_ranks
-from tuner.errors import UserError
 from tuner.domain.config import TrialConfig
 from tuner.domain.layout import DB_FILE, StudyLayout
 from tuner.domain.records import TrialResult
 from tuner.domain.workload import Workload
+from tuner.errors import UserError
 from tuner.study.broken import breaks_batch
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.record import stored_result, was_run

@@ -19,11 +19,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tuner.domain.workload import factory_module
 from tuner.errors import UserError
 from tuner.launch.runner import LaunchSettings
 from tuner.launch.signals import EXIT_INTERRUPTED as EXIT_STOPPED
 from tuner.launch.signals import EXIT_TERMINATED, STOPPED_EXITS
-from tuner.domain.workload import factory_module
 from tuner.study.export import export_study
 from tuner.study.plan import GO, STORAGE_ENV, WorkerPlan
 from tuner.study.progress import SearchSummary, counted

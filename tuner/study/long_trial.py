@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from tuner.launch.compile_budget import MARKER_FILE
 from tuner.domain.config import TrialConfig
+from tuner.launch.compile_budget import MARKER_FILE
 from tuner.words import fmt_s
 
 FIRST_S = 60.0  # the first line this long into the trial; each later one twice as far in

@@ -44,8 +44,8 @@ class WorkerPlan:
     def runner(self) -> Runner:
         """The runner of this worker's trials, made from the plan alone: a fleet's worker makes
         it, and starts its template, before its study exists."""
-        from tuner.launch import runner as runners
         from tuner.domain.layout import StudyLayout
+        from tuner.launch import runner as runners
 
         launch = dataclasses.replace(self.launch,
                                      prestart=runners.prestart_for(self.launch.prestart))

@@ -71,10 +71,9 @@ def test_a_committed_study_names_its_storage_without_the_authors_folders(study):
 
 
 def test_a_new_study_names_its_embedded_storage_relative_to_its_folder(tmp_path):
+    from tests.support.specs import make_spec
     from tuner.fake import FakeRunner
     from tuner.study.search import Search
-
-    from tests.support.specs import make_spec
 
     Search(make_spec(tmp_path), FakeRunner()).run()
     _, meta = files.read(tmp_path / "s")

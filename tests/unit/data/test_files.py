@@ -16,12 +16,11 @@ import pytest
 from tests.support.rows import EAGER1, EAGER8, FINGERPRINT, WORKLOAD, failed, frame, inductor, ok
 from tuner.data import files, schema, select
 from tuner.data.derive import serving_memory
-from tuner.errors import UserError
 from tuner.domain import layout
 from tuner.domain.records import FINGERPRINT_FIELDS, Status, TrialResult
 from tuner.domain.space import TrialConfig
 from tuner.domain.workload import Workload, validate
-
+from tuner.errors import UserError
 
 # -- schema -------------------------------------------------------------------------------------
 

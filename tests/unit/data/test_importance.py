@@ -20,9 +20,9 @@ from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.importance import importances
 from tuner.data.select import eligible, pareto
-from tuner.render.plots import front_figure, write_plots
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
+from tuner.render.plots import front_figure, write_plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 THREE = ("eager", "inductor:default", "inductor:reduce-overhead")

@@ -8,14 +8,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from tests.support.synthetic import configs, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.noise import interval
 from tuner.render import study as report
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend
-
-from tests.support.synthetic import configs, write_study
 
 # FakeRunner at batch size 1: eager 6.25 ms, inductor:default 5.0 ms. Re-measured in fresh
 # processes, a t-test over their p50s does not separate them: within noise of each other.

@@ -20,15 +20,15 @@ from tests.support.synthetic import fingerprint, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.rows import config_of, frame, trial_row
-from tuner.errors import UserError
 from tuner.domain import layout
 from tuner.domain.config import TrialConfig, uses_cudagraphs
 from tuner.domain.inductor_options import check_options
 from tuner.domain.records import Status, TrialResult
 from tuner.domain.space import SearchSpace, build_space
 from tuner.domain.workload import Workload
-from tuner.study.params import params_of, suggest
+from tuner.errors import UserError
 from tuner.runtime import fingerprint as fingerprint_module
+from tuner.study.params import params_of, suggest
 from tuner.use.environment import MismatchWarning
 from tuner.use.recommend import recommend
 

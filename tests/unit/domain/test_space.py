@@ -6,7 +6,6 @@ import importlib.util
 
 import pytest
 
-from tuner.errors import UserError
 from tuner.domain.space import (
     EAGER,
     INDUCTOR,
@@ -16,6 +15,7 @@ from tuner.domain.space import (
     installed_backends,
     installed_modes,
 )
+from tuner.errors import UserError
 
 BACKENDS = ["eager", "inductor", "aot_eager", "cudagraphs"]
 MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from tests.support import ROOT
 from tuner.cli.app import main
 from tuner.data import files
-from tuner.errors import UserError
 from tuner.domain.space_file import SpaceFile, read_space_file
+from tuner.errors import UserError
 
 SPACE = """
 batch_sizes = [1, 2]

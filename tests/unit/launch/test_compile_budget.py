@@ -12,16 +12,16 @@ import time
 import optuna
 import pytest
 
-from tuner.fake import FakeRunner
-from tests.support.processes import wait_until_gone
 from tests.support.cli import invoke
+from tests.support.processes import wait_until_gone
 from tests.support.specs import BACKENDS, MODES, make_space, make_spec
-from tuner.files import write_json_atomic
-from tuner.launch.compile_budget import MARKER_FILE, CompileWatch
-from tuner.launch.runner import ProcessRunner, _wait
 from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
 from tuner.domain.space import TrialConfig, build_space
 from tuner.domain.workload import Workload
+from tuner.fake import FakeRunner
+from tuner.files import write_json_atomic
+from tuner.launch.compile_budget import MARKER_FILE, CompileWatch
+from tuner.launch.runner import ProcessRunner, _wait
 from tuner.study.search import Search
 from tuner.study.storage import KEY_ATTR, PROTOCOL_ATTR, join_spec
 from tuner.trial.compiling import compiling

@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
-from tuner.launch.prestart import alive
-from tuner.launch.runner import ProcessRunner
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import TrialConfig
 from tuner.domain.workload import Workload
+from tuner.launch.prestart import alive
+from tuner.launch.runner import ProcessRunner
 from tuner.trial import contract, protocol
 from tuner.trial.prebuild import PrebuildRequest
 from tuner.trial.serve import wait_for_turn

@@ -7,9 +7,9 @@ import json
 import pandas as pd
 
 from tuner.data import schema
+from tuner.domain.records import Status
 from tuner.render import study as report
 from tuner.render.study import trial_table
-from tuner.domain.records import Status
 
 
 def test_eager_rows_show_no_compile_time():

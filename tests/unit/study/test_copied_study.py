@@ -9,9 +9,8 @@ import optuna
 import pandas as pd
 import pytest
 
-from tuner.domain import layout
-
 from tests.support.cli import STUDY, assert_one_line_error, invoke, search_args
+from tuner.domain import layout
 
 pytestmark = pytest.mark.usefixtures("fake_cli")
 

@@ -10,17 +10,16 @@ from typing import Any
 import optuna
 import pytest
 
-from tests.support.dashboard import get
 from tests.support import ROOT
-from tuner.fake import FakeRunner
+from tests.support.dashboard import get
+from tests.support.specs import make_spec
 from tuner.data import files, select
 from tuner.domain.records import Status
+from tuner.fake import FakeRunner
 from tuner.study.record import SUMMARY_COLUMNS, is_measured
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 from tuner.study.storage import KEY_ATTR, MESSAGE_ATTR, RESULT_ATTR, STATUS_ATTR, join_spec
-
-from tests.support.specs import make_spec
 
 DASHBOARD_LIMIT = 1024  # optuna_dashboard._serializer.MAX_ATTR_LENGTH
 FAILING = "inductor|default|dynamic=True|bs=8"  # the one failure of the 6 configs

@@ -57,10 +57,9 @@ def test_workers_sharing_the_study_share_what_is_left():
 
 
 def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path):
+    from tests.support.specs import make_space, make_spec
     from tuner.fake import FakeRunner
     from tuner.study.search import Search
-
-    from tests.support.specs import make_space, make_spec
 
     events = []
     # Only the baselines: all queued at the start, so no config is left unqueued.
@@ -79,11 +78,10 @@ def test_a_search_gives_an_eta_while_configs_remain_and_none_at_the_end(tmp_path
 
 
 def test_the_progress_line_says_when_the_eta_is_a_floor():
-    from tuner.render.progress import progress_line
     from tuner.domain.records import TrialEvent, TrialRequest
     from tuner.domain.workload import Workload
-
     from tuner.fake import FakeRunner
+    from tuner.render.progress import progress_line
 
     result = FakeRunner().run(TrialRequest(EAGER_1, Workload("resnet18", "cpu")), None)
     event = TrialEvent(number=1, target=3, config=EAGER_1, result=result, best={}, eta_s=4.0)
@@ -139,11 +137,10 @@ def test_the_workers_measuring_a_study_include_one_between_two_trials(tmp_path, 
     import subprocess
     import sys
 
+    from tests.support.specs import make_spec
     from tuner.study import claims as claims_module
     from tuner.study.claims import Claims, pid_namespace
     from tuner.study.storage import open_study
-
-    from tests.support.specs import make_spec
 
     spec = make_spec(tmp_path)
     fronts = open_study(spec)
@@ -177,13 +174,12 @@ def test_a_worker_between_two_trials_shares_what_is_left_in_the_eta(tmp_path):
     import subprocess
     import sys
 
-    from tuner.fake import FakeRunner
+    from tests.support.specs import BACKENDS, MODES, make_spec
     from tuner.domain.space import build_space
+    from tuner.fake import FakeRunner
     from tuner.study.claims import pid_namespace
     from tuner.study.search import Search
     from tuner.study.storage import open_study
-
-    from tests.support.specs import BACKENDS, MODES, make_spec
 
     space = build_space(device="cuda", batch_sizes=[1, 2, 4, 8], backends=["eager"],
                         available_backends=BACKENDS, available_modes=MODES)

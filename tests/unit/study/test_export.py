@@ -7,13 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tuner.fake import FakeRunner
+from tests.support.specs import WORKLOAD, make_spec
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialResult
+from tuner.fake import FakeRunner
 from tuner.study.export import TrialRows, study_frame
 from tuner.study.search import Search
-
-from tests.support.specs import WORKLOAD, make_spec
 
 
 def test_the_files_a_search_writes_are_those_a_fresh_export_makes(tmp_path):

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from tests.support.specs import make_spec
 from tuner.fake import FakeRunner
 from tuner.study.export import ExportPacer
 from tuner.study.search import Search
-
-from tests.support.specs import make_spec
 
 
 class Clock:

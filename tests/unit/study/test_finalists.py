@@ -12,20 +12,19 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from tuner.fake import FakeRunner
+from tests.support.specs import make_space, make_spec
 from tuner.cli import app
 from tuner.cli import options as cli_options
 from tuner.data import files, noise, schema, select
-from tuner.render import study as report
 from tuner.domain import layout
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import TrialConfig
+from tuner.fake import FakeRunner
+from tuner.render import study as report
 from tuner.study import finalists, remeasurements
 from tuner.study.record import is_measured
 from tuner.study.search import Search
 from tuner.study.storage import make_storage
-
-from tests.support.specs import make_space, make_spec
 
 # bs 1 and 8 x (eager + inductor default, reduce-overhead x dynamic False, True): 10 configs.
 # dynamic=True is 5 % slower at the same cost: never a finalist.

@@ -11,13 +11,15 @@ import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState
 
-from tuner.fake import FakeRunner
+from tests.support.dashboard import get
+from tests.support.specs import keys, make_space, make_spec
 from tuner.cli.app import main
 from tuner.cli.options import SAMPLERS as CLI_SAMPLERS
 from tuner.data import files, select
-from tuner.errors import UserError
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialRequest
+from tuner.errors import UserError
+from tuner.fake import FakeRunner
 from tuner.study import sampler
 from tuner.study.params import params_of
 from tuner.study.search import Search
@@ -32,9 +34,6 @@ from tuner.study.storage import (
     WORKLOAD_ATTR,
     make_storage,
 )
-
-from tests.support.dashboard import get
-from tests.support.specs import keys, make_space, make_spec
 
 # 2 batch sizes x (eager + inductor in 2 modes x 2 dynamic) = 10 configs. The fake makes batch
 # size 1 faster and smaller than batch size 8 in every config: in one study, batch size 1's

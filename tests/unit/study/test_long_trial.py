@@ -6,14 +6,13 @@ from __future__ import annotations
 import re
 import time
 
+from tests.support.specs import make_space, make_spec
+from tuner.domain.config import TrialConfig
 from tuner.fake import FakeRunner
 from tuner.launch.compile_budget import MARKER_FILE
-from tuner.domain.config import TrialConfig
 from tuner.study import long_trial
 from tuner.study.long_trial import StillRunning
 from tuner.study.search import Search
-
-from tests.support.specs import make_space, make_spec
 
 MAX_AUTOTUNE = TrialConfig("inductor", 8, "max-autotune", False)
 

@@ -15,11 +15,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuner.fake import FakeRunner
 from tests.support.specs import SPACE, WORKLOAD, ask, keys, make_spec
 from tuner.data import files
-from tuner.errors import UserError
 from tuner.domain.records import Status, TrialRequest
+from tuner.errors import UserError
+from tuner.fake import FakeRunner
 from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import store_result

@@ -11,18 +11,19 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.support.specs import BACKENDS, MODES, SPACE, ask, keys, make_space, make_spec
-from tuner.fake import FakeRunner
 from tuner.data import files, select
-from tuner.errors import UserError
 from tuner.domain import layout
 from tuner.domain.records import Status, TrialResult
 from tuner.domain.space import TrialConfig, build_space
 from tuner.domain.workload import Workload
+from tuner.errors import UserError
+from tuner.fake import FakeRunner
 from tuner.study.claims import pid_namespace
 from tuner.study.params import params_of
 from tuner.study.record import record_not_run
 from tuner.study.search import Search
 from tuner.study.storage import CONFIG_ATTR, INTERRUPTED_ATTR, KEY_ATTR, OWNER_ATTR
+
 
 def run(tmp_path, runner=None, **kwargs):
     runner = runner or FakeRunner()

@@ -13,10 +13,9 @@ import pytest
 
 from tests.support.postgres import REASON, URL
 from tests.support.specs import SPACE, WORKLOAD
-from tuner.errors import UserError
 from tuner.domain.records import TrialProtocol
-from tuner.study.storage import join
-from tuner.study.storage import PROTOCOL_ATTR, SPACE_ATTR, WORKLOAD_ATTR, join_spec
+from tuner.errors import UserError
+from tuner.study.storage import PROTOCOL_ATTR, SPACE_ATTR, WORKLOAD_ATTR, join, join_spec
 from tuner.study.storage.engine import with_driver
 
 PROTOCOL = TrialProtocol(compile_timeout_s=300.0)  # not the default, which a half read gave

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 
 from tests.support.rows import EAGER1, frame, inductor, ok
 from tuner.data import files, schema
-from tuner.render.study import notes
 from tuner.domain import layout
+from tuner.render.study import notes
 from tuner.runtime import artifacts
 
 

@@ -13,15 +13,14 @@ import time
 import pandas as pd
 import pytest
 
-from tuner.fake import FakeRunner
+from tests.support.specs import make_spec
 from tuner.data.derive import derive
-from tuner.render import study as report
 from tuner.domain.workload import Workload
+from tuner.fake import FakeRunner
+from tuner.render import study as report
 from tuner.study.search import Search
 from tuner.study.storage import OWNER_ATTR
 from tuner.trial.host import OtherProcesses
-
-from tests.support.specs import make_spec
 
 BURN = "import time\nend = time.time() + 5\nwhile time.time() < end: pass\n"
 

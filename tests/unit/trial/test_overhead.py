@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from tests.support import workers
-from tuner.fake import FakeRunner
 from tuner.data import files
-from tuner.launch import runner as runners
-from tuner.launch.runner import LaunchSettings, ProcessRunner
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.workload import Workload
+from tuner.fake import FakeRunner
+from tuner.launch import runner as runners
+from tuner.launch.runner import LaunchSettings, ProcessRunner
 from tuner.study import fleet as fleets
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec

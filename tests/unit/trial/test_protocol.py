@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tests.support import ROOT
 
+from tests.support import ROOT
 
 
 def test_a_host_out_of_memory_is_oom_not_a_compile_error():

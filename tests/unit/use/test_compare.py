@@ -11,19 +11,18 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support import ROOT
+from tests.support.synthetic import GPU_WORKLOAD, configs, fingerprint, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.equivalent import ran_keys
-from tuner.errors import UserError
-from tuner.render.comparison import plot, render
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
 from tuner.domain.workload import Workload
+from tuner.errors import UserError
+from tuner.render.comparison import plot, render
 from tuner.runtime import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend
-
-from tests.support.synthetic import GPU_WORKLOAD, configs, fingerprint, write_study
 
 # FakeRunner at speed s, batch size 1: eager 6.25/s ms, inductor:reduce-overhead 3.75/s,
 # inductor:max-autotune 3.4375/s (and 90 s to compile), inductor:default 5/s, cudagraphs 4.6875/s.

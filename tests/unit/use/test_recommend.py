@@ -14,21 +14,20 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from tests.support import ROOT
 import tuner
+from tests.support import ROOT
+from tests.support.synthetic import configs, fingerprint, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.select import GIB
-from tuner.errors import UserError
 from tuner.domain.records import Status
 from tuner.domain.space import SearchSpace, TrialConfig
 from tuner.domain.workload import Workload
+from tuner.errors import UserError
 from tuner.runtime import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.environment import MismatchWarning
 from tuner.use.recommend import Recommendation, recommend
-
-from tests.support.synthetic import configs, fingerprint, write_study
 
 # FakeRunner's numbers at batch size 1 (speed 1): p50 ms, memory, first call s
 #   eager 6.25 / 0.96 GiB / 0 s              inductor:default 5.0 / 0.96 GiB / 15 s

@@ -17,21 +17,20 @@ import pytest
 import torch
 
 import tuner
-from tuner.fake import FakeRunner
+from tests.support import ROOT
+from tests.support.models import TinyCNN
 from tuner.data import files
-from tuner.launch.runner import ProcessRunner
 from tuner.domain import layout
 from tuner.domain.records import TrialProtocol, TrialRequest
 from tuner.domain.space import SearchSpace, TrialConfig
 from tuner.domain.workload import Workload
+from tuner.fake import FakeRunner
+from tuner.launch.runner import ProcessRunner
+from tuner.runtime import artifacts, fingerprint
 from tuner.study import finalists
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
-from tuner.runtime import artifacts, fingerprint
 from tuner.use.environment import MismatchWarning
-
-from tests.support import ROOT
-from tests.support.models import TinyCNN
 
 # With a compile budget every first call is watched by the runner, which never needs to kill it.
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
