@@ -30,7 +30,8 @@ def ran_eager(ran_compiled: Any) -> bool:
 
 def ran_eager_only(df: pd.DataFrame) -> pd.Series:
     """Rows of a compiled config whose calls all ran eager (``ran_compiled`` is False); rows of
-    files older than the column count as compiled."""
+    files without the column (schema 1: tuner 0.1.0 before 2026-11-30, 1a13ffe) count as
+    compiled."""
     if "ran_compiled" not in df:
         return pd.Series(False, index=df.index)
     return df["ran_compiled"].map(ran_eager).astype(bool)
@@ -53,8 +54,8 @@ DERIVED = ("latency_ms_p50_median", "latency_ms_p90_median", "latency_ms_p99_med
            "fraction_of_peak", "host_core_slowdown")
 
 
-# Derived from latency_ms_p50_median: a file written before that column has them from each
-# trial's own p50, and reading it computes them afresh.
+# Derived from latency_ms_p50_median: a file written by tuner 0.1.0 before 2026-12-01 (ec4271c),
+# without that column, has them from each trial's own p50, and reading it computes them afresh.
 FROM_MEDIAN = ("latency_ms_p50_median", "eager_latency_ms_p50", "speedup_vs_eager",
                "break_even_calls")
 

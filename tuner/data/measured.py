@@ -47,7 +47,8 @@ class Measured:
     latency_ms_p90_median: float | None = None
     latency_ms_p99_median: float | None = None
     # how many processes those two medians are over: 1 where the re-measurements were recorded
-    # before they kept a p99 (the medians are then the search trial's own figures)
+    # by tuner 0.1.0 before 2026-12-02 (268c918), which kept no p99 (the medians are then the
+    # search trial's own figures)
     tail_processes: int | None = None
     # what --objective traffic ranks by, on a study with a shape schedule, and its recompiles
     schedule_total_s: float | None = None

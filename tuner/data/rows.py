@@ -14,8 +14,9 @@ from tuner.domain.config import TrialConfig, option_column
 from tuner.domain.records import FINGERPRINT_FIELDS, TrialResult
 from tuner.domain.workload import Workload
 
-# The timers of records made before calls were timed one request at a time (whose timer is
-# perf_counter_sync, tuner.trial.device): every call timed back to back.
+# The timers of records made by tuner 0.1.0 before 2026-11-30 (fd5945c), before calls were timed
+# one request at a time (whose timer is perf_counter_sync, tuner.trial.device): every call timed
+# back to back.
 BACK_TO_BACK_TIMERS = ("cuda_event", "perf_counter")
 
 
@@ -38,9 +39,10 @@ def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
     row.update({option_column(name): value for name, value in config.options})
     row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_FIELDS})
     if row.get("stream_timer") is None and row.get("timer") in BACK_TO_BACK_TIMERS:
-        # A record of a tuner that timed calls back to back only (files of schema 1 and 2, which
-        # tuner.data.files.read reads the same way): its latency is the stream figure. Without
-        # this, the study exported again lost its stream times and items/s.
+        # A record of tuner 0.1.0 before 2026-11-30 (fd5945c), which timed calls back to back
+        # only (files of schema 1 and 2, which tuner.data.files.read reads the same way): its
+        # latency is the stream figure. Without this, the study exported again lost its stream
+        # times and items/s.
         row.update({f"stream_ms_{stat}": row.get(f"latency_ms_{stat}")
                     for stat in ("p50", "p90", "p99", "iqr")}, stream_timer=row["timer"])
     return row
@@ -58,7 +60,7 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def config_of(row: pd.Series | dict[str, Any]) -> TrialConfig:
     """The config a Parquet row measured: exactly, from ``config_json``; from the config
-    columns for rows written before it."""
+    columns for rows written by tuner 0.1.0 before 2026-11-30 (a87c065)."""
     stored = plain(row.get("config_json"))
     if stored:
         return TrialConfig.from_dict(json.loads(stored))

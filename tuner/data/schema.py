@@ -1,13 +1,14 @@
 """The Parquet schema of ``trials.parquet`` and ``pareto.parquet``: typed, versioned, units in
 the column names, the fingerprint of the machine on every row.
 
-Versions: 1 the first files; 2 added compile-health reasons, ``ran_compiled``, FLOPs and the
-device's peak, the finalist columns, the shape-schedule replay, pre-started processes and NVML
-during compile; 3 measures latency per request (``latency_ms_*``: each call followed by a
-synchronize) and back to back (``stream_ms_*``) and takes throughput from the stream. Versions 1
-and 2 timed calls back to back only, under the ``latency_ms_*`` names: reading them, those values
-are also the ``stream_ms_*`` columns. A file of any earlier version loads: its missing columns
-come back empty, and the derived ones are computed (:mod:`tuner.data.derive`).
+Versions, all written by tuner 0.1.0 (CHANGELOG.md): 1 the first files (2026-11-30, 876ec63);
+2 (2026-11-30, 1a13ffe) added compile-health reasons, ``ran_compiled``, FLOPs and the device's
+peak, the finalist columns, the shape-schedule replay, pre-started processes and NVML during
+compile; 3 (2026-11-30, fd5945c) measures latency per request (``latency_ms_*``: each call
+followed by a synchronize) and back to back (``stream_ms_*``) and takes throughput from the
+stream. Versions 1 and 2 timed calls back to back only, under the ``latency_ms_*`` names: reading
+them, those values are also the ``stream_ms_*`` columns. A file of any earlier version loads:
+its missing columns come back empty, and the derived ones are computed (:mod:`tuner.data.derive`).
 
 Version 3 also holds the searched dimensions: ``dtype``, ``channels_last`` and
 ``cudnn_benchmark`` are what each row ran with (the config's where the study searches them,
@@ -23,12 +24,12 @@ backends). Those columns exist only in files of studies that searched the option
 ``cache_start`` says what each compiled row's first call (``compile_s_cold``) started from:
 ``cold`` (empty inductor and triton caches), ``warm`` (caches that already held entries, as
 with ``--warm-cache``) or ``artifacts`` (saved compile artifacts loaded first); empty for eager
-and in files written before the column.
+and in files written by tuner 0.1.0 before 2026-11-30 (79eef4c).
 
 The trial's phases beyond import, build, compile, warm-up and measurement (``launch_s``,
 ``eager_reference_s``, ``replay_s``, ``process_s``, ``tuner_overhead_s``) and what came
 ready-made (``prebuilt``, ``prewarmed``, ``reference_reused``, ``reuse_note``) are empty in
-files written before those columns.
+files written by tuner 0.1.0 before 2026-11-30 (79eef4c; prewarmed: 9067913).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ FINALIST_FIELDS = [
     ("compile_s_artifacts", _f64),  # load_cache_artifacts + first call, on an empty cache
     ("latency_ms_p50_repeats", pa.list_(_f64)),  # p50 of each process, the trial's own first
     ("stream_ms_p50_repeats", pa.list_(_f64)),  # back to back, of each process that kept it
-    # the tail per request, of each process that kept it (records made before kept no p99)
+    # the tail per request, of each process that kept it (re-measurements made by tuner 0.1.0
+    # before 2026-12-02, 268c918, kept no p99)
     ("latency_ms_p90_repeats", pa.list_(_f64)), ("latency_ms_p99_repeats", pa.list_(_f64)),
     ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
     ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, tuner.data.noise

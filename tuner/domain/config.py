@@ -4,9 +4,10 @@ batch size, in which precision and memory format, with which inductor options.
 Backend ``"eager"`` means plain PyTorch with no ``torch.compile`` at all: the baseline every other
 row is compared with. (Dynamo's own debugging backend of that name is not offered.)
 
-The dimensions added later (``dtype``, ``channels_last``, ``cudnn_benchmark``, ``options``) are
-``None``/empty unless the study searches them: then the workload's value holds, and the config's
-key is the one it had before those dimensions existed, so older studies resume unchanged.
+The dimensions added on 2026-11-30 in tuner 0.1.0 (a87c065: ``dtype``, ``channels_last``,
+``cudnn_benchmark``, ``options``) are ``None``/empty unless the study searches them: then the
+workload's value holds, and the config's key is the one it had before those dimensions existed,
+so studies made before them resume unchanged.
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ class TrialConfig:
 
     @functools.cached_property  # a search compares every config's key after every trial
     def key(self) -> str:
-        """A stable text key: two trials with the same key measure the same thing. The newer
-        dimensions are appended only where set, so older keys stay what they were."""
+        """A stable text key: two trials with the same key measure the same thing. The
+        dimensions added in tuner 0.1.0 on 2026-11-30 (a87c065) are appended only where set, so
+        keys made before them stay what they were."""
         if not self.compiled:
             key = f"eager|bs={self.batch_size}"
         else:
@@ -137,7 +139,8 @@ class TrialConfig:
         return dataclasses.replace(workload, **changes) if changes else workload
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data; the newer dimensions only where set (older records stay as they were)."""
+        """Plain JSON data; the dimensions added on 2026-11-30 (a87c065) only where set (records
+        of tuner 0.1.0 before them stay as they were)."""
         data: dict[str, Any] = {"backend": self.backend, "batch_size": self.batch_size,
                                 "mode": self.mode, "dynamic": self.dynamic}
         for name in ("dtype", "channels_last", "cudnn_benchmark"):

@@ -59,7 +59,8 @@ class TrialProtocol:
     noisy_iqr_ratio: float = 0.10  # IQR / median above this marks the row noisy
     warm_cache: bool = False  # reuse the study's inductor cache instead of a fresh one
     # The first (compiling) call's budget: past it the trial ends as compile_timeout
-    # (tuner.launch.compile_budget). None: no budget, as for a study made before it existed.
+    # (tuner.launch.compile_budget). None: no budget, as for a study made by tuner 0.1.0 before
+    # 2026-11-30 (79eef4c).
     compile_timeout_s: float | None = None
     max_samples_kept: int = 5000
     # After the trial, time a dense matmul for the device's peak (the study asks it of one

@@ -6,7 +6,7 @@ whose type is a boolean, a number, a string or a list of literals.
 
 A dimension given one value is not searched: that value is the workload's (the CLI puts it
 there), and the study's configs, keys and stored space stay what they were before the dimension
-could be searched.
+could be searched (tuner 0.1.0 before 2026-11-30, a87c065).
 """
 
 from __future__ import annotations
@@ -159,8 +159,9 @@ class SearchSpace:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data; the dimensions added later only where searched, so the space of an
-        older study compares equal when resumed with the same options."""
+        """Plain JSON data; the dimensions added on 2026-11-30 (a87c065) only where searched, so
+        the space of a study made by tuner 0.1.0 before them compares equal when resumed with the
+        same options."""
         data: dict[str, Any] = {"backends": list(self.backends), "modes": list(self.modes),
                                 "dynamic": list(self.dynamic),
                                 "batch_sizes": list(self.batch_sizes)}

@@ -154,7 +154,8 @@ class Workload:
             data["shape_schedule"] = [  # as JSON and Optuna store it
                 s if isinstance(s, int) else list(s) for s in self.shape_schedule]
         else:
-            del data["shape_schedule"]  # studies made before the field resume unchanged
+            # studies of tuner 0.1.0 before 2026-11-30 (6c67306) resume unchanged
+            del data["shape_schedule"]
         return data
 
     @classmethod

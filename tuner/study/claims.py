@@ -351,8 +351,8 @@ def pid_namespace() -> int | None:
 def sees_processes_of(owner: dict[str, object]) -> bool:
     """Whether a trial's owner (its ``tuner.owner`` attribute) is a process this one can check
     for life by its pid: the same host name and the same PID namespace (both None on a system
-    without them). An owner recorded before the namespace was is not: its stopped heartbeat
-    finds it, after the grace period."""
+    without them). An owner recorded by tuner 0.1.0 before 2026-12-04 (ed46fab), without the
+    namespace, is not: its stopped heartbeat finds it, after the grace period."""
     return (owner.get("host") == socket.gethostname() and "pid_namespace" in owner
             and owner["pid_namespace"] == pid_namespace())
 

@@ -9,12 +9,14 @@ until the finalists are measured again: the tuner's front is then on their media
 The study ``<name>`` holds what defines the study (workload, space, protocol, sampler, limits)
 and the finalists' re-measurements, and no trial.
 
-A study made before holds every trial in ``<name>``: it is read and resumed as that one study,
-as before (its Optuna front mixes batch sizes; ``tuner show`` gives one per batch size).
+A study made by tuner 0.1.0 before 2026-11-30 (79eef4c) holds every trial in ``<name>``: it is
+read and resumed as that one study, as before (its Optuna front mixes batch sizes; ``tuner show``
+gives one per batch size).
 
 The tuner names a trial by a number unique in the study (the Parquet's ``trial_number``, the
 trial folders, the finalists' records): the trial's id in the storage, which optuna-dashboard
-shows as ``trial_id``; in a study made before, the trial's number there, as before.
+shows as ``trial_id``; in a study made by tuner 0.1.0 before 2026-11-30 (79eef4c), the trial's
+number there.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from tuner.domain.config import TrialConfig
 from tuner.domain.space import SearchSpace
 from tuner.study.sampler import DEFAULT_SAMPLER
 
-LAYOUT_ATTR = "tuner.layout"  # user attribute of <name>; a study made before has none
+# user attribute of <name>; a study of tuner 0.1.0 before 2026-11-30 (79eef4c) has none
+LAYOUT_ATTR = "tuner.layout"
 PER_BATCH_SIZE = "per_batch_size"
 
 
@@ -70,7 +73,8 @@ class Fronts:
              batch_sizes: Sequence[int], sampler: Callable[[], optuna.samplers.BaseSampler]
              ) -> Fronts:
         """The study of each batch size, created where missing (each with a new ``sampler()``);
-        a study made before (trials in ``main``, no layout attribute) stays one study."""
+        a study of tuner 0.1.0 before 2026-11-30, 79eef4c (trials in ``main``, no layout
+        attribute), stays one study."""
         if main.user_attrs.get(LAYOUT_ATTR) != PER_BATCH_SIZE:
             if main.get_trials(deepcopy=False):
                 return cls(main, storage, {bs: main for bs in batch_sizes})
@@ -87,7 +91,8 @@ class Fronts:
 
     @property
     def per_batch_size(self) -> bool:
-        """False for a study made before, whose trials all live in ``main``."""
+        """False for a study of tuner 0.1.0 before 2026-11-30 (79eef4c), whose trials all live in
+        ``main``."""
         return any(study is not self.main for study in self._studies.values())
 
     def of(self, batch_size: int) -> optuna.Study:
@@ -145,7 +150,7 @@ class Fronts:
                    queued: dict[str, int], skip: Container[int],
                    configs: Sequence[TrialConfig]) -> tuple[optuna.Study, int | None] | None:
         """Which study to ask for the next trial, and the batch size it samples (None: the
-        sampler of a study made before picks it).
+        sampler of a study of tuner 0.1.0 before 2026-11-30 (79eef4c) picks it).
 
         A queued trial first, the oldest of all (the baselines, in order, then configs queued
         again); ``queued`` maps a study's name to its oldest queued trial's number. Otherwise,

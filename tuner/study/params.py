@@ -1,7 +1,8 @@
 """A config as Optuna's parameters, and back: the space's conditional structure (a mode and
 inductor options only for inductor, ``dynamic`` only when compiled) keeps impossible
-combinations out. Dimensions the space does not search are not asked, so the parameters of an
-older study stay what they were."""
+combinations out. Dimensions the space does not search are not asked, so the parameters of a
+study made by tuner 0.1.0 before 2026-11-30 (a87c065), before precision, memory format,
+cudnn.benchmark and inductor options could be searched, stay what they were."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def suggest(trial: optuna.trial.BaseTrial, space: SearchSpace, batch_size: int |
             ) -> TrialConfig:
     """Ask Optuna for one config; the conditional structure keeps impossible combos out.
     ``batch_size``: the one batch size of the trial's study (:mod:`tuner.study.fronts`); None:
-    any of the space's (a study made before holds them all)."""
+    any of the space's (a study of tuner 0.1.0 before 2026-11-30, 79eef4c, holds them all)."""
     batch_size = trial.suggest_categorical(
         "batch_size", list(space.batch_sizes) if batch_size is None else [batch_size])
     backend = trial.suggest_categorical("backend", list(space.backends))

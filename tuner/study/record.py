@@ -7,8 +7,8 @@ attributes, and cuts each at 1,024 characters, so the record is kept out of them
 look at there (or in ``study.trials_dataframe()``) is :data:`SUMMARY_COLUMNS`: flat numbers and
 booleans, named and computed as the Parquet columns of the same name, so both say the same.
 
-Studies made before kept the record as the user attribute ``tuner.result``; the readers here
-accept either.
+Studies made by tuner 0.1.0 before 2026-11-30 (fd5945c) kept the record as the user attribute
+``tuner.result``; the readers here accept either.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def stored_result(trial: FrozenTrial) -> dict[str, Any] | None:
     """The trial's full record as stored, or None if it has none (not measured yet, died)."""
     if RESULT_ATTR in trial.system_attrs:
         return trial.system_attrs[RESULT_ATTR]
-    return trial.user_attrs.get(RESULT_ATTR)  # a study made before the record moved
+    return trial.user_attrs.get(RESULT_ATTR)  # a study of tuner 0.1.0 before 2026-11-30 (fd5945c)
 
 
 def is_measured(trial: FrozenTrial) -> bool:

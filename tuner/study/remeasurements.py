@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 # finalist (None once forgotten). One key per record, so two processes confirming one study
 # never overwrite each other's (each is a single upsert, no read-modify-write).
 REPEAT_ATTR = "tuner.repeat."
-# + trial number: the list of that finalist's records, as studies made before kept them (as
-# study user attributes before that, which optuna-dashboard shows cut at 1,024 characters); all
-# are read.
+# + trial number: the list of that finalist's records, as studies made by tuner 0.1.0 before
+# 2026-12-04 (507a78b) kept them (as study user attributes before 2026-11-30, a87c065, which
+# optuna-dashboard shows cut at 1,024 characters); all are read.
 REPEATS_ATTR = "tuner.repeats."
 
 
@@ -47,8 +47,9 @@ def repeats_of(study: optuna.Study, storage: optuna.storages.BaseStorage
 
 
 def _legacy(study: optuna.Study, system: Mapping[str, Any]) -> dict[int, list[dict[str, Any]]]:
-    """The lists of records studies made before kept, by trial number: a system attribute's
-    over a user attribute's (forgetting empties the system one)."""
+    """The lists of records that studies made by tuner 0.1.0 before 2026-12-04 (507a78b) kept, by
+    trial number: a system attribute's over a user attribute's (forgetting empties the system
+    one)."""
     return {int(k[len(REPEATS_ATTR):]): v for attrs in (study.user_attrs, system)
             for k, v in attrs.items()
             if k.startswith(REPEATS_ATTR) and k[len(REPEATS_ATTR):].isdigit()}
@@ -60,7 +61,8 @@ def misfiled(repeats: Mapping[int, list[dict[str, Any]]], keys: Mapping[int, str
     they are of, the trial's config, None for no measured trial), or None if none is. Then the
     trials were renumbered under their re-measurements: ``optuna.copy_study`` gives each trial a
     new id, and a tuner number is that id (:mod:`tuner.study.fronts`). ``keys``: each measured
-    trial's config key, by number. Records made before they named their config are not checked."""
+    trial's config key, by number. Records made by tuner 0.1.0 before 2026-12-03 (c90d5a9), which
+    name no config, are not checked."""
     for number, records in sorted(repeats.items()):
         of = next((r["config_key"] for r in records if r.get("config_key")), None)
         if of is not None and of != keys.get(number):

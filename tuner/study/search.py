@@ -87,14 +87,15 @@ class Search:
         self.in_flight = "trial"
         # The storage tells this process of the trials it fails for want of heartbeats.
         self.fronts = open_study(spec, lambda study, trial: self.claims.on_stale(study, trial))
-        # Fields an older study lacks keep their old meaning (no compile budget), as for a
-        # worker that joins it.
+        # Fields a study of tuner 0.1.0 before 2026-11-30 (79eef4c) lacks keep their old meaning
+        # (no compile budget), as for a worker that joins it.
         # Backends and modes listed in another order are searched in the study's order.
         self.spec = spec = dataclasses.replace(
             spec, protocol=resumed_protocol(self.fronts.main, spec.protocol),
             space=resumed_space(self.fronts.main, spec.space))
         # The study that defines it all (and holds the finalists' re-measurements); its trials
-        # live in each batch size's study (self.fronts), unless it was made before.
+        # live in each batch size's study (self.fronts), unless it was made by tuner 0.1.0 before
+        # 2026-11-30 (79eef4c).
         self.study = self.fronts.main
         self.claims = Claims(self.fronts, spec.space, self.on_message, finish=self._finish,
                              retry_held=spec.retry_failed)

@@ -80,12 +80,15 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     for column in COLUMNS:
         if column not in df:
             df[column] = None
-    for field in SCHEMA:  # whole numbers that an older file stored as floats where rows lack them
+    # whole numbers that files of tuner 0.1.0 before 2026-12-05 (03f7649) stored as floats where
+    # rows lack them
+    for field in SCHEMA:
         if pa.types.is_integer(field.type) and df[field.name].dtype.kind in "fO":
             df[field.name] = integers(df[field.name])
     # This version's order; the inductor options' columns (and any other extra) kept after.
     df = df[COLUMNS + [c for c in df.columns if c not in COLUMNS]]
-    if version < 3:  # latency was timed back to back then: that is the stream figure
+    # tuner 0.1.0 before 2026-11-30 (fd5945c) timed latency back to back: that is the stream figure
+    if version < 3:
         for stat in ("p50", "p90", "p99", "iqr"):
             df[f"stream_ms_{stat}"] = df[f"latency_ms_{stat}"]
     missing = [c for c in ("status", "batch_size") if len(df) and df[c].isna().all()]
@@ -96,8 +99,9 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     before_median = "latency_ms_p50_median" not in table.schema.names
     df = derive(df, meta.get("fingerprints") or [], fill_only=True,
                 recompute=FROM_MEDIAN if before_median else ())
-    # Ranked afresh, so a file written under an earlier rule for "within noise" reads as the
-    # verdicts that show, recommend and compare reach now (tuner.data.noise).
+    # Ranked afresh, so a file written by tuner 0.1.0 before 2026-12-02 (f3a2df6), under the
+    # overlapping-intervals rule for "within noise", reads as the verdicts that show, recommend
+    # and compare reach now (tuner.data.noise).
     return with_ranks(df), meta
 
 
@@ -112,7 +116,7 @@ def _damaged_rows(df: pd.DataFrame, meta: dict[str, Any]) -> str | None:
         return f"batch_size {fraction.iloc[0]:g} is not a whole number"
     for number, text in zip(df["trial_number"], df["config_json"]):
         if text is None or (isinstance(text, float) and text != text):
-            continue  # a row written before config_json: its config columns say it
+            continue  # a row of tuner 0.1.0 before 2026-11-30 (a87c065): its config columns say it
         try:
             TrialConfig.from_dict(json.loads(text))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -144,8 +144,9 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
 
 
 def _again(rows: pd.DataFrame, column: str) -> pd.Series:
-    """The rows whose ``column`` two processes or more kept (records made before the
-    re-measurements kept the stream time and the p99 have only the search trial's)."""
+    """The rows whose ``column`` two processes or more kept (re-measurements made by tuner 0.1.0
+    before 2026-12-01, 1427675, kept no stream time, and before 2026-12-02, 268c918, no p99:
+    those rows have only the search trial's)."""
     if f"{column}_repeats" not in rows:
         return pd.Series(False, index=rows.index)
     return rows[f"{column}_repeats"].map(lambda v: listed(v) > 1)

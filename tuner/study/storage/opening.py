@@ -54,7 +54,8 @@ def _open_fronts(spec: StudySpec, storage: optuna.storages.BaseStorage) -> Front
         study_name=spec.name, storage=storage,
         directions=["minimize"] * len(PARETO_OBJECTIVES), load_if_exists=True)
     kind, limits = check_resume(study, spec)
-    # A study made before samples its trials here; a newer one in each batch size's study.
+    # A study of tuner 0.1.0 before 2026-11-30 (79eef4c) samples its trials here; a newer one in
+    # each batch size's study.
     study.sampler = make_sampler(kind, spec.seed)
     if study.metric_names is None:
         study.set_metric_names(list(PARETO_OBJECTIVES))

@@ -104,16 +104,15 @@ def _shown(value: Any, unit: str | None = None) -> str:
 
 
 def _protocol_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
-    """The protocol fields both sides know: a study stored by an older tuner lacks the newer
-    fields, and resumes as long as the fields it has agree."""
+    """The protocol fields both sides know: a study stored by tuner 0.1.0 before 2026-11-30
+    (79eef4c) lacks compile_timeout_s, and resumes as long as the fields it has agree."""
     return (set(stored) & set(wanted)) - _PER_TRIAL_PROTOCOL_KEYS
 
 
 def resumed_protocol(study: optuna.Study, asked: TrialProtocol) -> TrialProtocol:
     """The protocol a run's trials follow: ``asked``, but a field the study's stored protocol
-    lacks (a study made by an older tuner) takes its default, as
-    :func:`~tuner.study.storage.join.join_spec` reads it: a study made before compile budgets has
-    none."""
+    lacks (a study made by tuner 0.1.0 before 2026-11-30, 79eef4c) takes its default, as
+    :func:`~tuner.study.storage.join.join_spec` reads it: such a study has no compile budget."""
     stored = study.user_attrs.get(PROTOCOL_ATTR) or {}
     older: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(TrialProtocol)
                              if f.name not in stored and f.name not in _PER_TRIAL_PROTOCOL_KEYS}
@@ -158,7 +157,8 @@ def resumed_space(study: optuna.Study, asked: SearchSpace) -> SearchSpace:
 
 def _workload_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     """Every key but a factory model's image size: its factory makes its own inputs, and a study
-    made before --image-size was refused with a factory stored the one it was given."""
+    made by tuner 0.1.0 before 2026-12-01 (207efa0), which took --image-size with a factory,
+    stored the one it was given."""
     keys = _every_key(stored, wanted)
     return keys - {"image_size"} if ":" in str(wanted.get("model", "")) else keys
 
@@ -185,7 +185,8 @@ def _cover_hint(stored: dict[str, Any], differ: set[str]) -> str:
     """Why a study that searched neither inductor options nor channels_last differs from the
     same command now, where only those differ: a CUDA search without --space adds them
     (tuner.domain.space.default_options, default_formats), and the study was made with a --space
-    file, which does not, or before tuner added them. The study does not store which."""
+    file, which does not, or by tuner 0.1.0 before 2026-11-30 (16592d4), which did not add them.
+    The study does not store which."""
     if differ <= {"options", "channels_last"} and not stored.get("options") \
             and not stored.get("channels_last"):
         return ("; without --space a CUDA search also covers inductor options and channels_last "

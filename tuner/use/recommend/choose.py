@@ -147,7 +147,8 @@ def _feasible(df: pd.DataFrame, where: str, constraints: Constraints,
 
 def _search_limits(meta: dict[str, Any], given: Constraints) -> Constraints:
     """The limits the study's search was given (its files' ``limits``) that ``given`` leaves
-    unset; none where the files hold none, or none that can be read."""
+    unset; none where the files hold none (a search given no limits, or files of tuner 0.1.0
+    before 2026-12-06, 923a299), or none that can be read."""
     stored = meta.get("limits")
     if not isinstance(stored, dict):
         return Constraints()
