@@ -75,7 +75,7 @@ if [ "${GPU_SCALEOUT:-0}" = 1 ]; then
   # The same fixed grid on one GPU, then on two; a set finished in /tmp/tph-keep is read back,
   # so a second call on a warm machine finishes what a cut-off first one left.
   # Three batch sizes (15 configs): with 10, start-up and the last trial's tail were a fifth
-  # of the two-GPU run's wall time (benchmarks/results/trials_per_hour-h200.md).
+  # of the two-GPU run's wall time (benchmarks/trials_per_hour.py, below, measures it).
   python3 benchmarks/trials_per_hour.py --gpus 0 --gpus 0,1 --batch-sizes "${TPH_BATCH_SIZES:-1,8,32}" --keep /tmp/tph-keep \
       --out "$OUT/trials_per_hour-h200.md" 2> "$OUT/trials-per-hour.log"
   echo "trials per hour exit: $?"; tail -1 "$OUT/trials_per_hour-h200.md"

@@ -123,7 +123,7 @@ def test_a_fleets_worker_starts_importing_before_its_study_and_joins_it_when_tol
 def test_a_fleets_worker_imports_what_opening_its_study_needs_before_the_go(monkeypatch,
                                                                           tmp_path):
     # On the H200 host a worker's first open of the study took 1.3 s after the go (Optuna
-    # imports SQLAlchemy and alembic on first use): benchmarks/fleet-startup-h200-220d17f-a.md.
+    # imports SQLAlchemy and alembic on first use): benchmarks/fleet_startup.py measures it.
     from tuner.cli import fleet_worker
     from tuner.launch import runner as runners
 

@@ -15,8 +15,8 @@ more than ``t(0.975, dof) * sqrt(var_a / n_a + var_b / n_b)``, with Welch-Satter
 degrees of freedom, rounded down. Two configs neither of which is faster so are within noise
 of each other. (Until 2026-12-02 the rule was that their 95 % intervals overlap. That is
 stricter than the test it stands for: over the committed H200 fronts it called 4 pairs of 41
-within noise where every process of one config was faster than every process of the other,
-benchmarks/noise-rule-h200.md.) Within each batch size the finalists are ranked by it
+within noise where every process of one config was faster than every process of the other:
+benchmarks/noise_rule.py.) Within each batch size the finalists are ranked by it
 (``rank_within_noise``, :func:`rank_within_noise`): rank 1 where no finalist is faster beyond
 noise, otherwise one below the lowest-ranked finalist that is, and never above one that was
 faster on average. Equal ranks are within noise of each other; a noisy config within noise of
@@ -47,7 +47,7 @@ INTERFERENCE_CORES = 0.5
 # How many times as long as on the machine's fast cores (its study's lower quartile) the fixed
 # loop ran on a trial's launching core (``host_core_slowdown``) for its figures to be flagged as
 # measured on a slow core. The H200's VM had cores 1.5-2.2x slower than its fast ones
-# (benchmarks/slow-mode-h200-cores.md).
+# (benchmarks/slow_mode.py measures it).
 SLOW_CORE_RATIO = 1.4
 # Fewer steady-state calls than this, and a trial's p99 is no tail but about its slowest call
 # (a slow config meets the protocol's minimum, --min-calls, and stops there).

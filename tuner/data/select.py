@@ -134,7 +134,7 @@ def _dominated(values: np.ndarray, chunk: int = 256) -> np.ndarray:
     """Which rows of ``values`` (one per trial, one column per objective, lower is better)
     another row dominates: no worse in every objective and better in one. Whole arrays, a
     chunk of rows at a time: the search rewrites the front after every trial, and a Python
-    loop over the pairs grew with the study (benchmarks/README.md, "study_growth.py")."""
+    loop over the pairs grew with the study (benchmarks/study_growth.py measures it)."""
     out = np.zeros(len(values), dtype=bool)
     for start in range(0, len(values), chunk):
         rows = values[start:start + chunk, None, :]  # each row against every other

@@ -75,10 +75,10 @@ class LaunchSettings:
 def prestart_for(asked: bool | None) -> bool:
     """``--prestart/--no-prestart`` as asked; not asked: on. With the next processes forked
     from a template and the device readied ahead (:mod:`tuner.trial.prewarm`), it cut the
-    tuner's own time per trial from 12.1 s to 0.45 s (resnet50 bf16;
-    benchmarks/trial-overhead-h200.md) and from 11.2 s to 0.25 s (a factory model;
-    trial-overhead-h200-factory.md) on the H200; from 3.0 s to 0.13 s (resnet18) on a 2-core CPU
-    box, where the compiles beside it took as long as without, one run each (benchmarks/). It
+    tuner's own time per trial from 12.1 s to 0.45 s (resnet50 bf16) and from 11.2 s to 0.25 s
+    (a factory model) on the H200; from 3.0 s to 0.13 s (resnet18) on a 2-core CPU box, where
+    the compiles beside it took as long as without, one run each (benchmarks/trial_overhead.py
+    measures it). It
     was off on the CPU while each next process imported beside the trial."""
     return True if asked is None else asked
 

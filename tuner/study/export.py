@@ -42,7 +42,7 @@ PACED_FROM_S = 0.2  # ...once a rewrite takes this long; a quicker one is made a
 class ExportPacer:
     """When a search rewrites its Parquet files after a trial. Each write is whole (both files,
     every row), so it costs more as the study grows: over a 600-trial run on the 2-core box,
-    writing them was 21 % of the search's own time (benchmarks/study-growth-cpu-profile.md).
+    writing them was 21 % of the search's own time (benchmarks/study_growth.py measures it).
     A write that took under ``from_s`` is made after every trial, so that the files of a
     search killed outright miss at most the trial in flight. Once a write takes longer, the
     files are rewritten after a trial only when the time since the last write ended is at
@@ -80,9 +80,9 @@ class ExportPacer:
 class TrialRows:
     """Each finished trial's row, made once and kept between exports: a search writes the files
     after every trial, and remaking every row each time grew with the study
-    (benchmarks/study-growth-cpu.md). A kept row serves only while the trial's stored record is
-    the same; the finalist columns are made afresh on every export (re-measurements and
-    artifacts files come later)."""
+    (benchmarks/study_growth.py measures it). A kept row serves only while the trial's stored
+    record is the same; the finalist columns are made afresh on every export (re-measurements
+    and artifacts files come later)."""
 
     def __init__(self) -> None:
         self._made: dict[int, tuple[tuple[Any, ...], TrialResult, dict[str, Any]]] = {}

@@ -47,7 +47,7 @@ class Fleet:
     The workers start before the study is ready (:meth:`spawn`, ahead of the command's checks
     of its options and model, which take seconds): each imports what it needs and starts its
     trials' template process, whose import of torch the first trial would otherwise wait for
-    (10-13 s on the H200 host; benchmarks/fleet-startup-h200.md). :meth:`start` then prepares
+    (10-13 s on the H200 host; benchmarks/fleet_startup.py). :meth:`start` then prepares
     the study and tells them to go; :meth:`cancel` (a bad input) lets them exit, measuring
     nothing. Worker ``i`` samples with seed ``base.seed + i``, so the workers propose different
     configs. :meth:`send_signal` passes a signal on: SIGINT stops each worker after its trial

@@ -157,8 +157,8 @@ class Fronts:
         of the batch sizes not in ``skip`` that still have a config nobody has ``taken``, the
         one with the fewest taken, so that trials spread over the batch sizes. None when
         nothing is left to ask for. ``configs``: the space's, made once by the caller (made
-        here after every trial, they were 8 % of a large search's own time:
-        benchmarks/study-growth-cpu-profile-300.md)."""
+        here after every trial, they were 8 % of a large search's own time, as
+        benchmarks/study_growth.py measures it)."""
         if queued:
             name = min(queued, key=queued.__getitem__)
             study = next(s for s in self.studies() if s.study_name == name)

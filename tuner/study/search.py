@@ -218,7 +218,7 @@ class Search:
             if remaining and not state.waiting:
                 # The sampler proposed a measured config: hand it the unmeasured one nearest
                 # to it, of its own batch size where one is left (each proposal asked costs
-                # the study's time, more as it grows: benchmarks/README.md, study_growth.py).
+                # the study's time, more as it grows: benchmarks/study_growth.py measures it).
                 claims.enqueue(nearest(config, [c for c in remaining if c.batch_size ==
                                                 config.batch_size] or remaining, run.rng))
             return None

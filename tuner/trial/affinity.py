@@ -9,11 +9,11 @@ it measures, and nowhere else; compile workers and other threads keep every core
 the fixed loop of :func:`tuner.trial.host.core_loop_ms` on each core it may use, in turn, and
 stays on the fastest. On the H200's VM every process had fast cores (the loop in 2.3-2.7 ms)
 and slow ones (4.4-5.8 ms) at once, 3 to 9 of its 16 slow, and which were slow changed from one
-process to the next (``launch-variance-h200.md``, ``slow-mode-h200-fastest.md``), so a fixed N
+process to the next (benchmarks/launch_variance.py, benchmarks/slow_mode.py), so a fixed N
 cannot choose well. Picking the core helped a p50 of 200 calls taken right after the pick (0 of
 7 runs slow against 2 of 7), but not a trial's steady state of several seconds: with it, 3 of
 18 trials of the same config were slow, each on a core whose loop took 4.2-4.6 ms in the
-window (the core chosen did not stay fast; benchmarks/README.md, "slow_mode.py"). It also
+window (the core chosen did not stay fast; benchmarks/slow_mode.py). It also
 made a trial's ``other`` phase 0.25-0.32 s against 0.05-0.13 s without it (resnet50, 16 cores,
 two calls). So it is not the default; ``host_loop_ms`` and
 ``tuner show``'s flag are what guard against a slow core.

@@ -9,7 +9,7 @@ are None but the loop's.
 
 On the H200's virtual machine a fresh process's cores ran a fixed loop in 2.3-2.9 ms or in
 3.8-5.1 ms, and resnet50's compiled p50 followed it (2.2-2.5 ms against 3.1-4.5 ms) with the
-same GPU time a call (benchmarks/slow-mode-h200-cores.md): what reads as a slow config there is
+same GPU time a call (benchmarks/slow_mode.py): what reads as a slow config there is
 a slow core.
 """
 

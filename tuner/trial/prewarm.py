@@ -3,7 +3,7 @@
 A trial's first eager call readies the device's libraries: it starts CUDA, loads cuDNN and
 cuBLAS, and, with ``cudnn.benchmark``, tries every convolution algorithm for each shape and
 keeps the fastest. On the H200 that call took 0.9-1.4 s for resnet50 (bf16, batch size 1,
-benchmarks/first-call-h200-repeats-*.md), most of a pre-started trial's overhead.
+benchmarks/first_call.py), most of a pre-started trial's overhead.
 
 So a pre-started process that has built its model (:mod:`tuner.trial.prebuild`) may also run
 it once on the device before its job comes: in the precision, memory format and cudnn.benchmark
@@ -25,9 +25,9 @@ time from the profiler) was the same, trial over control a median 1.006 readied 
 not (14 and 11 samples, 0.955-1.038 either way; every trial 1.63-1.78 ms). So cuDNN's
 algorithm choices made beside another trial's compile give the same GPU work. The p50s spread
 far more (2.1-4.2 ms in those samples, in the two modes a slow launching core makes; see
-benchmarks/README.md, "slow_mode.py"), readied or not: over every check, trial over control a
+benchmarks/slow_mode.py), readied or not: over every check, trial over control a
 median 1.050 readied against 1.010 not (35 and 32 samples, one-sided p = 0.31;
-benchmarks/prewarm-fidelity-h200-pooled.md), slow in 10 of 35 readied trials, 11 of 32 others
+benchmarks/prewarm_fidelity.py), slow in 10 of 35 readied trials, 11 of 32 others
 and 15 of 67 controls.
 
 It is not readied where the device has less than half its memory free (:func:`room`): the
@@ -44,7 +44,7 @@ batch size), the process replaces itself with a fresh one, same pid, same stdin,
 and then runs its trial with nothing built ahead: the trial meets the failure, if it is its
 own, in a clean process. The process keeps what readying left on the device (its CUDA context,
 the libraries' workspaces, the allocator's cache) while that trial measures: NVML gave 722 MiB
-for resnet50 bf16 on the H200 (benchmarks/trial-overhead-h200-readied-memory.md); each readied
+for resnet50 bf16 on the H200 (benchmarks/trial_overhead.py); each readied
 trial records its own figure (``prewarm_vram_bytes_nvml``).
 """
 

@@ -287,7 +287,7 @@ def test_a_file_without_the_tail_columns_limits_each_row_by_its_own_p99(tmp_path
 
 
 def test_a_config_faster_in_every_process_is_called_faster_though_the_intervals_overlap(tmp_path):
-    # As resnet18 fp32 at batch size 32 on the H200 (benchmarks/tail-p99-h200.md): one slow
+    # As resnet18 fp32 at batch size 32 on the H200 (benchmarks/noise_rule.py): one slow
     # eager process widened eager's interval over reduce-overhead's.
     study = write_study(tmp_path, "apart", trial_configs=configs(
         (1,), ("eager", "inductor:reduce-overhead")), columns={

@@ -515,7 +515,7 @@ def test_a_slow_noisy_config_never_ranks_above_a_steadier_faster_one():
 
 
 def test_a_config_faster_in_every_process_is_faster_beyond_noise_though_intervals_overlap():
-    # The H200 resnet18 fp32 study at batch size 32 (benchmarks/tail-p99-h200.md): eager's
+    # The H200 resnet18 fp32 study at batch size 32 (benchmarks/noise_rule.py): eager's
     # third process read 3.277 ms, which widened its interval to 1.338-4.599 ms, over
     # reduce-overhead's 1.112-1.356 ms; every reduce-overhead process was faster.
     reduce_overhead, eager = [1.198, 1.286, 1.203], [2.032, 2.292, 3.277]

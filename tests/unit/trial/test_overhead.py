@@ -184,7 +184,7 @@ def test_asked_the_next_process_readies_the_device_beside_a_compile_that_does_no
     # next trial that has it on.
     assert warm(TrialConfig("inductor", 8, "default", False, cudnn_benchmark=True)) is None
     # On unless told not to (TUNER_PREWARM=0): the GPU's work of a readied trial was the
-    # same as its control's (benchmarks/prewarm-fidelity-h200-pooled.md).
+    # same as its control's (benchmarks/prewarm_fidelity.py measures it).
     monkeypatch.delenv(prewarm.PREWARM_ENV)
     assert warm(default) == dataclasses.replace(GPU_WORK, dtype="bfloat16", channels_last=True)
     monkeypatch.setenv(prewarm.PREWARM_ENV, "0")

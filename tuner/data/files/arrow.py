@@ -23,8 +23,8 @@ def to_table(df: pd.DataFrame) -> pa.Table:
         # Arrow reads NaN as null in text and in a column of lists, but a column no row filled
         # comes back as NaN floats, which Arrow cannot make lists of: None there. The options'
         # columns are typed by their values, so theirs are cleaned too. (Cleaning every text
-        # column as well took more than half of a write's time:
-        # benchmarks/study-growth-cpu-profile-300.md.)
+        # column as well took more than half of a write's time, as benchmarks/study_growth.py
+        # measures it.)
         if field.name in options or (pa.types.is_list(field.type)
                                       and df[field.name].dtype != object):
             column = df[field.name].astype(object)

@@ -80,8 +80,8 @@ class _Staged:
 # A temporary file of write() older than this is a leftover of a process killed while writing
 # it (SIGKILL, a lost machine: its cleanup never ran), never one being written: a writer makes
 # it just before writing, writes it in one go and renames it at once (a search's whole time
-# per trial, this write included, stayed under a second up to 1,500 trials:
-# benchmarks/study-growth-cpu-large.md), and its mtime moves with every write. Minutes, not
+# per trial, this write included, stayed under a second up to 1,500 trials, as
+# benchmarks/study_growth.py measures it), and its mtime moves with every write. Minutes, not
 # seconds, so that a writer stalled on a slow or shared disk, or a clock a little off between
 # the hosts sharing a folder, keeps its file.
 STALE_TEMP_S = 15 * 60

@@ -46,7 +46,7 @@ def import_ahead() -> None:
     """Import what opening a storage imports on first use (Optuna imports SQLAlchemy and alembic
     lazily), by opening one in memory. A fleet's worker does it while it waits for its study,
     not after: on the H200 host this took 1.3-1.9 s, and opening the study after it 0.04-0.06 s,
-    against 1.3-1.9 s without (benchmarks/fleet-startup-h200-8981518.md, -220d17f-a.md)."""
+    against 1.3-1.9 s without (benchmarks/fleet_startup.py measures it)."""
     make_storage("sqlite:///:memory:", given=False)
 
 
