@@ -37,8 +37,8 @@ lint: install
 	$(BIN)/mypy tuner
 
 # A GPU machine without internet access: download optuna and its dependencies as wheels here,
-# copy the repository with .whl/ to the GPU machine and run scripts/gpu_check.sh there (README,
-# "On a GPU machine without internet access").
+# copy the repository with .whl/ to the GPU machine and run scripts/gpu_check.sh there
+# (docs/offline-gpu.md).
 gpu-wheels:
 	mkdir -p .whl
 	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \

@@ -175,7 +175,8 @@ class Landscape:
                 more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
                 raise LandscapeError(f"{self.path}: not an exhaustive grid: config {keys[0]}{more} "
                                      f"{what}; record it with `tuner search` until every config "
-                                     "in the search space is measured (benchmarks/README.md)")
+                                     "in the search space is measured "
+                                     "(benchmarks/results/search_quality.md)")
 
 
 class ReplayRunner:

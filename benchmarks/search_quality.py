@@ -3,8 +3,8 @@
     python benchmarks/search_quality.py [LANDSCAPE ...] [--seeds 20] [--out FILE.md]
 
 A landscape is a study's ``trials.parquet`` of an exhaustive grid (every config of its search
-space measured once; benchmarks/README.md says how to record one). Without arguments, every
-``*.parquet`` under ``benchmarks/landscapes/`` is read.
+space measured once; benchmarks/results/search_quality.md says how to record one). Without
+arguments, every ``*.parquet`` under ``benchmarks/landscapes/`` is read.
 
 For each landscape and seed, the real search (:class:`tuner.study.search.Search`) runs over the
 grid's own space, in a temporary studies folder, with :class:`replay.ReplayRunner` answering
@@ -275,8 +275,8 @@ def landscape_paths(given: Sequence[str]) -> list[Path]:
         return [Path(p) for p in given]
     found = sorted(LANDSCAPES.glob("*.parquet"))
     if not found:
-        raise UserError(f"no landscape under {LANDSCAPES}: record one (benchmarks/README.md) "
-                        "or give a trials.parquet")
+        raise UserError(f"no landscape under {LANDSCAPES}: record one "
+                        "(benchmarks/results/search_quality.md) or give a trials.parquet")
     return found
 
 
@@ -285,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Replay the tuner's search over recorded exhaustive grids: the trials and GPU\n"
                     "time until a config within 2 % of the grid's best is measured, the default\n"
-                    "sampler against random. How to record a landscape: benchmarks/README.md.",
+                    "sampler against random. How to record a landscape:\n"
+                    "benchmarks/results/search_quality.md.",
         epilog="example:\n  python benchmarks/search_quality.py "
                "benchmarks/landscapes/h200-resnet50-bf16-bs16.parquet")
     parser.add_argument("landscapes", nargs="*",

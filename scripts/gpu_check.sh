@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU check of a change, in one command on the GPU machine (see README).
+# Every GPU check of a change, in one command on the GPU machine (see docs/offline-gpu.md).
 # Carry .whl (make gpu-wheels). Writes logs and Parquet files under $OUT when set.
 #   GPU_SEARCH_BUDGET  seconds the example search may start trials for (default 250)
 #   GPU_SKIP_TESTS=1   skip the pytest gpu tests
@@ -17,7 +17,7 @@
 #                      next trial's pre-started import, 3 each
 #   GPU_SEARCH=0       skip the example search
 #   GPU_VIT=1          a random vit_b_16 bf16, eager and inductor at batch sizes 1 and 8: its
-#                      head is drawn, not zero (tuner.domain.build), so its output varies and the
+#                      head is drawn, not zero (tuner.trial.build), so its output varies and the
 #                      check against eager measures an error
 #   GPU_LONG=1         resnet18 max-autotune at batch size 32 under --compile-timeout 100s: the
 #                      search's "still running after 1 min (in its first call, compiling)" line

@@ -29,5 +29,5 @@ class TextEncoder(nn.Module):
 
 
 def text_encoder(batch_size: int, seq_len: int = 64) -> tuple[nn.Module, torch.Tensor]:
-    """The factory contract with a sequence length (see tuner.workload)."""
+    """The factory contract with a sequence length (see tuner.domain.workload)."""
     return TextEncoder(), torch.randint(0, VOCAB, (batch_size, seq_len))

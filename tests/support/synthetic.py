@@ -70,7 +70,7 @@ def write_study(root: Path, name: str, *, gpu: str = "NVIDIA H200", speed: float
 
 
 def fingerprint(gpu: str = "NVIDIA H200", torch_version: str = "2.11.0") -> dict[str, Any]:
-    """What FakeRunner records, as ``tuner.fingerprint.collect`` would report it."""
+    """What FakeRunner records, as ``tuner.runtime.fingerprint.collect`` would report it."""
     fp = dict.fromkeys(("device_kind", "gpu_name", "gpu_compute_capability", "gpu_memory_bytes",
                         "driver", "cuda", "torch", "triton", "torchvision", "python", "tuner",
                         "host", "cpu"))

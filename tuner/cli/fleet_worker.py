@@ -95,7 +95,7 @@ def _work(plan: WorkerPlan) -> int:
 
 
 class _Terminated(BaseException):
-    """SIGTERM while the worker starts, before its search handles it (tuner.cli.run)."""
+    """SIGTERM while the worker starts, before its search handles it (tuner.study.foreground)."""
 
 
 def _terminated(signum: int, frame: Any) -> None:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 @click.command(context_settings=CONTEXT, short_help="Search torch.compile settings for a model.")
 @click.option("--model", required=True,
               help="torchvision classification model name (random weights), or "
-                   "package.module:factory for your own (see README: factory contract).")
+                   "package.module:factory for your own (see docs/your-model.md).")
 @click.option("--name", help="Study name (a folder name); default MODEL-DEVICE, or "
                             "MODULE-FACTORY-DEVICE for package.module:factory. Same name = resume.")
 @click.option("--device", default=None, help="cpu, cuda or cuda:N; default cuda if available.")
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
                    "such file turns off what a CUDA search adds: where neither it nor the "
                    "command line gives them, no inductor option is searched and channels_last "
                    "is false; the other dimensions left out take their option's default. See "
-                   "README, \"A space file\".")
+                   "docs/search-space.md, \"A space file\".")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
 @click.option("--shape-schedule",
               help="Shapes replayed in order after each trial's steady state: batch sizes "

@@ -131,7 +131,8 @@ timeout_option = click.option(
     help="Kill a trial process that has not finished after this long, e.g. 20m, 90s or 1h30m; "
          "a bare number is seconds.")
 # The figures the default is chosen from: compile_s_cold of the committed H200 studies and
-# landscape (torch 2.11), and the max-autotune timeouts of studies/h200-resnet18 (README).
+# landscape (torch 2.11), and the max-autotune timeouts of studies/h200-resnet18
+# (docs/examples.md).
 compile_timeout_option = click.option(
     "--compile-timeout", "compile_timeout_s", type=Duration(none_ok=True), default="5m",
     show_default=True,
@@ -150,7 +151,7 @@ prestart_option = click.option(
          "TUNER_PREWARM=0 turns that off) it cut the tuner's own time per trial from 12.1 s to "
          "0.45 s (resnet50 bf16) and 11.2 s to 0.25 s (a factory model) on the H200, and from "
          "3.0 s to 0.13 s on a 2-core CPU box. --no-prestart: a fresh process per trial, "
-         "importing (README: pre-started trial processes).")
+         "importing (docs/prestart.md).")
 
 
 # Where the study holds that eager failed (tuner.study.broken), a resume skips the batch size.

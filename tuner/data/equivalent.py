@@ -11,8 +11,8 @@ run without them. ``tuner compare`` matches configs across studies by it.
 
 The value an option takes where a config leaves it unset is its mode's
 (``torch._inductor.list_mode_options``, recorded in the study's files as ``mode_options``),
-else the first value the study listed: the value its baselines run, which the README asks to
-be inductor's default (and which the options a CUDA search adds by itself always are).
+else the first value the study listed: the value its baselines run, which docs/search-space.md
+asks to be inductor's default (and which the options a CUDA search adds by itself always are).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class TrialResult:
     warmup_s: float | None = None  # further calls until latency is steady
     warmup_calls: int | None = None
     wall_s: float | None = None  # the whole trial process, seen by the parent
-    # Where the rest of wall_s goes (see the README, "Where a trial's time goes"): from the
+    # Where the rest of wall_s goes (docs/measurement.md, "Where a trial's time goes"): from the
     # runner's start to the trial process's own clock (a fresh process's start-up; a
     # pre-started one's hand-over), ...
     launch_s: float | None = None

@@ -183,8 +183,8 @@ class SearchSpace:
 
 
 # The inductor options a CUDA search covers when the user names none: those that moved resnet50
-# bf16 latency both ways on the H200 (README, "Example: the extended space"), each with the
-# installed torch's value first, so the baselines keep it.
+# bf16 latency both ways on the H200 (docs/examples.md, "Example: the extended space"), each
+# with the installed torch's value first, so the baselines keep it.
 CUDA_DEFAULT_OPTIONS = ("coordinate_descent_tuning", "epilogue_fusion", "freezing", "shape_padding")
 
 

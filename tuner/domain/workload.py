@@ -319,7 +319,7 @@ def _close_module(missing: str, module_name: str) -> str:
 
 
 def _is_path(module_name: str) -> bool:
-    """Whether a module name that did not import is a file's path (``tests/models.py``)."""
+    """Whether a module name that did not import is a file's path (``tests/support/models.py``)."""
     return "/" in module_name or "\\" in module_name or module_name.endswith(".py")
 
 

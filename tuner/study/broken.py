@@ -68,7 +68,7 @@ def retried(config: TrialConfig, status: str | Status | None) -> bool:
     return status is Status.WORKLOAD_ERROR or (not config.compiled and status is Status.TIMEOUT)
 
 
-# A breakage's message is cut where a record's is (tuner.trial.protocol.one_line: 300
+# A breakage's message is cut where a record's is (tuner.trial.failures.one_line: 300
 # characters), so the advice at the end of a workload error reaches the search's last line.
 MESSAGE_CHARS = 300
 

@@ -1,4 +1,4 @@
-"""One trial, its steps in order (see README, "A trial"):
+"""One trial, its steps in order (see docs/measurement.md, "The steps, in order"):
 
 build and apply knobs → eager reference → cold first call → warm-up until steady →
 correctness → compile health → steady-state latency and memory → the workload's shape schedule
