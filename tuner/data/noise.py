@@ -9,22 +9,48 @@ is multiplicative, and on the log scale the interval stays above zero however no
 processes were. With the default two repeats n is 3 and t is 4.30: the interval is wide, which
 is what three processes can honestly say (a bootstrap over three values would claim far more).
 
-One config is faster than another beyond noise (:func:`faster_beyond_noise`) when a Welch
-t-test on the log p50s of their processes says so at 95 %: the difference of the means is
-more than ``t(0.975, dof) * sqrt(var_a / n_a + var_b / n_b)``, with Welch-Satterthwaite's
-degrees of freedom, rounded down. Two configs neither of which is faster so are within noise
-of each other. (Until 2026-12-02 the rule was that their 95 % intervals overlap. That is
-stricter than the test it stands for: over the committed H200 fronts it called 4 pairs of 41
-within noise where every process of one config was faster than every process of the other:
-benchmarks/noise_rule.py.) Within each batch size the finalists are ranked by it
-(``rank_within_noise``, :func:`rank_within_noise`): rank 1 where no finalist is faster beyond
-noise, otherwise one below the lowest-ranked finalist that is, and never above one that was
-faster on average. Equal ranks are within noise of each other; a noisy config within noise of
-a fast and a slow one does not pull those two onto one rank.
+Configs are compared on ratios, by :func:`verdict`: over the logarithm of the p50 of each
+process a config ran in (``latency_ms_p50_repeats``: the search trial's, then its
+re-measurements'). The process is the unit. What changes from one fresh process to the next
+(the host core it launches from, the compile, the allocator) is the noise a user meets in
+production; the calls inside one process share all of it, so their per-call samples (kept for
+the search trial's process only) say nothing of where the next process's p50 lands, and a
+test on them would call a 1 % gap between two processes beyond noise. Of config A against B:
+
+* **faster** (or slower) beyond noise, when a Welch t-test at 95 % on the log p50s separates
+  them (the difference of the means is more than ``t(0.975, dof) * sqrt(var_a / n_a + var_b /
+  n_b)``, Welch-Satterthwaite's degrees of freedom rounded down), or when every process of A
+  was faster than every process of B by more than :data:`GAP_SPREADS` times the larger spread
+  of the two (a config's spread: max - min of its log p50s). The second rule is for few
+  processes: with two each, Welch's degrees of freedom are about 1 and t is 12.7, so the test
+  separates almost nothing. resnet50 bf16 at batch size 16 on an H100: reduce-overhead 1.243
+  and 1.217 ms, eager 7.649 and 4.469 ms, 3.6x slower in every process; the test did not
+  separate them, and "not separated" had become "use eager". How often the gap rule calls one
+  of two configs of equal typical p50 faster (``benchmarks/noise_rule.py --simulate``, normal
+  log p50s): see that page; Welch's own is 2.5 % a side. Few processes cannot be made safe by
+  any rule (t(1) is what the mathematics says), so the rule leans on a gap twice the larger
+  spread, not once.
+* **within noise**, when neither is faster and their processes overlap (a process of each is
+  at least as fast as one of the other): the noise covers the difference. Two configs at 1.20
+  and 1.25 ms against 1.22 and 1.24 ms are within noise.
+* **undecided**, when neither is faster and their processes do not overlap (too close for
+  their spread), or either config ran in fewer than two processes. It comes with the processes
+  each config would need (:func:`processes_to_decide`), for ``tuner confirm STUDY --repeats
+  N``. Undecided is not within noise: show, recommend and compare then go by the median and
+  say it is undecided; only a compiled config *within noise* of eager loses to eager (its
+  warm-up buys nothing measurable).
+
+Within each batch size the finalists are ranked by it (``rank_within_noise``,
+:func:`rank_within_noise`): rank 1 where no finalist is faster beyond noise, otherwise one below
+the lowest-ranked finalist that is, and never above one that was faster on average. Equal ranks
+are not faster than each other beyond noise (within noise or undecided); a noisy config within
+noise of a fast and a slow one does not pull those two onto one rank. (The rule was the Welch
+test alone from 2026-12-02, overlapping 95 % intervals before: benchmarks/noise_rule.py.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -130,27 +156,94 @@ def t975(dof: int) -> float:
     return _T975[max(d for d in _T975 if d <= dof)]
 
 
-def faster_beyond_noise(fast: Sequence[float], slow: Sequence[float]) -> bool:
-    """Whether the config whose processes measured the p50s ``fast`` is faster than the one
-    that measured ``slow`` beyond noise (the module's Welch test); False with fewer than two
-    values on either side, or any not above zero."""
-    a, b = _log_stats(fast), _log_stats(slow)
-    if a is None or b is None or a[0] >= b[0]:
-        return False
-    (mean_a, var_a, n_a), (mean_b, var_b, n_b) = a, b
-    se2 = var_a + var_b
-    if se2 == 0:  # every process of each measured the same: any difference is beyond noise
+# How many times the larger of two configs' spreads (max - min of its log p50s) every process
+# of one must beat every process of the other by, to be faster beyond noise without the test.
+GAP_SPREADS = 2.0
+# The difference (as a ratio) that processes_to_decide aims to resolve where the one measured is
+# smaller, and the most processes a config it names.
+RESOLVE_RATIO, MOST_PROCESSES = 1.05, 50
+# What verdict says of config A against B.
+FASTER, SLOWER, WITHIN, UNDECIDED = "faster", "slower", "within noise", "undecided"
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Config A against config B (the module's rule). ``ratio``: A's geometric mean p50 over
+    B's (None where either has no process); ``processes``: where undecided, the processes each
+    config would need to decide (None where either has fewer than two, or more than
+    :data:`MOST_PROCESSES` would be needed)."""
+
+    outcome: str  # FASTER, SLOWER, WITHIN or UNDECIDED
+    ratio: float | None
+    processes: int | None = None
+
+
+def verdict(a: Sequence[float], b: Sequence[float]) -> Verdict:
+    """The module's rule over the p50s ``a`` and ``b`` of two configs' processes; a config
+    with a p50 not above zero has none."""
+    la, lb = _logs(a), _logs(b)
+    ratio = None if not la or not lb else math.exp(statistics.fmean(la) - statistics.fmean(lb))
+    if len(la) < 2 or len(lb) < 2:
+        return Verdict(UNDECIDED, ratio)
+    if _separated(la, lb):
+        return Verdict(FASTER, ratio)
+    if _separated(lb, la):
+        return Verdict(SLOWER, ratio)
+    if max(la) >= min(lb) and max(lb) >= min(la):
+        return Verdict(WITHIN, ratio)
+    return Verdict(UNDECIDED, ratio, processes_to_decide(la, lb))
+
+
+def _logs(values: Sequence[float]) -> list[float]:
+    return [] if not values or min(values) <= 0 else [math.log(v) for v in values]
+
+
+def _separated(fast: list[float], slow: list[float]) -> bool:
+    """Whether the log p50s ``fast`` are below ``slow`` beyond noise: the gap rule or Welch's."""
+    spread = max(max(fast) - min(fast), max(slow) - min(slow))
+    if min(slow) - max(fast) > GAP_SPREADS * spread:
         return True
+    (mean_a, var_a, n_a), (mean_b, var_b, n_b) = _stats(fast), _stats(slow)
+    se2 = var_a + var_b
+    if mean_a >= mean_b or se2 == 0:
+        return False  # equal processes each: the gap rule has said all there is
     dof = se2 ** 2 / (var_a ** 2 / (n_a - 1) + var_b ** 2 / (n_b - 1))
     return mean_b - mean_a > t975(max(1, int(dof))) * math.sqrt(se2)
+
+
+def processes_to_decide(la: Sequence[float], lb: Sequence[float]) -> int | None:
+    """The processes each of two configs (their log p50s, two or more each) would need for the
+    Welch test to separate them, if their means and spreads held: the fewest, above the most
+    either has now, at which the 95 % interval of the difference is narrower than the
+    difference, or than :data:`RESOLVE_RATIO` where that is smaller (then more processes show
+    a difference under 5 % or none). None above :data:`MOST_PROCESSES`."""
+    var_a, var_b = statistics.variance(la), statistics.variance(lb)
+    target = max(abs(statistics.fmean(la) - statistics.fmean(lb)), math.log(RESOLVE_RATIO))
+    for n in range(max(len(la), len(lb)) + 1, MOST_PROCESSES + 1):
+        se2 = (var_a + var_b) / n
+        if se2 == 0:
+            return n
+        dof = (var_a + var_b) ** 2 * (n - 1) / (var_a ** 2 + var_b ** 2)
+        if t975(max(1, int(dof))) * math.sqrt(se2) < target:
+            return n
+    return None
+
+
+def faster_beyond_noise(fast: Sequence[float], slow: Sequence[float]) -> bool:
+    """Whether the config whose processes measured the p50s ``fast`` is faster than the one
+    that measured ``slow`` beyond noise (:func:`verdict`); False with fewer than two values on
+    either side, or any not above zero."""
+    return verdict(fast, slow).outcome == FASTER
 
 
 def _log_stats(values: Sequence[float]) -> tuple[float, float, int] | None:
     """Mean of the logarithms, the variance of that mean, and the count; None for fewer than
     two values or any not above zero."""
-    if len(values) < 2 or min(values) <= 0:
-        return None
-    logs = [math.log(v) for v in values]
+    logs = _logs(values)
+    return _stats(logs) if len(logs) >= 2 else None
+
+
+def _stats(logs: Sequence[float]) -> tuple[float, float, int]:
     return statistics.fmean(logs), statistics.variance(logs) / len(logs), len(logs)
 
 
@@ -160,13 +253,16 @@ def p50s_of(row: pd.Series | dict[str, Any]) -> list[float]:
     return [float(v) for v in values] if values is not None and listed(values) else []
 
 
+def row_verdict(a: pd.Series | dict[str, Any], b: pd.Series | dict[str, Any]) -> Verdict:
+    """:func:`verdict` of two rows' configs, over the p50s of their processes (:func:`p50s_of`)."""
+    return verdict(p50s_of(a), p50s_of(b))
+
+
 def within_noise(a: pd.Series | dict[str, Any], b: pd.Series | dict[str, Any]) -> bool:
-    """Whether two re-measured configs are within noise of each other: neither is faster
-    beyond noise. False unless both were measured in two processes or more."""
-    pa, pb = p50s_of(a), p50s_of(b)
-    if len(pa) < 2 or len(pb) < 2:
-        return False
-    return not faster_beyond_noise(pa, pb) and not faster_beyond_noise(pb, pa)
+    """Whether two re-measured configs are within noise of each other (:func:`verdict`):
+    neither is faster and their processes overlap. False unless both were measured in two
+    processes or more."""
+    return row_verdict(a, b).outcome == WITHIN
 
 
 def rank_within_noise(p50s: Sequence[Sequence[float]]) -> list[int]:

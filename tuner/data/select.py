@@ -9,7 +9,8 @@
 * :func:`pareto`: the eligible rows no other eligible row of the same batch size beats on all
   of latency, memory and warm-up.
 * :data:`OBJECTIVES`, :func:`rank`, :func:`best`: the best row for one objective; a compiled
-  config within noise of eager (:func:`tuner.data.noise.within_noise`) never beats eager.
+  config within noise of eager (:func:`tuner.data.noise.within_noise`) never beats eager, and
+  one undecided against eager (too few processes to tell) keeps its place by its median.
 * :class:`Constraints`: the limits a recommended config must meet.
 
 Latency, for the front and for every objective, is :data:`LATENCY`: a finalist's median p50
@@ -31,7 +32,15 @@ import numpy as np
 import pandas as pd
 
 from tuner.data.derive import listed, measured_latency, median_p50, ran_eager_only
-from tuner.data.noise import faster_beyond_noise, p50s_of, rank_within_noise, within_noise
+from tuner.data.noise import (
+    FASTER,
+    UNDECIDED,
+    Verdict,
+    p50s_of,
+    rank_within_noise,
+    row_verdict,
+    within_noise,
+)
 from tuner.data.rows import num
 from tuner.domain.config import EAGER
 from tuner.domain.records import NOT_RUN, Status
@@ -187,11 +196,13 @@ def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
 def best(df: pd.DataFrame, objective: str) -> pd.Series:
     """The best row of ``df`` (eligible rows, one batch size unless the objective is
     throughput) for ``objective``. For latency and throughput, a compiled row within noise of
-    an eager row of its batch size is no measurable gain for its warm-up: the best compiled row
-    ranked ahead of that eager row that was measured again and is faster beyond noise than
-    every eager row of its batch size wins, and where there is none, the eager row does. (The
-    top row alone was weighed: a noisy one within noise of eager made eager win over a config
-    measurably faster than it.)"""
+    an eager row of its batch size (:func:`tuner.data.noise.verdict`: their processes overlap)
+    is no measurable gain for its warm-up: the best compiled row ranked ahead of that eager row
+    that was measured again and is, against every eager row of its batch size, faster beyond
+    noise or undecided and faster by its processes, wins, and where there is none, the eager
+    row does. Undecided is never a reason for eager: a compiled row undecided against eager
+    keeps its place by the objective. (The top row alone was weighed: a noisy one within noise
+    of eager made eager win over a config measurably faster than it.)"""
     ranked = rank(df, objective)
     top = ranked.iloc[0]
     if objective not in _LATENCY_OBJECTIVES or top["backend"] == EAGER:
@@ -206,10 +217,9 @@ def best(df: pd.DataFrame, objective: str) -> pd.Series:
 
     def beats_eager(row: pd.Series) -> bool:
         # A row measured once is not known to be faster: it may be one a finalist dominates.
-        mine, eager = p50s_of(row), eager_of(row)
-        return len(mine) >= 2 and not eager.empty and all(
-            len(p50s_of(e)) >= 2 and faster_beyond_noise(mine, p50s_of(e))
-            for _, e in eager.iterrows())
+        eager = eager_of(row)
+        return len(p50s_of(row)) >= 2 and not eager.empty and all(
+            len(p50s_of(e)) >= 2 and _ahead(row_verdict(row, e)) for _, e in eager.iterrows())
 
     for index, row in ranked.iterrows():
         if index == fallback.name:
@@ -217,6 +227,12 @@ def best(df: pd.DataFrame, objective: str) -> pd.Series:
         if row["backend"] != EAGER and beats_eager(row):
             return row
     return fallback
+
+
+def _ahead(v: Verdict) -> bool:
+    """Faster beyond noise, or undecided with every process faster (where both configs ran in
+    two processes or more, undecided means their processes do not overlap)."""
+    return v.outcome == FASTER or (v.outcome == UNDECIDED and v.ratio is not None and v.ratio < 1)
 
 
 def throughput_picks_off_front(trials: pd.DataFrame, front: pd.DataFrame) -> pd.DataFrame:

@@ -78,6 +78,12 @@ class Recommended(Protocol):
     @property
     def why_eager(self) -> str: ...
 
+    @property
+    def undecided(self) -> tuple[str, ...]: ...
+
+    @property
+    def processes_to_decide(self) -> int | None: ...
+
 
 def snippet(rec: Recommended) -> str:
     """Python source to paste into production code; it does what :meth:`apply` does."""
@@ -254,9 +260,11 @@ def _notes(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, st
     beware of (noise, the correctness check, a limit of the search, one process, a short p99)."""
     rows: list[tuple[str, str]] = []
     if rec.within_noise:
-        rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: a t-test over "
-                             "their fresh processes' p50s does not separate them at 95%, so "
-                             "neither is faster; choose on the other columns"))
+        rows.append(("note", f"within noise of {', '.join(rec.within_noise)}: their fresh "
+                             "processes' p50s overlap, so neither is faster; choose on the "
+                             "other columns"))
+    if rec.undecided:
+        rows.append(("note", _undecided(rec)))
     if rec.artifacts_found:
         saved_by = rec.row.get("artifacts_torch") or rec.fingerprint.get("torch")
         rows.append(("warm start", f"apply() loads {rec.artifacts_path} (saved by torch "
@@ -285,6 +293,17 @@ def _notes(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, st
                              "one, not a tail (--min-calls 100 or a longer --min-seconds "
                              "times more)"))
     return rows
+
+
+def _undecided(rec: Recommended) -> str:
+    """The note on configs the recommendation is undecided against, and what would decide."""
+    n = rec.processes_to_decide
+    command = f"`tuner confirm {rec.path.parent} --repeats {n - 1 if n else 'N'}`"
+    return (f"undecided against {', '.join(rec.undecided)}: every process of one was faster, but too few "
+            "processes to say so beyond noise, so this one is chosen by its median; "
+            f"{command} measures the finalists "
+            + (f"in {n} processes each, which would decide" if n else
+               "in more processes (N above the present count), which may decide"))
 
 
 def _precision(dtype: str) -> str:

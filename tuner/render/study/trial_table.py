@@ -176,8 +176,8 @@ def noise_note(rows: pd.DataFrame, confirm: str | None = None) -> str | None:
                    f"measured in one process (median ms -), ordered by {its} own p50: a gap to "
                    f"{it} may be one process's noise, and `{confirm}` measures {it} again.")
     return median if not ranked else (
-        f"{median} rank: latency beyond noise (a Welch t-test at 95% over those p50s, pair by "
-        "pair). 1 = no config "
+        f"{median} rank: latency beyond noise, pair by pair (a Welch t-test at 95% over those "
+        "p50s, or every process faster by more than twice the larger spread). 1 = no config "
         "is faster beyond noise; otherwise one below the lowest-ranked config that is, and "
         "never above a config faster on average. Configs of equal rank are within noise of "
-        "each other, so neither is faster.")
+        "each other or undecided, so neither is faster beyond noise.")

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.derive import baseline_of, listed, ran_eager_only
+from tuner.data.noise import UNDECIDED, p50s_of, verdict
 from tuner.data.select import LATENCY, best, comparable, left_out_counts
 from tuner.domain.layout import DB_FILE
 from tuner.domain.records import Status
@@ -31,6 +32,33 @@ def confirm_command(folder: Path | None = None, storage: str | None = None) -> s
     return f"{command} --storage {'URL' if '***' in storage else shlex.quote(storage)}"
 
 
+def _eager_alone(bs: int, eager: pd.DataFrame, trials: pd.DataFrame) -> str:
+    """The verdict where eager is the only eligible config at batch size ``bs``."""
+    e = float(best(eager, "latency")[LATENCY])
+    tried = trials[(trials["batch_size"] == bs) & (trials["backend"] != "eager")]
+    return (f"batch size {bs}: only eager has been measured ({e:.3f} ms), "
+            "nothing compiled to compare it with yet." if tried.empty else
+            f"compiling did not work at batch size {bs}: no compiled config "
+            f"finished and matched eager ({left_out_counts(tried)}). Use eager "
+            f"({e:.3f} ms).")
+
+
+def _undecided(top: pd.Series, eager: pd.Series, eager_name: str, confirm: str) -> str:
+    """Where the best compiled config and eager, both measured in fresh processes, are
+    undecided (:func:`tuner.data.noise.verdict`): a sentence that says so and the ``tuner
+    confirm`` that would decide; "" otherwise. The pick stands by its median meanwhile."""
+    mine, theirs = p50s_of(top), p50s_of(eager)
+    v = verdict(mine, theirs)
+    if v.outcome != UNDECIDED or len(mine) < 2 or len(theirs) < 2:
+        return ""
+    n = v.processes or max(len(mine), len(theirs)) + 3
+    each = (f"in {n} processes each, which would decide" if v.processes
+            else "in more processes, which may decide")
+    return (f"Undecided beyond noise: every process of one was faster, but {len(mine)} and "
+            f"{len(theirs)} processes are too few to tell {top['label']} and {eager_name} "
+            f"apart for sure; `{confirm} --repeats {n - 1}` measures both {each}.")
+
+
 def verdicts(trials: pd.DataFrame, folder: Path | None = None,
              storage: str | None = None) -> dict[int, str]:
     """Per batch size, one plain sentence: does compiling pay, and after how many calls.
@@ -39,8 +67,10 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
 
     The rules are the ones ``recommend`` and ``compare`` apply (:mod:`tuner.data.select`): only
     eligible rows count (those the front is chosen from, so a config said to pay is on the
-    table), a compiled config within noise of eager is no faster than it, and eager is that of
-    the compiled config's precision, as its ``vs eager`` is (:func:`baseline_of`).
+    table), a compiled config within noise of eager is no faster than it, one undecided against
+    eager (:func:`tuner.data.noise.verdict`) is said to be, with the ``tuner confirm`` that
+    would decide, and eager is that of the compiled config's precision, as its ``vs eager`` is
+    (:func:`baseline_of`).
     """
     out: dict[int, str] = {}
     confirm = confirm_command(folder, storage)
@@ -49,13 +79,7 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
         eager = group[group["backend"] == "eager"]
         compiled = group[group["backend"] != "eager"]
         if compiled.empty:  # eager alone: say so, and why no compiled config counts
-            e = float(best(eager, "latency")[LATENCY])
-            tried = trials[(trials["batch_size"] == bs) & (trials["backend"] != "eager")]
-            out[int(bs)] = (f"batch size {bs}: only eager has been measured ({e:.3f} ms), "
-                            "nothing compiled to compare it with yet." if tried.empty else
-                            f"compiling did not work at batch size {bs}: no compiled config "
-                            f"finished and matched eager ({left_out_counts(tried)}). Use eager "
-                            f"({e:.3f} ms).")
+            out[int(bs)] = _eager_alone(bs, eager, trials)
             continue
         if eager.empty:
             continue
@@ -75,21 +99,22 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
         if winner["backend"] != "eager":  # the fastest compiled one may be within noise of eager
             top, t = winner, float(winner[LATENCY])
         warmup = f"{top['time_to_steady_s']:.1f} s"
+        undecided = _undecided(top, fastest_eager, eager_name, confirm)
         if winner["backend"] == "eager" and t < e:
             # More processes sharpen the test: say how many would be the next step.
             done = max(listed(r.get("latency_ms_p50_repeats")) for r in (top, fastest_eager)) - 1
             out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
                             f"compiled config, {top['label']} ({t:.3f} ms), "
-                            f"and {eager_name} ({e:.3f} ms) are within noise of each other (a t-test "
-                            "over their fresh processes' p50s does not separate them at 95%), "
-                            f"and it costs {warmup} to "
-                            f"warm up; `{confirm} --repeats {max(5, done + 3)}` measures "
-                            "both again in more processes, which may tell them apart. Use eager.")
+                            f"and {eager_name} ({e:.3f} ms) are within noise of each other "
+                            "(their fresh processes' p50s overlap), and it costs "
+                            f"{warmup} to warm up; `{confirm} --repeats {max(5, done + 3)}` "
+                            "measures both again in more processes, which may tell them "
+                            "apart. Use eager.")
         elif winner["backend"] == "eager":
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: {eager_name} ({e:.3f} ms) is "
                             f"faster than the best compiled config, {top['label']} "
                             f"({t:.3f} ms), and that one costs {warmup} to "
-                            "warm up. Use eager.")
+                            f"warm up. {'Use eager.' if not undecided else undecided}")
         else:
             calls = top["break_even_calls"]
             payback = f"; its {warmup} warm-up pays back after {calls:,.0f} calls" \
@@ -102,7 +127,8 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
                        and _flag(fastest_eager.get("noisy")) else "")
             out[int(bs)] = (f"batch size {bs}: {top['label']} is "
                             f"{e / t:.2f}x faster than {eager_name} "
-                            f"({t:.3f} vs {e:.3f} ms){payback}.{caution}")
+                            f"({t:.3f} vs {e:.3f} ms){payback}.{caution}"
+                            + (f" {undecided}" if undecided else ""))
     # Configs that ran eager under a compiled label are named, never counted as compiled.
     done = trials[(trials["status"] == Status.OK.value) & ran_eager_only(trials)]
     for bs, group in done.groupby("batch_size"):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from tuner.data import files
 from tuner.data.measured import Measured
-from tuner.data.noise import within_noise
+from tuner.data.noise import UNDECIDED, p50s_of, row_verdict, within_noise
 from tuner.data.rows import config_of, plain
 from tuner.data.select import OBJECTIVES, Constraints, best, eligible
 from tuner.domain.records import FINGERPRINT_FIELDS
@@ -73,6 +73,8 @@ def recommend(
     candidates, feasible = _feasible(df, where, constraints, objective)
     chosen = best(feasible, objective)
 
+    by_latency = objective in ("latency", "throughput")
+    undecided, processes = _undecided_of(chosen, feasible) if by_latency else ((), None)
     fingerprint = _row_fingerprint(chosen) or dict((meta.get("fingerprints") or [{}])[0])
     config = config_of(chosen)
     # What the chosen trial ran with: apply and the snippet set it up that way.
@@ -89,8 +91,8 @@ def recommend(
         trial_number=int(chosen["trial_number"]), candidates=len(feasible),
         fingerprint=fingerprint, mismatch=mismatch,
         row={k: plain(v) for k, v in chosen.items()},
-        within_noise=_within_noise_of(chosen, feasible) if objective in ("latency", "throughput")
-        else (),
+        within_noise=_within_noise_of(chosen, feasible) if by_latency else (),
+        undecided=undecided, processes_to_decide=processes,
         why_eager="" if config.compiled else why_eager(chosen, df, candidates, feasible,
                                                        constraints, objective,
                                                        _unmeasured_compiled(meta, df)),
@@ -177,6 +179,23 @@ def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ..
     same = feasible[(feasible["batch_size"] == chosen["batch_size"])
                     & (feasible["trial_number"] != chosen["trial_number"])]
     return tuple(str(r["label"]) for _, r in same.iterrows() if within_noise(chosen, r))
+
+
+def _undecided_of(chosen: pd.Series, feasible: pd.DataFrame
+                  ) -> tuple[tuple[str, ...], int | None]:
+    """Labels of the other feasible configs at the same batch size that ``chosen`` is undecided
+    against, both measured in two processes or more (:func:`tuner.data.noise.verdict`: neither
+    faster beyond noise, and their processes do not overlap), and the processes each would need
+    to decide them all (None where not known)."""
+    if len(p50s_of(chosen)) < 2:
+        return (), None
+    same = feasible[(feasible["batch_size"] == chosen["batch_size"])
+                    & (feasible["trial_number"] != chosen["trial_number"])]
+    found = [(str(r["label"]), v) for _, r in same.iterrows()
+             if len(p50s_of(r)) >= 2 and (v := row_verdict(chosen, r)).outcome == UNDECIDED]
+    needed = [v.processes for _, v in found]
+    known = None if not needed or None in needed else max(n for n in needed if n is not None)
+    return tuple(label for label, _ in found), known
 
 
 def _workload(meta: dict[str, Any], row: pd.Series) -> Workload:

@@ -51,14 +51,21 @@ class Recommendation:
         fingerprint: the machine and software the trial ran on.
         mismatch: how the running process differed from ``fingerprint`` when this was made.
         within_noise: configs that met the constraints and whose latency is within noise of
-            this one's (a t-test over their fresh processes' p50s does not separate them at
-            95 %, :func:`tuner.data.noise.within_noise`); for the latency and
+            this one's (neither is faster beyond noise and their fresh processes' p50s
+            overlap, :func:`tuner.data.noise.within_noise`); for the latency and
             throughput objectives, when the study re-measured its finalists. Empty, and not
             known, unless :attr:`confirmed`.
         row: the whole Parquet row.
         why_eager: when the config is eager, why: it was best among configs that compile, the
             limits ruled out every compiled one, or none finished and matched eager. Empty
             for a compiled config.
+        undecided: configs that met the constraints and that this one is undecided against
+            (every process of one was faster, but too few processes to say so beyond noise,
+            :func:`tuner.data.noise.verdict`): it was chosen by its median, and
+            ``tuner confirm STUDY --repeats N`` decides. Latency and throughput objectives,
+            when :attr:`confirmed`.
+        processes_to_decide: the processes each config would need for those to be decided, if
+            their figures held (``--repeats`` one fewer); None where not known.
         search_limits: the limits the study's search was given (``--max-vram-gb``,
             ``--max-compile-s``) that this call did not set; :meth:`breaks_search_limits`
             says which of them the config breaks.
@@ -78,6 +85,8 @@ class Recommendation:
     row: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     within_noise: tuple[str, ...] = ()
     why_eager: str = ""
+    undecided: tuple[str, ...] = ()
+    processes_to_decide: int | None = None
     search_limits: Constraints = dataclasses.field(default_factory=Constraints)
 
     def breaks_search_limits(self, called: Callable[[str], str] = str) -> list[str]:
@@ -241,6 +250,8 @@ class Recommendation:
             "confirmed": self.confirmed,
             # not known (null) for a config measured in one process
             "within_noise": list(self.within_noise) if self.confirmed else None,
+            "undecided": list(self.undecided) if self.confirmed else None,
+            "processes_to_decide": self.processes_to_decide,
             "artifacts": None if self.artifacts_path is None else str(self.artifacts_path),
             "artifacts_found": self.artifacts_found, "why_eager": self.why_eager or None,
             "cuda_graphs": self.cuda_graphs,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tuner.data.noise import UNDECIDED, p50s_of, row_verdict
 from tuner.data.select import Constraints, best, failed_again, left_out_counts, rank
 from tuner.domain.config import EAGER
 from tuner.words import plural
@@ -33,6 +34,12 @@ def why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
             size = "" if one_size else f" at batch size {int(unlimited['batch_size'])}"
             return (f"eager was best within the limits: {unlimited['label']}{size} (trial "
                     f"{int(unlimited['trial_number'])}) does better, but {broken}")
+        if objective in ("latency", "throughput"):
+            top = rank(compiled_at(feasible), objective).iloc[0]
+            if row_verdict(chosen, top).outcome == UNDECIDED and min(
+                    len(p50s_of(chosen)), len(p50s_of(top))) >= 2:
+                return (f"eager was fastest here by its median, but undecided against "
+                        f"{top['label']}: too few processes to say so beyond noise")
         return {"warmup": "eager was best here: it compiles nothing, so it warms up first",
                 "memory": "eager was best here: no compiled config needs less memory"}.get(
                     objective, "eager was best here: compiling does not pay off")
