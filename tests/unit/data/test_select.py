@@ -373,3 +373,66 @@ def test_show_says_which_configs_of_a_front_were_measured_in_one_process(tmp_pat
                             columns={"eager": _measured_again([6.25, 6.2, 6.3]),
                                      "cudagraphs": _measured_again([4.7, 4.68, 4.69])})
     assert "measured in one process (median" not in invoke("show", str(confirmed)).stdout
+
+
+def test_two_processes_each_3_6x_apart_choose_the_compiled_config_everywhere(tmp_path):
+    # resnet50 bf16 at batch size 16 on an H100, `--confirm 1`: a Welch test over two processes
+    # each did not separate them, and show, recommend and compare said "use eager".
+    study = write_study(tmp_path, "h100", trial_configs=configs(
+        (1,), ("eager", "inductor:reduce-overhead")), columns={
+        "eager": _measured_again([7.649, 4.469]),
+        "inductor:reduce-overhead": _measured_again([1.243, 1.217])})
+    verdict = report.verdicts(files.read(study)[0])[1]
+    assert verdict.startswith("batch size 1: inductor:reduce-overhead is 4.93x faster than eager (1.230 vs 6.059 ms)")
+    assert "Undecided" not in verdict and "Use eager" not in verdict
+    rec = recommend(study, batch_size=1)
+    assert rec.config.label == "inductor:reduce-overhead"
+    assert rec.within_noise == () and rec.undecided == ()
+    other = write_study(tmp_path, "other", trial_configs=configs((1,), ("eager", "inductor:default")))
+    assert [b.label for b in compare([study, other]).best
+            if b.objective == "latency" and b.study == "A"] == ["inductor:reduce-overhead"]
+
+
+def test_undecided_against_eager_picks_the_faster_by_median_and_says_what_would_decide(tmp_path):
+    # Every process of reduce-overhead was faster, by less than the spread allows a verdict on.
+    study = write_study(tmp_path, "close", trial_configs=configs(
+        (1,), ("eager", "inductor:reduce-overhead")), columns={
+        "eager": _measured_again([1.04, 1.05]),
+        "inductor:reduce-overhead": _measured_again([1.00, 1.02])})
+    verdict = report.verdicts(files.read(study)[0])[1]
+    assert verdict.startswith("batch size 1: inductor:reduce-overhead is 1.03x faster than eager (1.010 vs 1.045 ms)")
+    assert "does not measurably pay" not in verdict and "Use eager" not in verdict
+    assert ("Undecided beyond noise: every process of one was faster, but 2 and 2 processes are "
+            "too few to tell inductor:reduce-overhead and eager apart for sure; `tuner confirm "
+            "STUDY --repeats 2` measures both in 3 processes each, which would decide.") in verdict
+    rec = recommend(study, batch_size=1)
+    assert rec.config.label == "inductor:reduce-overhead"
+    assert rec.undecided == ("eager",) and rec.processes_to_decide == 3
+    assert rec.to_dict()["undecided"] == ["eager"] and rec.within_noise == ()
+    assert f"`tuner confirm {study} --repeats 2` measures the finalists in 3 processes each" \
+        in rec.describe()
+    shown = invoke("show", str(study))
+    assert shown.exit_code == 0 and f"`tuner confirm {study} --repeats 2`" in shown.stdout
+    # The other way round: eager faster in every process, by too little; eager is chosen by its
+    # median, and that is said to be undecided too.
+    flipped = write_study(tmp_path, "flipped", trial_configs=configs(
+        (1,), ("eager", "inductor:reduce-overhead")), columns={
+        "eager": _measured_again([1.00, 1.02]),
+        "inductor:reduce-overhead": _measured_again([1.04, 1.05])})
+    rec = recommend(flipped, batch_size=1)
+    assert rec.config.label == "eager" and rec.undecided == ("inductor:reduce-overhead",)
+    assert rec.why_eager.startswith("eager was fastest here by its median, but undecided")
+    assert "Undecided beyond noise" in report.verdicts(files.read(flipped)[0])[1]
+
+
+def test_processes_that_overlap_are_within_noise_and_eager_is_chosen(tmp_path):
+    study = write_study(tmp_path, "overlap", trial_configs=configs(
+        (1,), ("eager", "inductor:reduce-overhead")), columns={
+        "eager": _measured_again([1.22, 1.24]),
+        "inductor:reduce-overhead": _measured_again([1.20, 1.25])})
+    verdict = report.verdicts(files.read(study)[0])[1]
+    assert verdict.startswith("compiling does not measurably pay at batch size 1")
+    assert "within noise" in verdict and verdict.endswith("Use eager.")
+    rec = recommend(study, batch_size=1)
+    assert rec.config.label == "eager" and rec.within_noise == ("inductor:reduce-overhead",)
+    assert rec.undecided == ()
