@@ -13,16 +13,26 @@ For every pair of finalists at one batch size, over the p50s of their fresh proc
 
 It prints each pair and counts the pairs where the intervals overlap while the Welch test says
 one is faster. It only reads the files.
+
+    python benchmarks/noise_rule.py --simulate
+
+How often the rule since 2026-12-07 (:func:`tuner.data.noise.verdict`: Welch's test, or every
+process faster by more than twice the larger spread) calls A faster than B where both have the
+same typical p50: log p50s drawn from normal distributions of equal mean, with two or three
+processes a config, equal spreads or A steady (spread 0) against a noisy B. The Welch test
+alone would be 2.5 %.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import random
 import sys
 
 from tuner.data import files
 from tuner.data.derive import listed
-from tuner.data.noise import faster_beyond_noise, interval
+from tuner.data.noise import FASTER, faster_beyond_noise, interval, verdict
 
 
 def intervals_overlap(a: list[float], b: list[float]) -> bool:
@@ -51,5 +61,28 @@ def main(paths: list[str]) -> None:
     print(f"\n{pairs} pairs; intervals overlap but one is faster by Welch: {flipped}")
 
 
+def false_faster(n_a: int, n_b: int, sd_a: float, sd_b: float, draws: int,
+                 seed: int = 0) -> float:
+    """The share of ``draws`` in which :func:`verdict` calls A faster than B, both of the same
+    typical p50 (log p50s normal, mean 0, standard deviations ``sd_a`` and ``sd_b``)."""
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(draws):
+        a = [math.exp(rng.gauss(0, sd_a)) for _ in range(n_a)]
+        b = [math.exp(rng.gauss(0, sd_b)) for _ in range(n_b)]
+        hits += verdict(a, b).outcome == FASTER
+    return hits / draws
+
+
+def simulate(draws: int = 100_000) -> None:
+    print(f"{'processes':<10} {'spreads':<22} A called faster ({draws:,} draws)")
+    for n in (2, 3):
+        for sd_a, what in ((0.1, "equal"), (0.0, "A steady, B noisy")):
+            print(f"{n} and {n:<4} {what:<22} {false_faster(n, n, sd_a, 0.1, draws):.2%}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:] == ["--simulate"]:
+        simulate()
+    else:
+        main(sys.argv[1:])

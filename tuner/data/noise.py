@@ -25,11 +25,12 @@ test on them would call a 1 % gap between two processes beyond noise. Of config 
   processes: with two each, Welch's degrees of freedom are about 1 and t is 12.7, so the test
   separates almost nothing. resnet50 bf16 at batch size 16 on an H100: reduce-overhead 1.243
   and 1.217 ms, eager 7.649 and 4.469 ms, 3.6x slower in every process; the test did not
-  separate them, and "not separated" had become "use eager". How often the gap rule calls one
-  of two configs of equal typical p50 faster (``benchmarks/noise_rule.py --simulate``, normal
-  log p50s): see that page; Welch's own is 2.5 % a side. Few processes cannot be made safe by
-  any rule (t(1) is what the mathematics says), so the rule leans on a gap twice the larger
-  spread, not once.
+  separate them, and "not separated" had become "use eager". How often the rule calls one of
+  two configs of equal typical p50 faster (``benchmarks/noise_rule.py --simulate``, normal log
+  p50s): 2 % with two processes each of equal spread, 6 % where one is steady and the other
+  noisy with two processes, at most 2.5 % (Welch's own, a side) with three each. With two
+  processes of a noisy config nothing does much better (t(1) is what the arithmetic allows);
+  the gap asked for is twice the larger spread, not once, to keep that case rare.
 * **within noise**, when neither is faster and their processes overlap (a process of each is
   at least as fast as one of the other): the noise covers the difference. Two configs at 1.20
   and 1.25 ms against 1.22 and 1.24 ms are within noise.
