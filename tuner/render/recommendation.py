@@ -302,7 +302,7 @@ def _undecided(rec: Recommended) -> str:
     return (f"undecided against {', '.join(rec.undecided)}: every process of one was faster, but too few "
             "processes to say so beyond noise, so this one is chosen by its median; "
             f"{command} measures the finalists "
-            + (f"in {n} processes each, which would decide" if n else
+            + (f"in {n} processes each, which would decide if their figures hold" if n else
                "in more processes (N above the present count), which may decide"))
 
 

@@ -404,7 +404,7 @@ def test_undecided_against_eager_picks_the_faster_by_median_and_says_what_would_
     assert "does not measurably pay" not in verdict and "Use eager" not in verdict
     assert ("Undecided beyond noise: every process of one was faster, but 2 and 2 processes are "
             "too few to tell inductor:reduce-overhead and eager apart for sure; `tuner confirm "
-            "STUDY --repeats 2` measures both in 3 processes each, which would decide.") in verdict
+            "STUDY --repeats 2` measures both in 3 processes each, which would decide if their figures hold.") in verdict
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "inductor:reduce-overhead"
     assert rec.undecided == ("eager",) and rec.processes_to_decide == 3

@@ -52,7 +52,7 @@ def _undecided(top: pd.Series, eager: pd.Series, eager_name: str, confirm: str) 
     if v.outcome != UNDECIDED or len(mine) < 2 or len(theirs) < 2:
         return ""
     n = v.processes or max(len(mine), len(theirs)) + 3
-    each = (f"in {n} processes each, which would decide" if v.processes
+    each = (f"in {n} processes each, which would decide if their figures hold" if v.processes
             else "in more processes, which may decide")
     return (f"Undecided beyond noise: every process of one was faster, but {len(mine)} and "
             f"{len(theirs)} processes are too few to tell {top['label']} and {eager_name} "
