@@ -203,7 +203,7 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
 
 
 @click.command(context_settings=CONTEXT,
-               short_help="Plot a study's Pareto fronts and parameter importances (PNG, SVG, PDF).")
+               short_help="Plot a study's Pareto fronts and parameter importances.")
 @study_argument
 @click.option("--out", "out", type=GivenPath(path_type=Path), metavar="PATH",
               help="Where to write: a file ending in .png, .svg or .pdf gets every plot, "
