@@ -222,6 +222,26 @@ def test_a_password_with_an_unescaped_at_or_slash_is_refused_and_never_shown(tmp
         assert piece not in result.stderr, (piece, result.stderr)
 
 
+@pytest.mark.parametrize("password", ["se cr@et", "p@ss word"])
+def test_a_password_with_a_space_and_an_at_is_never_shown(tmp_path, password):
+    from click.testing import CliRunner
+
+    from tuner.cli.app import main
+
+    url = f"postgresql://u:{password}@127.0.0.1/x"
+    given = CliRunner().invoke(main, search_args(tmp_path, storage=url))
+    from_env = CliRunner().invoke(main, search_args(tmp_path), env={"TUNER_STORAGE": url})
+    said = ("'postgresql://u:***@127.0.0.1/x' has a password that holds an unescaped '@' or "
+            "'/': percent-encode them (@ is %40, / is %2F)")
+    assert_one_line_error(given, said)
+    assert given.stderr.startswith(f"Error: Invalid value for '--storage': {said} (see ")
+    assert_one_line_error(from_env, said)
+    assert from_env.stderr.startswith(f"Error: TUNER_STORAGE={said} (see ")
+    for result in (given, from_env):  # nothing of the password, whole or in part
+        assert result.stderr.count("***") == 1 and "@ss" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_redact_hides_a_password_up_to_the_last_at():
     from tuner.study.redact import redact, scrub
 

@@ -203,16 +203,17 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
 
 
 @click.command(context_settings=CONTEXT,
-               short_help="Write PNGs of a study's Pareto fronts and parameter importances.")
+               short_help="Plot a study's Pareto fronts and parameter importances.")
 @study_argument
-@click.option("--out", "out_dir", type=GivenPath(file_okay=False, path_type=Path),
-              help="Folder to write the PNG files to (made if missing). "
-                   "Default: plots/ in the study's folder.")
+@click.option("--out", "out", type=GivenPath(path_type=Path), metavar="PATH",
+              help="Where to write: a file ending in .png, .svg or .pdf gets every plot, "
+                   "stacked (its folder must exist); any other path is a folder for the PNG "
+                   "files (made if missing). Default: plots/ in the study's folder.")
 @json_option
 @user_errors
-def plot(study, studies_dir, out_dir, as_json) -> None:
-    """Write PNG files of a study, per batch size, and print their paths (one a line, or
-    with --json: the paths and why a batch size has no Pareto or importance plot).
+def plot(study, studies_dir, out, as_json) -> None:
+    """Write the plots of a study, per batch size, and print the paths written (one a line,
+    or with --json: the paths and why a batch size has no Pareto or importance plot).
 
     \b
     <study>-pareto-bs<N>.png      median latency against memory and against warm-up
@@ -224,12 +225,16 @@ def plot(study, studies_dir, out_dir, as_json) -> None:
                                   batch sizes with at least 4 verified rows and 2 varied
                                   parameters
 
+    With --out FILE.png (or .svg, .pdf) they go into that one file instead, one below the
+    other in that order: the fronts by batch size, then the importances.
+
     STUDY is a study folder, a study name under --studies-dir, or a trials.parquet file.
 
     \b
     Examples:
       tuner plot studies/cpu-text-encoder
       tuner plot resnet18-cuda --out /tmp/plots
+      tuner plot resnet18-cuda --out fronts.png
       tuner plot studies/resnet18-cuda --json | jq -r '.written[]'
     """
     from tuner.data import files
@@ -238,7 +243,7 @@ def plot(study, studies_dir, out_dir, as_json) -> None:
 
     trials, meta, path = files.load(study_path(study, studies_dir))
     found = importances(trials)
-    written = write_plots(trials, meta, found, out_dir or path.parent / "plots")
+    written = write_plots(trials, meta, found, out or path.parent / "plots")
     missing = no_fronts(trials)
     if as_json:
         click.echo(json.dumps({"study": meta.get("study"), "written": [str(p) for p in written],

@@ -1,11 +1,13 @@
-"""``tuner plot``: PNG files of a study, per batch size. The Pareto front, as latency against
-memory and against warm-up (compile included), and the parameter importances
-(:mod:`tuner.data.importance`) as bars, one panel per objective."""
+"""``tuner plot``: the plots of a study, per batch size, as PNG files in a folder or stacked in
+one file. The Pareto front, as latency against memory and against warm-up (compile included),
+and the parameter importances (:mod:`tuner.data.importance`) as bars, one panel per objective."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,34 +26,80 @@ _PANELS = (("peak_memory_bytes", "memory while serving (GiB), lower is better", 
            ("time_to_steady_s", "warm-up: compile + settle (s), lower is better", 1.0))
 
 
+# --out names one file where it ends in one of these; any other path is a folder.
+FILE_SUFFIXES = (".png", ".svg", ".pdf")
+_OTHER_IMAGES = (".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".eps", ".ps", ".gif", ".bmp")
+
+
+@dataclass(frozen=True)
+class _Drawing:
+    """One figure: the file it gets in a folder, its size in inches, and what draws it into
+    a figure (its own, or one panel of a file that holds them all)."""
+
+    file_name: str
+    size: tuple[float, float]
+    draw: Callable[[Any], None]
+
+
 def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImportance],
-                directory: Path) -> list[Path]:
-    """Write ``<study>-pareto-bs<N>.png`` for each batch size with a verified row and
-    ``<study>-importance-bs<N>.png`` for each one with importances into ``directory`` (made if
-    missing); return the paths written."""
+                out: Path) -> list[Path]:
+    """Write the study's plots to ``out``; return the paths written. A folder (made if
+    missing) gets ``<study>-pareto-bs<N>.png`` for each batch size with a verified row and
+    ``<study>-importance-bs<N>.png`` for each one with importances; a file ending in .png,
+    .svg or .pdf (its folder must exist) gets the same figures stacked top to bottom, per
+    front of each batch size, then its importances."""
+    drawings = _drawings(trials, meta, found)
+    need_matplotlib("tuner plot")
+    suffix = out.suffix.lower()
+    if suffix in _OTHER_IMAGES:
+        raise UserError(f"cannot write plots to {out}: tuner plot writes a .png, .svg or .pdf "
+                        "file, or a folder of PNG files")
+    if suffix in FILE_SUFFIXES:
+        if not out.parent.is_dir():
+            raise UserError(f"cannot write plot {out}: its folder {out.parent} does not exist")
+        return [_save(_figure(drawings), out)]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write plots to {out}: {exc.strerror or exc}") from exc
+    return [_save(_figure([d]), out / d.file_name) for d in drawings]
+
+
+def _drawings(trials: pd.DataFrame, meta: dict[str, Any],
+              found: list[BatchImportance]) -> list[_Drawing]:
+    """The study's figures: the front of each batch size with a verified row, then the
+    importances of each one with some."""
     name = str(meta.get("study") or "study")
     # The file names' stem: a study name is a folder name, but the file's metadata is any text
-    # (a file someone sent: "../../x" would write outside ``directory``).
+    # (a file someone sent: "../../x" would write outside the folder).
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._-") or "study"
     ok = eligible(trials)
     if ok.empty:
         raise UserError(f"nothing to plot: study {name} has no row that finished and matched eager")
-    need_matplotlib("tuner plot")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot write plots to {directory}: {exc.strerror or exc}") from exc
     front = set(pareto(trials)["trial_number"])
-    written = []
+    drawings = []
     for bs, rows in ok.groupby("batch_size"):
         failed = int(((trials["batch_size"] == bs) & (trials["status"] != Status.OK.value)).sum())
-        written.append(_save(front_figure(name, int(bs), rows, front, failed),
-                             directory / f"{stem}-pareto-bs{int(bs)}.png"))
-    for b in found:
-        if b.importances:
-            written.append(_save(importance_figure(name, b),
-                                 directory / f"{stem}-importance-bs{b.batch_size}.png"))
-    return written
+        drawings.append(_front(name, int(bs), rows, front, failed,
+                               f"{stem}-pareto-bs{int(bs)}.png"))
+    return drawings + [_importance(name, b, f"{stem}-importance-bs{b.batch_size}.png")
+                       for b in found if b.importances]
+
+
+def _figure(drawings: list[_Drawing]) -> Any:
+    """One figure of ``drawings``, one below the other."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(d.size[0] for d in drawings), sum(d.size[1] for d in drawings)),
+                 layout="constrained")
+    if len(drawings) == 1:
+        drawings[0].draw(fig)
+        return fig
+    panels = fig.subfigures(len(drawings), 1, height_ratios=[d.size[1] for d in drawings],
+                            squeeze=False)[:, 0]
+    for panel, drawing in zip(panels, drawings):
+        drawing.draw(panel)
+    return fig
 
 
 def need_matplotlib(command: str) -> None:
@@ -79,17 +127,28 @@ def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int]
     """Latency against memory and against warm-up: every verified row, the Pareto-optimal
     ones (over latency, memory and warm-up together) filled and marked with their trial number,
     eager a red star; a key below the panels names the configs of the numbered points."""
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
+    return _figure([_front(name, batch_size, rows, front, failed, "")])
 
+
+def _front(name: str, batch_size: int, rows: pd.DataFrame, front: set[int], failed: int,
+           file_name: str) -> _Drawing:
     x = pd.to_numeric(rows[LATENCY], errors="coerce")  # as the front is chosen
-    on_front = rows["trial_number"].isin(front)
-    is_eager = rows["backend"] == EAGER
     # The labelled points carry their trial number; the key below the panels names their configs.
-    keyed = rows[x.notna() & (on_front | is_eager)].sort_values("trial_number")
+    keyed = rows[x.notna() & (rows["trial_number"].isin(front) | (rows["backend"] == EAGER))]
     columns = max(1, min(3, 180 // (8 + max(map(len, keyed["label"]), default=0))))
     lines = -(-len(keyed) // columns)
-    fig = Figure(figsize=(13, 5.5 + 0.15 * lines), layout="constrained")
+    return _Drawing(file_name, (13, 5.5 + 0.15 * lines), lambda fig: _draw_front(
+        fig, name, batch_size, rows, front, failed, columns))
+
+
+def _draw_front(fig: Any, name: str, batch_size: int, rows: pd.DataFrame, front: set[int],
+                failed: int, columns: int) -> None:
+    from matplotlib.lines import Line2D
+
+    x = pd.to_numeric(rows[LATENCY], errors="coerce")
+    on_front = rows["trial_number"].isin(front)
+    is_eager = rows["backend"] == EAGER
+    keyed = rows[x.notna() & (on_front | is_eager)].sort_values("trial_number")
     axes = fig.subplots(1, len(_PANELS))
     for ax, (column, label, unit) in zip(axes, _PANELS):
         y = pd.to_numeric(rows[column], errors="coerce") / unit
@@ -133,16 +192,16 @@ def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int]
     lost = f", {failed} failed (not shown)" if failed else ""
     fig.suptitle(f"{name}, batch size {batch_size}: {plural(len(rows), 'verified row')}{lost}; "
                  "Pareto-optimal over latency, memory and warm-up together", fontsize=10)
-    return fig
 
 
-def importance_figure(name: str, b: BatchImportance) -> Any:
+def _importance(name: str, b: BatchImportance, file_name: str) -> _Drawing:
     """One bar chart per objective: each parameter's importance, most important on top."""
-    from matplotlib.figure import Figure
-
     objectives = [o for o in IMPORTANCE_OBJECTIVES if o in b.importances]
-    fig = Figure(figsize=(4.5 * len(objectives), 1.2 + 0.45 * len(b.parameters)),
-                 layout="constrained")
+    return _Drawing(file_name, (4.5 * len(objectives), 1.2 + 0.45 * len(b.parameters)),
+                    lambda fig: _draw_importance(fig, name, b, objectives))
+
+
+def _draw_importance(fig: Any, name: str, b: BatchImportance, objectives: list[str]) -> None:
     axes = fig.subplots(1, len(objectives), squeeze=False)[0]
     for ax, objective in zip(axes, objectives):
         shares = sorted(b.importances[objective].items(), key=lambda kv: kv[1])
@@ -156,7 +215,6 @@ def importance_figure(name: str, b: BatchImportance) -> Any:
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(f"{name}, batch size {b.batch_size}: parameter importance (Optuna PED-ANOVA, "
                  f"{plural(b.rows, 'verified row')})", fontsize=10)
-    return fig
 
 
 def _spread(values: pd.Series) -> float:
@@ -167,7 +225,9 @@ def _spread(values: pd.Series) -> float:
 
 def _save(fig: Any, path: Path) -> Path:
     try:
-        fig.savefig(path, dpi=110)
-    except (OSError, ValueError) as exc:
+        fig.savefig(path, dpi=110, format=path.suffix[1:].lower() or None)
+    except OSError as exc:
+        raise UserError(f"cannot write plot {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
         raise UserError(f"cannot write plot {path}: {exc}") from exc
     return path

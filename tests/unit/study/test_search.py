@@ -188,6 +188,23 @@ def test_a_model_broken_at_one_batch_size_costs_one_trial_there_and_the_rest_go_
     assert not_run["message"].str.startswith("not run: at batch size 8 the model fails").all()
 
 
+def test_a_search_stopped_right_after_a_batch_size_broke_leaves_no_not_run_row_elsewhere(
+        tmp_path):
+    # Eager fails at batch size 8, the second baseline; the search stops there. Its not-run rows
+    # are batch size 8's alone: a healthy batch size's configs were never tried, not skipped
+    # (a full search would have measured them over such rows, and hid the difference).
+    runner = FakeRunner(fail={"eager|bs=8": Status.WORKLOAD_ERROR})
+    search = Search(make_spec(tmp_path), runner)
+    search.on_trial = lambda event: event.number == 2 and search.stop_after_trial.set()
+    summary = search.run()
+    assert runner.calls == ["eager|bs=1", "eager|bs=8"] and summary.stopped
+    trials = summary.trials.set_index("config_key")
+    not_run = trials[select.not_run(summary.trials).to_numpy()]
+    assert len(not_run) >= 1 and (not_run["batch_size"] == 8).all(), not_run["batch_size"]
+    assert list(trials[trials["batch_size"] == 1].index) == ["eager|bs=1"]
+    assert sorted(files.read(tmp_path / "s")[0]["config_key"]) == sorted(trials.index)
+
+
 def test_a_not_run_row_two_workers_recorded_at_once_is_one_row(tmp_path):
     # Two workers that find batch size 8 broken at the same moment both see its other configs
     # untaken and both record them; the second record is here added by hand.

@@ -69,6 +69,10 @@ def notes(row: pd.Series) -> str:
     if slowdown is not None and not pd.isna(slowdown) and slowdown >= SLOW_CORE_RATIO:
         out.append(f"slow host core: a fixed loop took {slowdown:.1f}x as long as on this "
                    "machine's fast cores, so a launch-bound latency reads slow")
+    share = row.get("fraction_of_peak")
+    if share is not None and not pd.isna(share) and share > 1:
+        out.append(f"TFLOP/s above the peak measured on this machine ({share:.0%} of it): the "
+                   "peak was under-measured (timed once a run, slower on a busy host)")
     gpu, p50 = row.get("gpu_time_ms"), row.get("latency_ms_p50")
     if gpu is not None and not pd.isna(gpu):  # TUNER_GPU_TIME=1: the rest of a call is the host's
         share = f" ({gpu / p50:.0%} of its p50)" if p50 and not pd.isna(p50) else ""
@@ -116,7 +120,11 @@ def _table_cell(row: pd.Series, column: str, fmt: str) -> str:
     # Eager compiles nothing: its first call is no compile time.
     if column == "compile_s_cold" and row.get("backend") == "eager":
         return "-"
-    return cell(row.get(column), fmt)
+    # No share of a peak is above it: the peak was under-measured (the notes say by how much).
+    share = row.get(column)
+    if column == "fraction_of_peak" and share is not None and not pd.isna(share) and share > 1:
+        return ">100%"
+    return cell(share, fmt)
 
 
 def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
