@@ -19,10 +19,12 @@ Only the standard library is imported at module level: the trial and ``apply`` u
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tuner.files import write_bytes_atomic
@@ -85,10 +87,33 @@ class Loaded:
     entries: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
+_watchers: list[list[Loaded]] = []
+
+
+@contextlib.contextmanager
+def watched_loads() -> Iterator[list[Loaded]]:
+    """A list that gets what each :func:`load_entries` returns in this block: how ``tuner
+    check`` sees what :meth:`tuner.Recommendation.apply` loaded, apply called as production
+    calls it."""
+    seen: list[Loaded] = []
+    _watchers.append(seen)
+    try:
+        yield seen
+    finally:
+        _watchers.remove(seen)
+
+
 def load_entries(path: Path) -> Loaded:
     """Load the artifacts in ``path`` into this process's compile caches, and count what they
     held. Loading unpickles what the file holds (torch's cached graphs): a file from someone
     else is code from them. Never raises."""
+    loaded = _load_entries(path)
+    for seen in _watchers:
+        seen.append(loaded)
+    return loaded
+
+
+def _load_entries(path: Path) -> Loaded:
     if not supported():
         import torch
 
@@ -192,7 +217,8 @@ def cache_counts() -> CacheCounts | None:
         from torch._dynamo.utils import counters
     except ImportError:
         return None
-    inductor, aot = counters.get("inductor", {}), counters.get("aot_autograd", {})
+    inductor: dict[str, int] = counters.get("inductor", {})
+    aot: dict[str, int] = counters.get("aot_autograd", {})
     return CacheCounts(int(inductor.get("fxgraph_cache_hit", 0)),
                        int(inductor.get("fxgraph_cache_miss", 0)),
                        int(aot.get("autograd_cache_hit", 0)), int(aot.get("autograd_cache_miss", 0)))
