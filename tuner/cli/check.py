@@ -20,7 +20,7 @@ from tuner.cli.read import recommend_errors
 
 
 @click.command(context_settings=CONTEXT,
-               short_help="Check that a recommendation warm-starts here and gives the study's output.")
+               short_help="Check that a recommendation warm-starts here, as the study saw it.")
 @study_argument
 @recommend_options
 @timeout_option
