@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 from tuner.errors import UserError
 from tuner.version import __version__ as __version__
 
-__all__ = ["Constraints", "MismatchWarning", "Recommendation", "UserError", "compare",
-           "recommend"]
+__all__ = ["Constraints", "MismatchWarning", "Recommendation", "UserError", "WarmStartMissed",
+           "compare", "recommend"]
 
 if TYPE_CHECKING:
     from tuner.data.select import Constraints
     from tuner.use.compare import compare
     from tuner.use.environment import MismatchWarning
-    from tuner.use.recommend import Recommendation, recommend
+    from tuner.use.recommend import Recommendation, WarmStartMissed, recommend
 
 _LAZY = {"recommend": "tuner.use.recommend", "Recommendation": "tuner.use.recommend",
          "Constraints": "tuner.data.select", "MismatchWarning": "tuner.use.environment",
-         "compare": "tuner.use.compare"}
+         "compare": "tuner.use.compare", "WarmStartMissed": "tuner.use.recommend"}
 
 
 def __getattr__(name: str) -> Any:

@@ -2,13 +2,14 @@
 results (tables, or JSON with --json) to stdout.
 
 ``search``, ``worker`` and ``confirm`` measure (:mod:`tuner.cli.measure`); ``show``,
-``recommend``, ``compare`` and ``plot`` read studies (:mod:`tuner.cli.read`)."""
+``recommend``, ``compare`` and ``plot`` read studies (:mod:`tuner.cli.read`); ``check`` tries a
+recommendation as production would (:mod:`tuner.cli.check`)."""
 
 from __future__ import annotations
 
 import click
 
-from tuner.cli import measure, read
+from tuner.cli import check, measure, read
 from tuner.cli.errors import OneLineErrors
 from tuner.cli.options import CONTEXT
 
@@ -24,11 +25,12 @@ def main() -> None:
     tuner recommend studies/resnet18-cuda --batch-size 32 --format python
     tuner show studies/resnet18-cuda --importance        # which knobs matter
     tuner plot studies/resnet18-cuda                     # PNGs: fronts and importances
+    tuner check studies/resnet18-cuda --batch-size 32    # does it warm-start here?
     """
 
 
 for _command in (measure.search, measure.worker, measure.confirm, read.show, read.recommend,
-                 read.compare, read.plot):
+                 read.compare, read.plot, check.check):
     main.add_command(_command)
 
 

@@ -268,3 +268,30 @@ def with_space_file(path: Path) -> SpaceFile:
     taken = {option: key for key, option in OPTIONS.items() if getattr(kept, key) is not None}
     ctx.meta[SPACE_FILE_META] = (path, taken)  # for the errors about these values (user_errors)
     return kept
+
+
+# What `recommend` and `check` choose by: the batch size, the objective and the limits.
+OBJECTIVES = ("latency", "throughput", "memory", "warmup", "traffic")  # tuner.data.select's
+recommend_options = together(
+    click.option("--batch-size", type=click.IntRange(min=1),
+                 help="Batch size to serve; needed when the study measured several "
+                      "(except with --objective throughput, which may choose it)."),
+    click.option("--objective", type=click.Choice(OBJECTIVES), default="latency",
+                 show_default=True,
+                 help="What to optimise. traffic: the least time on the study's "
+                      "--shape-schedule, recompiles included (dynamic shapes compared on your "
+                      "traffic)."),
+    max_vram_gb_option("Most memory (GiB) the config may need, compile and warm-up included."),
+    max_compile_s_option("Longest first (compiling) call, in seconds; eager compiles nothing."),
+    click.option("--max-latency-ms", type=positive_number(),
+                 help="Slowest p50 per request allowed (a finalist measured again: its median "
+                      "over those processes)."),
+    click.option("--max-p99-ms", type=positive_number(),
+                 help="Slowest p99 per request allowed: the tail a latency target is usually "
+                      "set on (a finalist measured again: its median p99 over those "
+                      "processes)."))
+
+
+def option_of(limit: str) -> str:
+    """A limit's option: max_compile_s is --max-compile-s."""
+    return "--" + limit.replace("_", "-")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -13,9 +15,8 @@ from tuner.cli.options import (
     CONTEXT,
     GivenPath,
     json_option,
-    max_compile_s_option,
-    max_vram_gb_option,
-    positive_number,
+    option_of,
+    recommend_options,
     studies_dir_option,
     study_argument,
     study_path,
@@ -23,9 +24,19 @@ from tuner.cli.options import (
 from tuner.cli.output import echo_warnings
 
 
-def _option_of(limit: str) -> str:
-    """A limit's option: max_compile_s is --max-compile-s."""
-    return "--" + limit.replace("_", "-")
+@contextlib.contextmanager
+def recommend_errors() -> Iterator[None]:
+    """What ``tuner.recommend`` refuses, in the words of the command line: its messages name
+    the Python keywords (``batch_size``, ``max_compile_s``)."""
+    from tuner.errors import UserError
+    from tuner.use.recommend import BatchSizeNeeded, LimitsUnmet
+
+    try:
+        yield
+    except BatchSizeNeeded as exc:
+        raise UserError(exc.message("--batch-size N", "--objective throughput")) from None
+    except LimitsUnmet as exc:
+        raise UserError(exc.message(option_of)) from None
 
 
 @click.command(context_settings=CONTEXT, short_help="Show a study's Pareto-optimal settings.")
@@ -88,22 +99,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 @click.command(context_settings=CONTEXT,
                short_help="Recommend a study's best verified config, within limits.")
 @study_argument
-@click.option("--batch-size", type=click.IntRange(min=1),
-              help="Batch size to serve; needed when the study measured several "
-                   "(except with --objective throughput, which may choose it).")
-@click.option("--objective",
-              type=click.Choice(["latency", "throughput", "memory", "warmup", "traffic"]),
-              default="latency", show_default=True,
-              help="What to optimise. traffic: the least time on the study's --shape-schedule, "
-                   "recompiles included (dynamic shapes compared on your traffic).")
-@max_vram_gb_option("Most memory (GiB) the config may need, compile and warm-up included.")
-@max_compile_s_option("Longest first (compiling) call, in seconds; eager compiles nothing.")
-@click.option("--max-latency-ms", type=positive_number(),
-              help="Slowest p50 per request allowed (a finalist measured again: its median "
-                   "over those processes).")
-@click.option("--max-p99-ms", type=positive_number(),
-              help="Slowest p99 per request allowed: the tail a latency target is usually "
-                   "set on (a finalist measured again: its median p99 over those processes).")
+@recommend_options
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
@@ -128,8 +124,6 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
       tuner recommend resnet18-cuda --objective throughput --json | jq .config
       tuner recommend studies/resnet18-cuda --batch-size 1 --format python > compile_model.py
     """
-    from tuner.errors import UserError
-    from tuner.use.recommend import BatchSizeNeeded, LimitsUnmet
     from tuner.use.recommend import recommend as recommend_
 
     if as_json and fmt != "json":
@@ -140,22 +134,18 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
         fmt = "json"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
+        with recommend_errors():
             rec = recommend_(study_path(study, studies_dir), batch_size=batch_size,
                              objective=objective, max_vram_gb=max_vram_gb,
                              max_compile_s=max_compile_s, max_latency_ms=max_latency_ms,
                              max_p99_ms=max_p99_ms, strict=strict)
-        except BatchSizeNeeded as exc:  # it names the Python keywords: say the options here
-            raise UserError(exc.message("--batch-size N", "--objective throughput")) from None
-        except LimitsUnmet as exc:  # the same: max_compile_s is --max-compile-s here
-            raise UserError(exc.message(_option_of)) from None
     echo_warnings(caught)
     if fmt == "json":
         click.echo(json.dumps(rec.to_dict(), indent=2, default=str))
     elif fmt == "python":
         click.echo(rec.snippet(), nl=False)
     else:
-        click.echo(rec.describe(_option_of))  # limits as the options the user typed
+        click.echo(rec.describe(option_of))  # limits as the options the user typed
 
 
 @click.command(context_settings=CONTEXT, short_help="Compare studies side by side.")

@@ -19,9 +19,12 @@ Only the standard library is imported at module level: the trial and ``apply`` u
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tuner.files import write_bytes_atomic
@@ -66,24 +69,71 @@ def load(path: Path) -> tuple[float | None, str]:
 
     Returns (seconds it took, note); seconds is None when nothing was loaded. Never raises.
     """
+    loaded = load_entries(path)
+    return loaded.seconds, loaded.note
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """What :func:`load_entries` put into this process's compile caches.
+
+    ``seconds`` is None when nothing was loaded, with the reason in ``note``; ``entries``
+    counts the cache entries written, per kind as torch names them (``inductor``: FX graphs,
+    ``aot_autograd``, ``autotune``, ``pgo`` ...).
+    """
+
+    seconds: float | None
+    note: str = ""
+    entries: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+_watchers: list[list[Loaded]] = []
+
+
+@contextlib.contextmanager
+def watched_loads() -> Iterator[list[Loaded]]:
+    """A list that gets what each :func:`load_entries` returns in this block: how ``tuner
+    check`` sees what :meth:`tuner.Recommendation.apply` loaded, apply called as production
+    calls it."""
+    seen: list[Loaded] = []
+    _watchers.append(seen)
+    try:
+        yield seen
+    finally:
+        _watchers.remove(seen)
+
+
+def load_entries(path: Path) -> Loaded:
+    """Load the artifacts in ``path`` into this process's compile caches, and count what they
+    held. Loading unpickles what the file holds (torch's cached graphs): a file from someone
+    else is code from them. Never raises."""
+    loaded = _load_entries(path)
+    for seen in _watchers:
+        seen.append(loaded)
+    return loaded
+
+
+def _load_entries(path: Path) -> Loaded:
     if not supported():
         import torch
 
-        return None, f"torch {torch.__version__} has no torch.compiler.load_cache_artifacts"
+        return Loaded(None, f"torch {torch.__version__} has no torch.compiler.load_cache_artifacts")
     import torch
 
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        return None, f"cannot read {path}: {exc.strerror}"
+        return Loaded(None, f"cannot read {path}: {exc.strerror}")
     started = time.perf_counter()
     try:
         info = torch.compiler.load_cache_artifacts(data)
     except Exception as exc:  # noqa: BLE001 - a stale or foreign file: compile cold instead
-        return None, f"load_cache_artifacts failed: {type(exc).__name__}: {exc}"[:300]
+        return Loaded(None, f"load_cache_artifacts failed: {type(exc).__name__}: {exc}"[:300])
     if info is None:  # torch logs why and returns None for bytes it cannot read
-        return None, f"load_cache_artifacts failed: torch {torch.__version__} cannot read {path}"
-    return time.perf_counter() - started, ""
+        return Loaded(None, f"load_cache_artifacts failed: torch {torch.__version__} cannot read {path}")
+    kinds = getattr(info, "artifacts", {}) or {}
+    return Loaded(time.perf_counter() - started, "",
+                  {str(kind): len(keys) for kind, keys in kinds.items() if keys})
 
 
 # What a compiled trial's first call started from (TrialResult.cache_start).
@@ -137,3 +187,38 @@ def cache_counters() -> tuple[int | None, int | None]:
     if "fxgraph_cache_hit" not in inductor and "fxgraph_cache_miss" not in inductor:
         return None, None  # no inductor graph was looked up (another backend, or eager)
     return int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheCounts:
+    """Lookups of inductor's FX-graph cache and of AOTAutograd's cache so far in this process
+    (torch's own counters); :meth:`since` gives those made between two readings. A compile
+    that starts from loaded artifacts hits both and misses neither."""
+
+    fxgraph_hits: int = 0
+    fxgraph_misses: int = 0
+    aot_hits: int = 0
+    aot_misses: int = 0
+
+    def since(self, before: CacheCounts) -> CacheCounts:
+        return CacheCounts(*(getattr(self, f.name) - getattr(before, f.name)
+                             for f in dataclasses.fields(self)))
+
+    @property
+    def compiled(self) -> int:
+        """Graphs compiled rather than found: the FX-graph cache's misses (inductor compiles
+        each graph it misses; a backend other than inductor counts none)."""
+        return self.fxgraph_misses
+
+
+def cache_counts() -> CacheCounts | None:
+    """This process's :class:`CacheCounts` now; None if this torch keeps no such counters."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    inductor: dict[str, int] = counters.get("inductor", {})
+    aot: dict[str, int] = counters.get("aot_autograd", {})
+    return CacheCounts(int(inductor.get("fxgraph_cache_hit", 0)),
+                       int(inductor.get("fxgraph_cache_miss", 0)),
+                       int(aot.get("autograd_cache_hit", 0)), int(aot.get("autograd_cache_miss", 0)))

@@ -47,7 +47,7 @@ def float32_reference(request: TrialRequest, work: Workload, model, inputs,
     store = Store(request.references, work, request.config.batch_size, result.fingerprint)
     kept = store.load(model, inputs)
     result.reference_reused = None if request.references is None else kept is not None
-    float32_output = kept.float32_outputs if kept else None
+    float32_output = kept.float32_outputs if kept and work.dtype != "float32" else None
     if kept is None and work.dtype != "float32":
         try:
             float32_output = _float32_output(model, inputs)
@@ -83,8 +83,10 @@ def eager_reference(eager: EagerReference, model, inputs, work: Workload, dev: D
     # The work one call does, counted on eager (the compiled model does the same math).
     if kept is None:
         result.flops_per_call = checks.flops_per_call(lambda: model(*inputs))
-        eager.store.save(eager.float32_output, result.flops_per_call, result.eager_reference_ms,
-                         is_float32=work.dtype == "float32")
+        is_float32 = work.dtype == "float32"  # eager's own output is the float32 one
+        eager.store.save(checks.clone_output(eager.output, to_cpu=True) if is_float32
+                         else eager.float32_output, result.flops_per_call,
+                         result.eager_reference_ms, is_float32=is_float32)
     else:
         result.flops_per_call = kept.flops_per_call
     result.reuse_note = "; ".join(n for n in (result.reuse_note, eager.store.note) if n)

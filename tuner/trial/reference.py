@@ -1,8 +1,10 @@
 """What eager gives once per workload, batch size and precision, kept in the study folder.
 
 Before it compiles, a trial computes from eager: the FLOPs of one call (under
-``torch.utils.flop_counter``), one eager call's time (``eager_reference_ms``) and, for a precision
-other than float32, the float32 output its error is measured against (``max_abs_error_vs_fp32``).
+``torch.utils.flop_counter``), one eager call's time (``eager_reference_ms``) and the float32
+output: for a precision other than float32, what its error is measured against
+(``max_abs_error_vs_fp32``); for float32, eager's own output, which ``tuner check`` compares a
+compiled output made elsewhere with.
 Every trial of the same workload, batch size and precision (and memory format and
 cudnn.benchmark: everything that changes the eager output) computes the same, so the first one
 keeps them in ``references/<key>.pt`` of the study (:class:`tuner.domain.layout.StudyLayout`) and
@@ -39,7 +41,7 @@ KEEP_MAX_BYTES = 256 * 2**20
 class Reference:
     flops_per_call: int | None
     eager_reference_ms: float | None
-    float32_outputs: list[Any] | None  # the float32 output's tensors, on the CPU; None: float32
+    float32_outputs: list[Any] | None  # the float32 output's tensors, on the CPU; None: not kept
 
 
 def key(work: Workload, batch_size: int, fingerprint: dict[str, Any]) -> str:
@@ -89,14 +91,14 @@ class Store:
 
     def save(self, float32_output: Any, flops_per_call: int | None,
              eager_reference_ms: float | None, is_float32: bool) -> None:
-        """Keep what this trial computed (``float32_output``: its float32 output, None where it
-        runs float32 or could not have it) for the next trials."""
+        """Keep what this trial computed (``float32_output``: its float32 output, eager's own
+        where it runs float32; None where it could not have it) for the next trials."""
         if self.path is None or self.checksum is None:
             return
         import torch
         from torch.utils._pytree import tree_leaves
 
-        tensors = None if is_float32 or float32_output is None else [
+        tensors = None if float32_output is None else [
             t for t in tree_leaves(float32_output) if isinstance(t, torch.Tensor)]
         size = sum(t.numel() * t.element_size() for t in tensors or [])
         if size > KEEP_MAX_BYTES:

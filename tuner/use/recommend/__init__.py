@@ -12,11 +12,13 @@ that ``tuner show`` and ``tuner compare`` apply: only trials that finished and m
 The record and how it is applied (warm start included) are
 :mod:`~tuner.use.recommend.recommendation`'s; the choice is :mod:`~tuner.use.recommend.choose`'s,
 the sentence on why eager won :mod:`~tuner.use.recommend.why_eager`'s, and what ``recommend``
-refuses with a message of its own :mod:`~tuner.use.recommend.errors`'.
+refuses with a message of its own :mod:`~tuner.use.recommend.errors`', and whether the first
+call after ``apply`` started warm :mod:`~tuner.use.recommend.first_call`'s.
 """
 
 from tuner.use.recommend.choose import recommend
 from tuner.use.recommend.errors import BatchSizeNeeded, LimitsUnmet
+from tuner.use.recommend.first_call import WarmStartMissed
 from tuner.use.recommend.recommendation import Recommendation
 
-__all__ = ["BatchSizeNeeded", "LimitsUnmet", "Recommendation", "recommend"]
+__all__ = ["BatchSizeNeeded", "LimitsUnmet", "Recommendation", "WarmStartMissed", "recommend"]

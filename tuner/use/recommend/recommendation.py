@@ -26,6 +26,7 @@ from tuner.domain.config import TrialConfig, uses_cudagraphs
 from tuner.domain.workload import Workload, tensor_dtype
 from tuner.errors import UserError
 from tuner.use.environment import MismatchWarning
+from tuner.use.recommend.first_call import WarmStartMissed, watch
 
 if TYPE_CHECKING:
     import torch
@@ -107,7 +108,15 @@ class Recommendation:
         ``torch.compile(model, **config.compile_kwargs())``, or, when eager was best, the model
         itself, not compiled. Before compiling, with ``warm_start``, it loads the compile
         artifacts the study saved for the config (:meth:`load_artifacts`), so the first call
-        finds its compiled code in the cache.
+        finds its compiled code in the cache; if it does not, a :class:`WarmStartMissed`
+        warning says why, once: at ``apply`` when the file is missing, was saved by another torch
+        or cannot be read, at the first call when it was loaded and that call compiled all the
+        same (a cache key did not match).
+
+        Compile artifacts are code: loading them unpickles torch's cached graphs, and the first
+        call runs the Python inductor generated. Warm-start only from a study you trust (as you
+        would run its code); ``warm_start=False`` compiles from scratch. Reading a study
+        (``tuner.recommend``, ``tuner show``, ``tuner compare``) loads nothing of them.
 
         What it does not do: move the model to the device, cast it to the study's dtype, put it in
         eval mode, or touch the inputs (cast them, make 4-D ones channels_last, and run under
@@ -138,11 +147,13 @@ class Recommendation:
             model = model.to(memory_format=torch.contiguous_format)
         if not self.config.compiled:
             return model
-        if warm_start:
-            self.load_artifacts(_stacklevel=3)
+        loaded = warm_start and self.load_artifacts(_stacklevel=3)
         # torch.compile wraps a Module in an OptimizedModule, itself a Module; torch types the
         # result as a plain callable
-        return cast("torch.nn.Module", torch.compile(model, **self.config.compile_kwargs()))
+        compiled = cast("torch.nn.Module", torch.compile(model, **self.config.compile_kwargs()))
+        if loaded:
+            watch(compiled, self.study, self.config.batch_size, str(self.artifacts_path))
+        return compiled
 
     @property
     def cuda_graphs(self) -> bool:
@@ -173,9 +184,9 @@ class Recommendation:
         """Load the study's compile artifacts of this config into this process's compile
         caches (``torch.compiler.load_cache_artifacts``); True if they were loaded.
 
-        Skipped with a :class:`MismatchWarning` when the file is missing, this process runs
-        another torch than the one that saved them, or torch cannot load them; then the first
-        call compiles cold, as it would without them. Nothing to do (False, no warning) when
+        Skipped with a :class:`WarmStartMissed` warning (a :class:`MismatchWarning`) when the
+        file is missing, this process runs another torch than the one that saved them, or torch
+        cannot load them; then the first call compiles cold, as it would without them. Nothing to do (False, no warning) when
         the study saved none for this config.
         """
         import torch
@@ -197,7 +208,7 @@ class Recommendation:
         if problem:
             # At the line that called apply (or this method): the user's, to see and filter.
             warnings.warn(f"apply: no warm start from study {self.study!r}: {problem}; the first "
-                          "call compiles cold", MismatchWarning, stacklevel=_stacklevel)
+                          "call compiles cold", WarmStartMissed, stacklevel=_stacklevel)
             return False
         return True
 
