@@ -1,23 +1,15 @@
-"""Warm starts: finalists re-measured warm and from saved compile artifacts, and
-``Recommendation.apply`` loading those artifacts in production. Real compiles on the CPU are
-marked slow; what apply decides (which torch, which file) is tested without compiling."""
+"""Warm starts without compiling: what ``Recommendation.apply`` and its snippet decide (which
+torch, which file) on a fake study. With real compiles: tests/integration/test_warm_start.py."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import textwrap
 import warnings
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 import tuner
-from tests.support import ROOT
 from tests.support.models import TinyCNN
 from tuner.data import files
 from tuner.domain import layout
@@ -25,9 +17,7 @@ from tuner.domain.records import TrialProtocol, TrialRequest
 from tuner.domain.space import SearchSpace, TrialConfig
 from tuner.domain.workload import Workload
 from tuner.fake import FakeRunner
-from tuner.launch.runner import ProcessRunner
 from tuner.runtime import artifacts, fingerprint
-from tuner.study import finalists
 from tuner.study.search import Search
 from tuner.study.spec import StudySpec
 from tuner.use.environment import MismatchWarning
@@ -36,96 +26,6 @@ from tuner.use.environment import MismatchWarning
 QUICK = TrialProtocol(min_calls=5, min_seconds=0.05, warmup_max_calls=20,
                       compile_timeout_s=600.0)
 HAS_ARTIFACTS = artifacts.supported()
-
-
-# -- real compiles on the CPU --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cpu_study(tmp_path_factory):
-    """A real study of a tiny model whose compiled config is a sure finalist (its eager sleeps),
-    searched, then that finalist measured twice more (the eager one is left out for time; the
-    search's own confirmation is tested with the fake runner)."""
-    spec = StudySpec(name="tiny", workload=Workload(model="tests.support.models:slow_in_eager",
-                                                    device="cpu"),
-                     space=SearchSpace(backends=("eager", "inductor"), modes=("default",),
-                                       dynamic=(False,), batch_sizes=(2,)),
-                     protocol=QUICK, root=tmp_path_factory.mktemp("studies"))
-    search = Search(spec, ProcessRunner(timeout_s=240))
-    df = search.run().trials
-    finalists.confirm(search.study, search.claims.storage, spec, search.runner,
-                      df[df["backend"] != "eager"], 2)
-    return spec, search, SimpleNamespace(trials=search.export().trials)
-
-
-@pytest.mark.slow
-def test_a_compiled_finalist_is_measured_warm_and_from_artifacts(cpu_study):
-    spec, search, summary = cpu_study
-    row = summary.trials.set_index("label").loc["inductor:default"]
-    assert row["status"] == "ok", row["message"]
-    records = finalists.repeats_of(search.study, search.claims.storage)[int(row["trial_number"])]
-    assert [r["kind"] for r in records] == (["warm", "artifacts"] if HAS_ARTIFACTS
-                                            else ["warm", "warm"])
-    assert all(r["status"] == "ok" for r in records), records
-    # What each first call started from, as each trial found its caches: the search's trial
-    # an empty cache, the next process the trial's kept one, the third the saved artifacts.
-    assert row["cache_start"] == "cold"
-    assert [r["cache_start"] for r in records] == [r["kind"] for r in records]
-    assert not list(spec.directory.rglob("compiling.json"))  # each compile mark was taken down
-    # The second process compiled from the trial's cache: inductor's FX-graph cache hit.
-    assert records[0]["fxgraph_cache_hits"] >= 1 and records[0]["fxgraph_cache_misses"] == 0
-    assert 0 < row["compile_s_warm"] < row["compile_s_cold"]
-    assert len(row["latency_ms_p50_repeats"]) == 3
-    assert row["latency_ms_p50_ci_low"] <= row["latency_ms_p50_ci_high"]
-    assert row["rank_within_noise"] >= 1
-    assert spec.layout.trial_cache(int(row["trial_number"])).is_dir()
-    if not HAS_ARTIFACTS:
-        return
-    # The third started from the saved artifacts on an empty cache, and hit them too.
-    assert records[0]["artifacts_bytes"] > 0
-    assert records[1]["artifacts_load_s"] > 0 and records[1]["fxgraph_cache_hits"] >= 1
-    assert records[1]["fxgraph_cache_misses"] == 0
-    assert row["compile_s_artifacts"] > 0
-    assert row["artifacts_file"] == layout.artifacts_relative(row["config_key"])
-    assert (spec.directory / row["artifacts_file"]).stat().st_size == records[0]["artifacts_bytes"]
-    assert row["artifacts_torch"] == torch.__version__
-    eager = summary.trials.set_index("label").loc["eager"]
-    assert pd_isna(eager["artifacts_file"]) and pd_isna(eager["compile_s_warm"])
-
-
-def pd_isna(value) -> bool:
-    import pandas as pd
-
-    return value is None or pd.isna(value)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not HAS_ARTIFACTS, reason="this torch has no save_cache_artifacts")
-def test_apply_loads_the_artifacts_so_the_first_call_hits_the_compile_cache(cpu_study, tmp_path):
-    spec, _, _ = cpu_study
-    cache = tmp_path / "empty-cache"
-    cache.mkdir()
-    # A fresh process with an empty inductor cache: a cache hit can only come from the file.
-    script = textwrap.dedent(f"""
-        import json, torch, tuner
-        from torch._dynamo.utils import counters
-        from tests.support.models import slow_in_eager
-
-        rec = tuner.recommend({str(spec.directory)!r}, batch_size=2)
-        assert rec.config.compiled, rec.row
-        model, x = slow_in_eager(2)
-        compiled = rec.apply(model.eval())
-        with torch.no_grad():
-            compiled(x)
-        print(json.dumps({{"hits": counters["inductor"]["fxgraph_cache_hit"],
-                          "misses": counters["inductor"]["fxgraph_cache_miss"],
-                          "aot_hits": counters["aot_autograd"]["autograd_cache_hit"]}}))
-    """)
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-           "TRITON_CACHE_DIR": str(cache / "triton")}
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout.strip().splitlines()[-1])
-    assert counts == {"hits": 1, "misses": 0, "aot_hits": 1}, done.stderr[-2000:]
 
 
 # -- what apply decides, without compiling ---------------------------------------------------------
