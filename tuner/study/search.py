@@ -133,7 +133,8 @@ class Search:
         spec = self.spec
         deadline = time.monotonic() + spec.budget_s if spec.budget_s else None
         run = _Run(spec.space.configs(), random.Random(spec.seed),
-                   Progress(deadline, spec.n_trials))
+                   Progress(deadline, spec.n_trials,
+                            confirm_each=finalists.Repeats.parse(spec.confirm_repeats).each))
         while True:
             state = self._between_trials(run)
             remaining = [c for c in run.configs
@@ -253,7 +254,7 @@ class Search:
         run.new += 1
         skipped = run.skipped
         self.on_trial(run.progress.event(state, run.configs, skipped.broken, number, config,
-                                         result, exported.trials))
+                                         result, exported.trials, exported.pareto))
         if breaks_batch(config, result.status) and config.batch_size not in skipped.broken:
             skips.skip_batch(self.claims, self.spec.space, run.configs, config, number, result,
                        skipped, self.on_message)
