@@ -199,6 +199,34 @@ def test_a_real_timeout_says_how_long_it_was(tmp_path):
     assert "no result after 0.01 s (--timeout)" in done.stderr
 
 
+@pytest.mark.slow
+def test_a_factory_that_asks_for_cuda_on_a_machine_without_it_is_one_line_after_one_trial(
+        tmp_path):
+    # It was a workload_error at each batch size, each a trial and a line saying the batch size
+    # is skipped, and then a long error repeating torch's message once a batch size.
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "search", "--model", "tests.support.models:touches_cuda",
+         "--device", "cpu", "--backend", "eager,inductor", "--mode", "default", "--batch-sizes",
+         "1,2,4", "--confirm", "0", "-q", "--studies-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("Error: factory tests.support.models:touches_cuda asked for "
+                                  "CUDA on a machine without CUDA ("), done.stderr
+    assert "moves them to --device cpu; nothing was measured" in done.stderr
+    study = tmp_path / "models-touches_cuda-cpu"
+    url = f"sqlite:///{(study / 'study.db').resolve()}"
+    import optuna
+
+    ran = [t for name in optuna.get_all_study_names(storage=url)
+           for t in optuna.load_study(study_name=name, storage=url).get_trials()
+           if t.state != optuna.trial.TrialState.WAITING]
+    assert len(ran) == 1  # one trial told it; no other batch size was tried
+    assert not (study / "trials").exists()
+    rows = study / "trials.parquet"
+    assert not rows.exists() or len(importlib.import_module("pandas").read_parquet(rows)) == 0
+
+
 # -- 8: empty inputs -----------------------------------------------------------------------------
 
 def test_an_empty_space_file_is_a_one_line_error(tmp_path):

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import optuna
 import pytest
@@ -99,6 +100,9 @@ def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
             assert new[column] == old[column], column
     front, _ = files.read(tmp_path / STUDY / layout.PARETO_FILE)
     assert set(front["batch_size"]) == {1, 2}
+    # the dead trial's folder is removed: one folder a row
+    assert sorted(int(p.name) for p in (tmp_path / STUDY / "trials").iterdir()) == \
+        sorted(after["trial_number"])
 
 
 def signal_at(proc: subprocess.Popen, prefix: str, signum: int, nth: int = 1
@@ -230,3 +234,43 @@ def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
     assert again.returncode == 0, again.stderr
     trials, _ = files.read(tmp_path / "resnet18-cuda")
     assert len(trials) == 4 and trials["config_key"].is_unique and (trials["status"] == "ok").all()
+
+
+def test_a_first_trial_abandoned_by_ctrl_c_twice_resumes_with_eager_first_and_no_folder_left(
+        tmp_path):
+    # The abandoned eager trial's config was queued again behind the other baselines, so the
+    # same command measured inductor before eager; and its folder, trials/1, was left behind.
+    proc = subprocess.Popen(command(tmp_path, 30.0), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("  running "):  # the first trial, eager at batch size 1
+                proc.send_signal(signal.SIGINT)
+                time.sleep(0.5)
+                proc.send_signal(signal.SIGINT)
+                break
+        rest = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "the trial in flight was abandoned" in rest, seen + [rest]
+    assert not (tmp_path / STUDY / "trials").exists()  # no folder of the abandoned trial
+
+    again = subprocess.run(command(tmp_path, 0.0), capture_output=True, text=True, env=env(),
+                           cwd=tmp_path, timeout=120)
+    assert again.returncode == 0, again.stderr
+    started = [line.strip() for line in again.stderr.splitlines()
+               if line.startswith("  running ")]
+    # eager at every batch size, then inductor's default at every batch size
+    assert started[:4] == ["running eager bs=1 ...", "running eager bs=2 ...",
+                           "running inductor:default bs=1 ...",
+                           "running inductor:default bs=2 ..."], again.stderr
+    trials, _ = files.read(tmp_path / STUDY)
+    by_number = trials.sort_values("trial_number")
+    assert list(by_number["backend"])[:2] == ["eager", "eager"]
+    folders = sorted(int(p.name) for p in (tmp_path / STUDY / "trials").iterdir())
+    assert folders == sorted(trials["trial_number"])  # one folder a row, none empty
+    assert all(any((tmp_path / STUDY / "trials" / str(n)).iterdir()) for n in folders)

@@ -351,3 +351,9 @@ def needs_a_keyword(batch_size: int, *, device: str):
 
 def exits(batch_size: int):
     sys.exit(3)
+
+
+def touches_cuda(batch_size: int):
+    """Asks for a CUDA tensor when called: on a machine without CUDA (or with --device cpu) this
+    raises torch's "Torch not compiled with CUDA enabled" or "no NVIDIA driver"."""
+    return TinyCNN(), torch.zeros(batch_size, 3, 16, 16, device="cuda")

@@ -24,6 +24,9 @@ SCHEDULE_REPEATS = 3  # a shape schedule is replayed this many times over: sampl
 # How the record of a config the search decided not to run begins
 # (tuner.study.record.record_not_run); here, so that readers of a file need no Optuna.
 NOT_RUN = "not run: "
+# What the record of a trial whose factory asked for CUDA on a machine without it says
+# (tuner.trial.build): bad input at every batch size, so the search stops with it as its error.
+NO_CUDA_FOR_FACTORY = "asked for CUDA on a machine without CUDA"
 
 
 class Status(str, enum.Enum):  # noqa: UP042 (StrEnum would change what str() of a member gives)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.domain.records import Status, TrialRequest, TrialResult
-from tuner.files import write_bytes_atomic
+from tuner.files import write_bytes_atomic, write_json_atomic
 
 
 class FakeRunner:
@@ -62,6 +62,9 @@ class FakeRunner:
     def run(self, request: TrialRequest, workdir: Path,
             abort: threading.Event | None = None, cache_dir: Path | None = None) -> TrialResult:
         cfg = request.config
+        if workdir is not None:  # as the real runner's: the trial's folder holds its request
+            workdir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(workdir / "request.json", request.to_dict())
         self.calls.append(cfg.key)
         self.requests.append(request)
         self.cache_dirs.append(cache_dir)

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner.domain.config import TrialConfig
-from tuner.domain.records import Status, TrialResult
+from tuner.domain.records import NO_CUDA_FOR_FACTORY, Status, TrialResult
+from tuner.errors import UserError
 from tuner.study.record import NOT_RUN, was_run
 
 # Eager's failures that are the study's answer for their batch size (see the module docstring).
@@ -51,6 +52,16 @@ def breaks_batch(config: TrialConfig, status: Status | str | None) -> bool:
     status = _status(status)
     return status is Status.WORKLOAD_ERROR or (
         not config.compiled and status in (*HELD, Status.TIMEOUT))
+
+
+def refusal(result: TrialResult) -> UserError | None:
+    """The error a trial's record stops the whole search with, before its other trials: bad
+    input that fails at every batch size alike, a factory that asked for CUDA on a machine
+    without CUDA (:mod:`tuner.trial.build`). Any other failure is the batch size's."""
+    message = result.message or ""
+    if result.status is Status.WORKLOAD_ERROR and NO_CUDA_FOR_FACTORY in message:
+        return UserError(message.splitlines()[0])
+    return None
 
 
 def _status(status: Status | str | None) -> Status | None:

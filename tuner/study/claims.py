@@ -194,16 +194,6 @@ class Claims:
         self.fronts.of(config.batch_size).enqueue_trial(
             params_of(config), user_attrs={KEY_ATTR: config.key, **attrs})
 
-    def queue_baselines(self, retry_failed: bool) -> None:
-        """Queue the space's baselines that no trial holds yet; with ``retry_failed``, at the
-        batch sizes the study holds broken too."""
-        state = self.state()
-        held = {} if retry_failed else state.broken
-        for config in self.space.baselines():
-            # Not at a batch size the study holds broken: the run would only prune them.
-            if not state.taken(config.key) and config.batch_size not in held:
-                self.enqueue(config)
-
     def ask(self, study: optuna.Study) -> tuple[optuna.Trial, int]:
         """A new trial of ``study`` (one of the fronts) and the tuner's number for it, its
         heartbeat started."""

@@ -45,6 +45,7 @@ from tuner.data.rows import config_of
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialRequest, TrialResult
 from tuner.errors import UserError
+from tuner.study.confirm_eta import confirm_eta, due
 from tuner.study.remeasurements import add_repeat, repeat_record, repeats_of
 from tuner.words import fmt_s, plural
 
@@ -91,6 +92,11 @@ class Repeats:
     @property
     def any(self) -> bool:
         return self.fixed != 0
+
+    @property
+    def each(self) -> int:
+        """The re-measurements a finalist gets: ``fixed``, else auto's fewest."""
+        return self.least if self.fixed is None else self.fixed
 
     def describe(self) -> str:
         return (f"{self.fixed}" if self.fixed is not None else
@@ -203,6 +209,7 @@ class _Finalist(NamedTuple):
     config: TrialConfig
     records: list[dict[str, Any]]  # its re-measurements, read again before and after each
     own: list[float]  # its trial's p50, where it finished ok
+    trial_s: float | None  # its trial's seconds (wall_s): the ETA's price before any is timed
 
 
 def _wanting(stored: dict[int, list[dict[str, Any]]], rows: pd.DataFrame,
@@ -215,7 +222,9 @@ def _wanting(stored: dict[int, list[dict[str, Any]]], rows: pd.DataFrame,
         records = stored.get(number, [])
         own = [float(row["latency_ms_p50"])] if row["status"] == Status.OK.value else []
         if plan_of.more(own + _p50s(records), len(records)):
-            finalists.append(_Finalist(number, config_of(row), records, own))
+            wall_s = pd.to_numeric(pd.Series([row.get("wall_s")]), errors="coerce").iloc[0]
+            finalists.append(_Finalist(number, config_of(row), records, own,
+                                       None if pd.isna(wall_s) else float(wall_s)))
     return finalists
 
 
@@ -228,10 +237,11 @@ class _Confirming:
         self.study, self.storage, self.spec, self.runner = study, storage, spec, runner
         self.plan_of, self.say, self.finalists = plan_of, say, finalists
         self.total = None if plan_of.fixed is None else \
-            sum(plan_of.fixed - len(records) for _, _, records, _ in finalists)
+            sum(plan_of.fixed - len(records) for _, _, records, _, _ in finalists)
         self.measured = self.failed = 0
         self.noisy: list[str] = []
-        self.spent: list[float] = []  # seconds of each re-measurement here: what the ETA is made of
+        # each re-measurement here and its seconds: what the ETA is made of
+        self.spent: list[tuple[TrialConfig, float]] = []
 
     def opening(self, others: set[int], resumes: str) -> str:
         """The line that says what is measured again: of the finalists, how many are
@@ -250,7 +260,7 @@ class _Confirming:
         """Measure finalist ``index`` again until the plan is met, another process measured it
         enough, or it failed; True where ``stop`` or ``abort`` ended it."""
         plan_of = self.plan_of
-        number, config, records, own = self.finalists[index]
+        number, config, records, own, _ = self.finalists[index]
         while plan_of.more(own + _p50s(records), len(records)):
             if (stop is not None and stop.is_set()) or (abort is not None and abort.is_set()):
                 return True
@@ -293,36 +303,25 @@ class _Confirming:
             records[:] = repeats_of(self.study, self.storage).get(number, [])
             self.measured += 1
             self.failed += not result.ok
-            self.spent.append(time.monotonic() - started)
+            self.spent.append((config, time.monotonic() - started))
         return kind, result
 
     def _told(self, index: int, kind: str, result: TrialResult) -> None:
-        """Say how finalist ``index``'s re-measurement went, with the count and the ETA."""
-        plan_of, total = self.plan_of, self.total
-        number, config, records, own = self.finalists[index]
+        """Say how finalist ``index``'s re-measurement went, with the count and the ETA
+        (:mod:`tuner.study.confirm_eta`)."""
+        total = self.total
+        number, config, records, _, _ = self.finalists[index]
         done = f"{self.measured}/{total}" if total is not None else f"{self.measured}"
-        left = _left(plan_of, own + _p50s(records), len(records),
-                     [len(r) for _, _, r, _ in self.finalists[index + 1:]])
-        eta = "" if not left or not result.ok else (
-            f" | ETA {'' if plan_of.fixed is not None else 'at least '}"
-            f"{fmt_s(left * statistics.fmean(self.spent))}")
+        left = confirm_eta([due(self.plan_of, f.config, f.own + _p50s(f.records),
+                                len(f.records), f.trial_s)
+                            for f in self.finalists[index:]], self.spent)
+        eta = "" if left is None or not result.ok else \
+            f" | ETA {'at least ' if left[1] else ''}{fmt_s(left[0])}"
         self.say(f"[confirm {done}] {config.label} bs={config.batch_size} "
                  f"(trial {number}, {kind}): {_outcome(kind, result)}{eta}")
 
     def summary(self, finalists: int, stopped: bool) -> ConfirmSummary:
         return ConfirmSummary(finalists, self.measured, self.failed, stopped, tuple(self.noisy))
-
-
-def _left(plan_of: Repeats, p50s: list[float], records: int, later: list[int]) -> int:
-    """Re-measurements still to come: those the finalist just measured needs (``p50s``,
-    ``records``), and those the ``later`` finalists (their records each) need; with auto, the
-    fewest (each may need more until its interval is narrow)."""
-    def needs(done: int) -> int:
-        return max(0, (plan_of.fixed if plan_of.fixed is not None else plan_of.least) - done)
-
-    now = needs(records) if plan_of.fixed is not None else \
-        max(needs(records), int(plan_of.more(p50s, records)))
-    return now + sum(needs(done) for done in later)
 
 
 def _p50s(records: list[dict[str, Any]]) -> list[float]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tuner.data.rows import config_of
 from tuner.data.select import LATENCY, eligible
 from tuner.data.select import not_run as not_run_rows
 from tuner.domain.config import TrialConfig
@@ -49,6 +50,9 @@ class Progress:
     # This process's own seconds between trials (files, sampler): the median, as the first
     # holds one-off imports.
     overheads: list[float] = dataclasses.field(default_factory=list)
+    # The re-measurements each finalist gets once the search ends (--confirm: the number, or
+    # auto's fewest); 0 where the search confirms none.
+    confirm_each: int = 0
 
     def timed(self, config: TrialConfig, t0: float, result: TrialResult) -> None:
         """Keep the seconds of ``config``'s trial, started at ``t0`` (time.monotonic), and this
@@ -62,15 +66,20 @@ class Progress:
 
     def event(self, state: StudyState, configs: list[TrialConfig], broken: dict[int, Breakage],
               number: int, config: TrialConfig, result: TrialResult,
-              trials: pd.DataFrame) -> TrialEvent:
-        """Trial ``number``'s event, the study's rows (``trials``) read after it, ``state``
-        before; ``configs``: the space's, ``broken``: the batch sizes skipped."""
+              trials: pd.DataFrame, front: pd.DataFrame) -> TrialEvent:
+        """Trial ``number``'s event, the study's rows (``trials``) and its Pareto ``front`` read
+        after it, ``state`` before; ``configs``: the space's, ``broken``: the batch sizes
+        skipped. The finalists to measure again: the front's as it stands, and of the configs
+        left, as large a share as the front holds of those measured."""
         measured = measured_now(state, config, trials)
+        then = [config_of(row) for _, row in front.iterrows()] * self.confirm_each
+        joins = self.confirm_each * len(front) / max(1, len(eligible(trials)))
         left = [c for c in configs if c.key != config.key and c.key not in state.measured
                 and c.key not in state.running and c.batch_size not in broken]
         eta_s, eta_at_least = shown_eta(
             eta(self.history, left, measured, self.n_trials, workers=1 + max(self.others),
-                overhead_s=statistics.median(self.overheads) if self.overheads else 0.0),
+                overhead_s=statistics.median(self.overheads) if self.overheads else 0.0,
+                then=then, joins=joins),
             self.deadline,
             at_least=any(c.compiled for c in left) and not any(c.compiled for c, _ in self.history))
         return TrialEvent(

@@ -22,14 +22,15 @@ from collections.abc import Callable
 
 import optuna
 import pandas as pd
-from optuna.trial import TrialState
 
 from tuner.data.select import pareto
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.launch.runner import Runner
 from tuner.study import finalists, skips
-from tuner.study.broken import breaks_batch, not_run_result
+from tuner.study.abandoned import abandon, remove_abandoned
+from tuner.study.baselines import queue_baselines
+from tuner.study.broken import breaks_batch, not_run_result, refusal
 from tuner.study.claims import Claims, StudyState
 from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
 from tuner.study.finalist_rounds import combined, confirm_rounds
@@ -41,7 +42,7 @@ from tuner.study.progress import Progress, SearchSummary, any_ok, counted
 from tuner.study.record import store_result
 from tuner.study.remeasurements import forget
 from tuner.study.spec import StudySpec
-from tuner.study.storage import INTERRUPTED_ATTR, open_study, resumed_protocol, resumed_space
+from tuner.study.storage import open_study, resumed_protocol, resumed_space
 from tuner.study.tell import tell
 from tuner.words import plural
 
@@ -123,7 +124,8 @@ class Search:
         (their configs are queued again) and queue the baselines. A process that starts several
         workers calls it once before them, so they do not all queue the baselines at once."""
         self.claims.reap_dead()
-        self.claims.queue_baselines(self.spec.retry_failed)
+        remove_abandoned(self.fronts, self.spec.layout)
+        queue_baselines(self.claims, self.spec.space, self.spec.retry_failed)
 
     def _run(self) -> SearchSummary:
         self.prepare()
@@ -131,7 +133,8 @@ class Search:
         spec = self.spec
         deadline = time.monotonic() + spec.budget_s if spec.budget_s else None
         run = _Run(spec.space.configs(), random.Random(spec.seed),
-                   Progress(deadline, spec.n_trials))
+                   Progress(deadline, spec.n_trials,
+                            confirm_each=finalists.Repeats.parse(spec.confirm_repeats).each))
         while True:
             state = self._between_trials(run)
             remaining = [c for c in run.configs
@@ -233,10 +236,11 @@ class Search:
         """Run the claimed trial, record it (:meth:`record`), report it, and skip what its
         failure says to skip; False where it was abandoned, which ends the run."""
         result = self._measure(run, number, config)
-        if result.status is Status.INTERRUPTED:
-            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-                trial.set_user_attr(INTERRUPTED_ATTR, True)
-                trial.study.tell(trial, state=TrialState.FAIL)
+        refused = refusal(result)
+        if result.status is Status.INTERRUPTED or refused is not None:
+            abandon(trial, self.spec.layout, number)
+            if refused is not None:
+                raise refused  # bad input: the same at every batch size
             run.stop_reason = f"{self.stop_cause() or STOPPED} (the trial in flight was abandoned)"
             run.user_stopped = True
             return False
@@ -250,7 +254,7 @@ class Search:
         run.new += 1
         skipped = run.skipped
         self.on_trial(run.progress.event(state, run.configs, skipped.broken, number, config,
-                                         result, exported.trials))
+                                         result, exported.trials, exported.pareto))
         if breaks_batch(config, result.status) and config.batch_size not in skipped.broken:
             skips.skip_batch(self.claims, self.spec.space, run.configs, config, number, result,
                        skipped, self.on_message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tuner.domain.records import NO_CUDA_FOR_FACTORY
 from tuner.domain.workload import Shape, Workload, load_factory, shape_batch, tensor_dtype
 
 if TYPE_CHECKING:
@@ -110,11 +111,31 @@ def _call_factory(workload: Workload, batch_size: int,
     try:
         made = factory(batch_size) if seq_len is None else factory(batch_size, seq_len)
     except Exception as exc:  # noqa: BLE001
+        if _asked_for_missing_cuda(exc):
+            raise WorkloadError(_no_cuda_message(workload, exc)) from exc
         raise WorkloadError(f"factory {workload.model} raised {type(exc).__name__}: {exc}") from exc
     except SystemExit as exc:  # the trial's record, not a worker gone without one
         raise WorkloadError(f"factory {workload.model} called sys.exit({exc.code!r}): a factory "
                             "returns (model, inputs) and leaves the process running") from None
     return _check_factory_result(workload.model, made)
+
+
+def _asked_for_missing_cuda(exc: Exception) -> bool:
+    """Whether a factory raised for asking for CUDA where there is none ("Found no NVIDIA
+    driver", "Torch not compiled with CUDA enabled", "No CUDA GPUs are available")."""
+    import torch
+
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return not torch.cuda.is_available() and ("cuda" in text or "nvidia" in text)
+
+
+def _no_cuda_message(workload: Workload, exc: Exception) -> str:
+    """The error of a factory that asked for CUDA where there is none: the same at every batch
+    size, so the search stops with it (tuner.study.broken.refusal)."""
+    said = str(exc).strip().split(". ")[0].splitlines()[0] if str(exc).strip() else ""
+    return (f"factory {workload.model} {NO_CUDA_FOR_FACTORY} ({type(exc).__name__}: {said}): "
+            "a factory returns its model and inputs on the CPU and the tuner moves them to "
+            f"--device {workload.device}; nothing was measured")
 
 
 def torchvision_inputs(workload: Workload, batch_size: int) -> tuple[torch.Tensor, ...]:

@@ -199,3 +199,98 @@ def test_a_worker_between_two_trials_shares_what_is_left_in_the_eta(tmp_path):
         other.wait()
     # 3 trials left after the first, 0.3 s each: about 0.9 s alone, half that shared by two.
     assert shared[0].eta_s < 0.75 * alone[0].eta_s, (shared[0].eta_s, alone[0].eta_s)
+
+
+class _Clock:
+    """A monotonic clock that moves only as the runner below says: a trial's seconds."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _slow_compiles(clock: _Clock, eager_s: float, compiled_s: float):
+    """A FakeRunner whose trials and re-measurements take ``eager_s`` or ``compiled_s`` on
+    ``clock``."""
+    from tuner.fake import FakeRunner
+
+    class SlowCompiles(FakeRunner):
+        def run(self, request, workdir, abort=None, cache_dir=None):
+            seconds = compiled_s if request.config.compiled else eager_s
+            clock.now += seconds
+            result = super().run(request, workdir, abort, cache_dir)
+            result.wall_s = seconds  # as the real runner records it
+            return result
+
+    return SlowCompiles()
+
+
+def test_once_a_compile_is_timed_the_eta_is_not_far_below_the_time_left(tmp_path, monkeypatch):
+    # make demo on a loaded box said "ETA at least 3 min" after its two eager trials, with two
+    # compiles and the finalists' 8 re-measurements, 15 minutes, to go: the re-measurements that
+    # follow the search were in no ETA.
+    from tests.support.specs import make_space, make_spec
+    from tuner.study.search import Search
+
+    clock = _Clock()
+    monkeypatch.setattr(time, "monotonic", clock)
+    spec = make_spec(tmp_path, space=make_space(modes=("default", "reduce-overhead"),
+                                                dynamic=(False,)), confirm_repeats=2)
+    seen: list = []
+    Search(spec, _slow_compiles(clock, 1.0, 10.0),
+           on_trial=lambda event: seen.append((event, clock.now))).run()
+    end = clock.now
+    compiled = [i for i, (event, _) in enumerate(seen) if event.config.compiled]
+    after = [(event, end - at) for event, at in seen[compiled[0]:] if event.eta_s is not None]
+    assert after, seen
+    for event, real_s in after:
+        assert event.eta_s >= real_s / 2, (event.trial_number, event.eta_s, real_s)
+    # before any compile, the ETA is a floor and says so
+    assert all(event.eta_at_least for event, _ in seen[:compiled[0]])
+
+
+def test_the_confirm_eta_falls_as_re_measurements_finish(tmp_path, monkeypatch):
+    # On an H100 "ETA at least 3 min" stood for 7 minutes while `tuner confirm` went on: the
+    # re-measurements left were priced at the mean of all so far, eager and compiled alike, and
+    # a noisy finalist past its fewest counted one more at a time.
+    import re
+
+    from tests.support.specs import make_space, make_spec
+    from tuner.study.search import Search
+
+    clock = _Clock()
+    monkeypatch.setattr(time, "monotonic", clock)
+    spec = make_spec(tmp_path, space=make_space(dynamic=(False,)), confirm_repeats=0)
+    Search(spec, _slow_compiles(clock, 1.0, 10.0)).run()
+    said: list[tuple[str, float]] = []
+    search = Search(spec, _slow_compiles(clock, 1.0, 10.0),
+                    on_message=lambda text: said.append((text, clock.now)))
+    search.confirm(3)
+    end = clock.now
+    etas = [(float(m.group(1)), end - at) for text, at in said
+            if (m := re.search(r"\| ETA (\d+) s$", text))]
+    lines = [text for text, _ in said if text.startswith("[confirm ")]
+    assert len(etas) == len(lines) - 1, lines
+    for shown, real_s in etas:
+        assert real_s / 2 <= shown <= real_s * 2, (shown, real_s, lines)
+    assert [shown for shown, _ in etas] == sorted((shown for shown, _ in etas), reverse=True), lines
+
+
+def test_a_noisy_finalist_past_its_fewest_is_counted_up_to_its_most():
+    from tuner.study.confirm_eta import confirm_eta, due
+    from tuner.study.finalists import Repeats
+
+    auto = Repeats()
+    wide = [1.0, 2.0, 1.5]  # its trial's p50 and two re-measurements': far from narrow
+    history = [(EAGER_1, 1.0), (DEFAULT_1, 10.0)]
+    # 4 more at most, each priced by its own label's seconds: not "at least" 10 s
+    noisy = due(auto, DEFAULT_1, wide, 2, None)
+    assert confirm_eta([noisy], history) == (40.0, False)
+    assert confirm_eta([due(auto, DEFAULT_1, wide + [1.2], 3, None)], history) == (30.0, False)
+    # A finalist short of its fewest: a floor; priced by its own trial before any compile of
+    # this run was timed.
+    fresh = due(auto, DEFAULT_8, [1.0], 0, 25.0)
+    assert confirm_eta([fresh], [(EAGER_1, 1.0)]) == (50.0, True)
+    assert confirm_eta([due(auto, DEFAULT_1, [1.0, 1.0, 1.0], 2, None)], history) is None

@@ -13,6 +13,9 @@ OWNER_ATTR = "tuner.owner"
 DUPLICATE_ATTR = "tuner.duplicate_of"
 INTERRUPTED_ATTR = "tuner.interrupted"
 RETRY_ATTR = "tuner.retry_of"  # on a queued trial: the dead trial whose config it measures again
+# On a queued baseline given up unrun (failed), its config queued again behind a baseline before
+# it that was queued anew (tuner.study.baselines)
+REQUEUED_ATTR = "tuner.requeued"
 # User attributes of the study: what defines it.
 WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR = "tuner.workload", "tuner.space", "tuner.protocol"
 # ... and how it samples: the sampler's kind (tuner.study.sampler), the limits its trials'
