@@ -125,8 +125,14 @@ def _asked_for_missing_cuda(exc: Exception) -> bool:
     driver", "Torch not compiled with CUDA enabled", "No CUDA GPUs are available")."""
     import torch
 
-    text = f"{type(exc).__name__}: {exc}".lower()
-    return not torch.cuda.is_available() and ("cuda" in text or "nvidia" in text)
+    text = str(exc).lower()
+    return not torch.cuda.is_available() and any(said in text for said in _NO_CUDA_SAID)
+
+
+# What torch says when CUDA is asked for where there is none; any error naming CUDA is not one
+# (a factory's own message may mention CUDA_VISIBLE_DEVICES, say).
+_NO_CUDA_SAID = ("found no nvidia driver", "torch not compiled with cuda enabled",
+                 "no cuda gpus are available", "cuda driver initialization failed")
 
 
 def _no_cuda_message(workload: Workload, exc: Exception) -> str:
