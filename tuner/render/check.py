@@ -7,13 +7,33 @@ from __future__ import annotations
 import datetime as dt
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tuner.render.text import describe_fingerprint
 from tuner.words import plural
 
-if TYPE_CHECKING:
-    from tuner.use.check import Check
+
+class Check(Protocol):
+    """What is rendered of a check (:class:`tuner.use.check.Check`), which sits above this
+    package: the recommendation, the fresh process's record (None where it wrote none), and
+    the verdict."""
+
+    @property
+    def rec(self) -> Any: ...
+
+    @property
+    def record(self) -> Any: ...
+
+    @property
+    def warm_started(self) -> bool: ...
+
+    @property
+    def matches(self) -> bool: ...
+
+    @property
+    def passed(self) -> bool: ...
+
+    def reasons(self) -> list[str]: ...
 
 CODE_WARNING = ("compile artifacts are code: loading them unpickles torch's cached graphs and "
                 "the first call runs the Python inductor generated; warm-start only from studies "

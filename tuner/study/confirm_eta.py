@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from tuner.domain.config import TrialConfig
 
 if TYPE_CHECKING:
-    from tuner.study.finalists import Repeats
+    from tuner.study.repeats import Repeats
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,8 +15,8 @@ from tuner.study.preflight import check_timeout, import_from_here, warn_of_compi
 
 if TYPE_CHECKING:
     from tuner.launch.runner import Runner
-    from tuner.study.finalists import Repeats
     from tuner.study.plan import WorkerPlan
+    from tuner.study.repeats import Repeats
     from tuner.study.search import Search
 
 EMPTY_STUDY = "a STUDY given is empty (''): give a study folder, or a study name under --studies-dir"
@@ -80,7 +80,7 @@ def join_confirm(study: str, repeats: str, studies_dir: Path, storage: str | Non
     from tuner.launch import runner as runners
     from tuner.launch.gpus import NO_GPU_FIX_JOINED, check_device, visible_gpus
     from tuner.study.export import refuse_another_studys_folder
-    from tuner.study.finalists import Repeats
+    from tuner.study.repeats import Repeats
     from tuner.study.search import Search
     from tuner.study.storage import join_spec
 

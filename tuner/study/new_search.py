@@ -80,7 +80,7 @@ class SearchOptions:
     @property
     def repeats(self) -> Any:
         """--confirm as a tuner.study.finalists.Repeats."""
-        from tuner.study.finalists import Repeats
+        from tuner.study.repeats import Repeats
 
         return Repeats.parse(self.confirm_repeats)
 

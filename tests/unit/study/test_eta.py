@@ -280,7 +280,7 @@ def test_the_confirm_eta_falls_as_re_measurements_finish(tmp_path, monkeypatch):
 
 def test_a_noisy_finalist_past_its_fewest_is_counted_up_to_its_most():
     from tuner.study.confirm_eta import confirm_eta, due
-    from tuner.study.finalists import Repeats
+    from tuner.study.repeats import Repeats
 
     auto = Repeats()
     wide = [1.0, 2.0, 1.5]  # its trial's p50 and two re-measurements': far from narrow

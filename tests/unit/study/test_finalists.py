@@ -19,10 +19,12 @@ from tuner.data import files, noise, schema, select
 from tuner.domain import layout
 from tuner.domain.records import Status, TrialProtocol, TrialRequest
 from tuner.domain.space import TrialConfig
+from tuner.errors import UserError
 from tuner.fake import FakeRunner
 from tuner.render import study as report
 from tuner.study import finalists, remeasurements
 from tuner.study.record import is_measured
+from tuner.study.repeats import Repeats
 from tuner.study.search import Search
 from tuner.study.storage import make_storage
 
@@ -589,7 +591,7 @@ def test_requests_of_older_tuners_still_load():
 
 
 def test_the_cli_default_is_the_librarys():
-    assert finalists.Repeats.parse(cli_options.CONFIRM_REPEATS) == finalists.DEFAULT_REPEATS
+    assert Repeats.parse(cli_options.CONFIRM_REPEATS) == finalists.DEFAULT_REPEATS
 
 
 def invoke(*args):
@@ -694,10 +696,10 @@ def test_auto_measures_a_noisy_finalist_up_to_six_times_and_says_it_stayed_noisy
 
 
 def test_repeats_parse_auto_or_a_number():
-    assert finalists.Repeats.parse("auto") == finalists.Repeats()
-    assert finalists.Repeats.parse("3").fixed == 3 and not finalists.Repeats.parse(0).any
-    with pytest.raises(finalists.UserError, match="give auto or a whole number"):
-        finalists.Repeats.parse("lots")
+    assert Repeats.parse("auto") == Repeats()
+    assert Repeats.parse("3").fixed == 3 and not Repeats.parse(0).any
+    with pytest.raises(UserError, match="give auto or a whole number"):
+        Repeats.parse("lots")
 
 
 def test_finalists_measured_again_load_the_eager_references_the_search_kept(tmp_path):

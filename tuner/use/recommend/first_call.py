@@ -75,9 +75,10 @@ def _callers_level() -> int:
     """The stack level of the first frame outside torch and the tuner: the user's call."""
     import torch
 
-    import tuner
-
-    skip = tuple(os.path.dirname(module.__file__ or "") + os.sep for module in (torch, tuner))
+    # the tuner package's folder, three up from this file (importing tuner from here would
+    # import the package's face from below it)
+    tuner_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    skip = (os.path.dirname(torch.__file__ or "") + os.sep, tuner_dir + os.sep)
     frame, level = sys._getframe(1), 1  # level 1: the frame that calls warnings.warn
     while frame is not None and frame.f_code.co_filename.startswith(skip):
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
