@@ -15,10 +15,11 @@ matched eager) is within 2 % of the grid's best, at every batch size of the grid
 trials run until then, the baselines the tuner queues first included. F: their recorded wall
 times over the whole grid's (the GPU time a search spent, as a fraction of measuring the grid).
 
-The report (``--out``, default ``benchmarks/results/search_quality.md``) has a table per landscape and
-ends with ``search quality: within 2 % of the grid's best after N trials (median of 20 seeds) =
-F of the grid's GPU time; random: M trials``; with several landscapes, that of the worst (the
-highest median F of the default sampler).
+The report (``--out``, default ``benchmarks/results/search_quality.md``) has a table per landscape,
+each ending with ``search quality on NAME: within 2 % of the grid's best after T trials (median
+of 20 seeds) = F of the grid's GPU time; random: R trials``, and the report ends with the same
+line without ``on NAME``: that of the worst landscape (the highest median F of the default
+sampler).
 """
 
 from __future__ import annotations
@@ -141,14 +142,16 @@ def measure(landscape: Landscape, seeds: Sequence[int],
     return outcomes
 
 
-def summary_line(outcomes: Sequence[Outcome]) -> str:
-    """The report's last line, for one landscape's outcomes."""
+def summary_line(outcomes: Sequence[Outcome], name: str | None = None) -> str:
+    """The report's last line, for one landscape's outcomes; with its ``name``, the line that
+    ends the landscape's own section (``search quality on NAME: ...``)."""
     default = [o for o in outcomes if o.sampler == DEFAULT]
     control = [o for o in outcomes if o.sampler == CONTROL]
     trials = statistics.median(o.reached.trials for o in default)
     fraction = statistics.median(o.reached.fraction for o in default)
     random_trials = statistics.median(o.reached.trials for o in control)
-    return (f"search quality: within {TARGET * 100:g} % of the grid's best after {_n(trials)} "
+    on = f" on {name}" if name else ""
+    return (f"search quality{on}: within {TARGET * 100:g} % of the grid's best after {_n(trials)} "
             f"trials (median of {len(default)} seeds) = {fraction:.2f} of the grid's GPU time; "
             f"random: {_n(random_trials)} trials")
 
@@ -214,7 +217,7 @@ def _landscape_section(landscape: Landscape, outcomes: Sequence[Outcome],
            for s in (DEFAULT, CONTROL)}
     lines += [f"| median | {_n(med[DEFAULT][0])} | {med[DEFAULT][1]:.3f} | "
               f"{_n(med[CONTROL][0])} | {med[CONTROL][1]:.3f} |", "",
-              summary_line(outcomes), ""]
+              summary_line(outcomes, landscape.name), ""]
     kinds = list(dict.fromkeys(o.sampler for o in outcomes))
     if len(kinds) > 2:  # --compare: every sampler over the same seeds
         lines += ["Samplers compared over the same seeds (F: GPU time until within "

@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Record (or resume) the exhaustive grid of benchmarks/landscapes/: alexnet bf16 at batch size 16
-# (MODEL=... for another), inductor's two modes times five knobs, plus eager: 66 configs, each
-# one real trial. (resnet18 took about 30 s a trial on one H200: 33 GPU-minutes for the grid.)
-# GPUS=0,1 (default) runs one worker per GPU, GPUS=none one search on the visible GPU; BUDGET bounds this run (resume by running again
-# with the study folder copied back to $LANDSCAPES). Writes the study under $OUT/landscapes.
+# Record (or resume) the knob studies of issue 53 on the visible GPU, within one call:
+# benchmarks/record_knobs.py runs `tuner search` over each study of the design until LIMIT
+# minutes are nearly spent, never starting a trial that could run past them.
+#   MODEL        resnet50 | vit_b_16 | tuner.examples:text_transformer | any torchvision name
+#   BATCH_SIZES  1,16 (each study holds them all)
+#   DESIGN       screen: one small study per candidate knob (eager, the base mode, the base
+#                with the knob), under benchmarks/screens/NAME/; grid: the landscape, modes
+#                default and reduce-overhead x five knobs both ways, under benchmarks/landscapes/
+#   NAME         default MODEL-bf16-bsB1-B2-GPU (gpu as nvidia-smi names it: h100, h200)
+#   ARMS         screen: cheap (default), slow (the autotuning searches, 4-minute compile
+#                budget), all, or candidate names; KNOBS: grid: five candidate names
+#   LIMIT        minutes this call may spend (default 8.5)
+# Resumes the studies carried in the working tree. Gives back $OUT/knobs.tgz, only study.db,
+# the Parquet files and design.json at their repository paths: `tar -xzf knobs.tgz` at the
+# repository root, then `python benchmarks/knobs.py`. The searches' output: $OUT/knobs.log.
+# Carry .whl (make gpu-wheels).
 source "$(dirname "$0")/gpu_env.sh"
-LANDSCAPES=${LANDSCAPES:-benchmarks/landscapes}
-MODEL=${MODEL:-alexnet}
-NAME=$MODEL-bf16-bs16-h200
-mkdir -p "$OUT/landscapes"
-if [ -d "$LANDSCAPES/$NAME" ]; then cp -r "$LANDSCAPES/$NAME" "$OUT/landscapes/"; fi
-if [ "${GPUS:-0,1}" = none ]; then gpus=(--device cuda); else gpus=(--gpus "${GPUS:-0,1}"); fi
-python3 -m tuner search --model "$MODEL" --dtype bfloat16 --batch-sizes 16 \
-    --backend eager,inductor --mode default,reduce-overhead --channels-last false,true \
-    --inductor-option coordinate_descent_tuning=false,true --inductor-option freezing=false,true \
-    --inductor-option epilogue_fusion=false,true --inductor-option shape_padding=false,true \
-    --min-seconds 1 --confirm 0 --budget "${BUDGET:-8m}" "${gpus[@]}" \
-    --name "$NAME" --studies-dir "$OUT/landscapes" > "$OUT/landscape.log" 2>&1
-tail -4 "$OUT/landscape.log"
-# $OUT gives back at most 8 files: the study folder as one archive, without per-trial folders.
-tar -czf "$OUT/landscape.tgz" -C "$OUT/landscapes" --exclude=trials --exclude=cache "$NAME" \
-    && rm -rf "$OUT/landscapes"
+python3 benchmarks/record_knobs.py --model "${MODEL:-resnet50}" \
+    --batch-sizes "${BATCH_SIZES:-1,16}" --design "${DESIGN:-screen}" --name "${NAME:-}" \
+    --arms "${ARMS:-cheap}" --knobs "${KNOBS:-}" --limit-min "${LIMIT:-8.5}" \
+    --work /tmp/knobs-work --out "$OUT/knobs.tgz" --log "$OUT/knobs.log"
+echo "exit $?"
+grep -E "^(Error|Traceback)|compiled past|out of memory" "$OUT/knobs.log" | tail -5

@@ -154,6 +154,9 @@ def test_the_summary_line_is_the_median_over_seeds_for_each_sampler():
     assert search_quality.summary_line(outcomes) == (
         "search quality: within 2 % of the grid's best after 6 trials (median of 3 seeds) = "
         "0.20 of the grid's GPU time; random: 8 trials")
+    assert search_quality.summary_line(outcomes, "tiny-grid") == (
+        "search quality on tiny-grid: within 2 % of the grid's best after 6 trials (median of "
+        "3 seeds) = 0.20 of the grid's GPU time; random: 8 trials")
 
 
 def test_the_benchmark_writes_a_table_per_landscape_ending_with_the_summary_line(grid, tmp_path,
@@ -163,6 +166,9 @@ def test_the_benchmark_writes_a_table_per_landscape_ending_with_the_summary_line
     text = out.read_text()
     assert "## tiny-grid" in text and "NVIDIA H200, torch 2.11.0" in text
     assert re.search(r"^\| 0 \| \d+ \| 0\.\d{3} \| \d+ \| 0\.\d{3} \|$", text, re.M)
+    assert re.search(r"^search quality on tiny-grid: within 2 % of the grid's best after \d+ "
+                     r"trials \(median of 1 seeds\) = \d\.\d\d of the grid's GPU time; "
+                     r"random: \d+ trials$", text, re.M)
     last = text.rstrip().splitlines()[-1]
     assert re.fullmatch(r"search quality: within 2 % of the grid's best after \d+ trials "
                         r"\(median of 1 seeds\) = \d\.\d\d of the grid's GPU time; "

@@ -1,0 +1,167 @@
+"""A knob's effect in a recorded study: the ratio of a config with the knob to the same config
+without it (the knob at torch's value), for the report of benchmarks/knobs.py. A :class:`Study`
+is one grid (``benchmarks/landscapes/NAME/``) or one arm of a screen
+(``benchmarks/screens/NAME/ARM/``), read with torch's settings where it was recorded."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks import knob_catalogue as catalogue
+from benchmarks.knob_catalogue import CATALOGUE, TorchSettings
+from tuner.data import files
+from tuner.data.rows import config_of, num, plain
+from tuner.data.select import eligible
+from tuner.domain.config import INDUCTOR, OptionValue, TrialConfig
+from tuner.domain.records import NOT_RUN
+from tuner.domain.space import SearchSpace
+from tuner.errors import UserError
+
+PLAIN_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """One recorded study: a grid (a landscape) or one arm of a screen."""
+
+    kind: str  # "grid" or "screen"
+    name: str  # the landscape's name, or SCREEN/ARM
+    trials: pd.DataFrame
+    space: SearchSpace
+    settings: TorchSettings
+    recorded_settings: bool  # torch's settings from the study's design.json (else this torch's)
+    arm: str | None  # a screen arm's candidate
+    model: str
+    dtype: str
+    gpu: str
+
+    @property
+    def whole(self) -> bool:
+        """Whether every config of its space has a row."""
+        return {c.key for c in self.space.configs()} <= set(self.trials["config_key"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Effect:
+    """One ratio: a config with a knob against the same config without it."""
+
+    candidate: str  # the catalogue's name, or KNOB=VALUE outside it
+    model: str
+    gpu: str
+    batch_size: int
+    kind: str  # "grid" or "screen"
+    p50_ratio: float | None  # None where the config with the knob failed
+    compile_ratio: float | None
+    failed: str | None = None  # its status where it failed
+
+
+def load_studies(root: Path, here: TorchSettings) -> list[Study]:
+    """The grids and screens under ``root`` (the benchmarks folder), grids first."""
+    found = [("grid", path, path.parent.name, path.parent / catalogue.DESIGN_FILE)
+             for path in sorted((root / "landscapes").glob("*/trials.parquet"))]
+    found += [("screen", path, f"{path.parent.parent.name}/{path.parent.name}",
+               path.parent.parent / catalogue.DESIGN_FILE)
+              for path in sorted((root / "screens").glob("*/*/trials.parquet"))]
+    studies = []
+    for kind, path, name, design_file in found:
+        df, meta, _ = files.load(path)
+        if "space" not in meta or "workload" not in meta:
+            raise UserError(f"{path}: no search space or workload in its metadata")
+        design = json.loads(design_file.read_text()) if design_file.is_file() else {}
+        recorded = "settings" in design
+        arm = (design.get("studies") or {}).get(path.parent.name) if kind == "screen" else None
+        gpus = df["fp_gpu_name"].dropna() if "fp_gpu_name" in df else pd.Series(dtype=object)
+        studies.append(Study(
+            kind, name, df, SearchSpace.from_dict(meta["space"]),
+            TorchSettings.from_dict(design["settings"]) if recorded else here, recorded, arm,
+            str(meta["workload"]["model"]), str(meta["workload"].get("dtype")),
+            catalogue.gpu_short(str(gpus.iloc[0]) if len(gpus) else None)))
+    return studies
+
+
+def varied(space: SearchSpace) -> list[str]:
+    """The knobs a study measures both ways: its options with several values, and
+    channels_last and dynamic where it searched them."""
+    knobs = [name for name, values in space.options if len(values) > 1]
+    knobs += ["channels_last"] if len(space.channels_last) > 1 else []
+    return knobs + (["dynamic"] if len(space.dynamic) > 1 else [])
+
+
+def knob_value(config: TrialConfig, knob: str) -> OptionValue:
+    if knob in catalogue.FORMAT_KNOBS:
+        return bool(getattr(config, knob))  # None (not searched) is the static, contiguous one
+    return config.option_dict.get(knob)
+
+
+def with_value(config: TrialConfig, knob: str, value: OptionValue) -> TrialConfig:
+    if knob == "channels_last":
+        return dataclasses.replace(config, channels_last=bool(value))
+    if knob == "dynamic":
+        return dataclasses.replace(config, dynamic=None if value is None else bool(value))
+    return dataclasses.replace(config, options=tuple({**config.option_dict, knob: value}.items()))
+
+
+def candidate_of(study: Study, config: TrialConfig, knob: str, value: OptionValue) -> str:
+    """The catalogue's candidate a knob's value stands for: a screen arm's own; in a grid, the
+    one setting that value whose held options the config has too; else KNOB=VALUE."""
+    if study.arm is not None:
+        return study.arm
+    held = set(config.options)
+    for candidate in CATALOGUE:
+        if (candidate.knob, candidate.value) == (knob, value) and set(candidate.fixed) <= held \
+                and not candidate.slow:
+            return candidate.name
+    return f"{knob}={value}"
+
+
+def effects(study: Study) -> list[Effect]:
+    """Every ratio the study holds (see the module's docstring)."""
+    rows = {config_of(row).key: row for _, row in study.trials.iterrows()}
+    ok = set(eligible(study.trials)["config_key"])
+    out = []
+    for key, row in rows.items():
+        config = config_of(row)
+        if config.backend != INDUCTOR:
+            continue
+        for knob in varied(study.space):
+            value = knob_value(config, knob)
+            torch_value = study.settings.value(knob, config.mode)
+            partner = with_value(config, knob, torch_value)
+            if value == torch_value or partner.key not in rows:
+                continue
+            base = rows[partner.key]
+            good = key in ok and partner.key in ok
+            failed = None if good else _status(row) if key not in ok else \
+                f"its base: {_status(base)}"
+            out.append(Effect(
+                candidate_of(study, config, knob, value), study.model, study.gpu,
+                config.batch_size, study.kind,
+                _ratio(row, base, "latency_ms_p50") if good else None,
+                _ratio(row, base, "compile_s_cold") if good else None, failed))
+    return out
+
+
+def _ratio(row: pd.Series, base: pd.Series, column: str) -> float | None:
+    mine, theirs = num(row.get(column)), num(base.get(column))
+    return mine / theirs if mine is not None and theirs else None
+
+
+def _status(row: pd.Series) -> str:
+    """Why a row is not eligible, in short: its status (not run: skipped after another
+    config's compile ran past the budget), or a wrong result."""
+    status = str(plain(row.get("status")) or "?")
+    if str(plain(row.get("message")) or "").startswith(NOT_RUN):
+        return f"{status}, not run"
+    return "wrong result" if status == "ok" else status
+
+
+def is_plain(config: TrialConfig, settings: TorchSettings) -> bool:
+    """Inductor in a mode as ``torch.compile(mode=...)`` gives it: static shapes, contiguous,
+    every option at torch's value in that mode."""
+    return (config.backend == INDUCTOR and config.mode in PLAIN_MODES
+            and not config.dynamic and not config.channels_last
+            and all(v == settings.value(n, config.mode) for n, v in config.options))

@@ -1,0 +1,227 @@
+"""Record the knob studies of benchmarks/knob_catalogue.py on the GPU, within one call's time.
+
+    python3 benchmarks/record_knobs.py --model resnet50 --batch-sizes 1,16 --design screen \\
+        --limit-min 8.5 --out $OUT/knobs.tgz
+
+Run by ``scripts/gpu_landscape.sh`` (its environment variables are these options). It makes the
+design's studies (a grid: one landscape; a screen: one small study per candidate), checked
+against the installed torch, and runs ``tuner search`` on each that is not whole yet, one after
+another, until ``--limit-min`` minutes are nearly spent: a trial is never started that could
+run past them. Studies carried in the repository (``benchmarks/landscapes/NAME``,
+``benchmarks/screens/NAME/ARM``, as an earlier call's archive left them) are resumed.
+
+The archive ``--out`` holds only what the repository keeps, at its paths in the repository:
+each study's ``study.db`` and Parquet files, ``design.json`` (torch's settings on this machine,
+what was left out), and, once a grid is whole, ``benchmarks/landscapes/NAME.parquet`` for
+search_quality.py. Unpack it at the repository root: ``tar -xzf knobs.tgz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+if __package__ in (None, ""):  # run as a script: the repository root holds `benchmarks`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import knob_catalogue as catalogue  # noqa: E402
+from benchmarks.knob_catalogue import StudyPlan, TorchSettings  # noqa: E402
+from tuner.cli.options import parse_duration  # noqa: E402
+from tuner.errors import UserError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+MIN_SECONDS = 1.0  # steady-state seconds per trial, as the alexnet landscape was measured
+CHEAP_TRIAL_S = 90.0  # the longest a cheap trial took on the H100 (coordinate descent: 51 s)
+COMPILE_TIMEOUT = "4m"  # a slow arm's compile budget: stored with its study, so fixed
+CHEAP_COMPILE_TIMEOUT = "5m"  # the tuner's default
+KEEP = ("study.db", "trials.parquet", "pareto.parquet")
+
+# A search: the tuner's command line (without "tuner") and the seconds it may take; its exit code.
+Search = Callable[[Sequence[str], float], int]
+
+
+def tuner_process(args: Sequence[str], timeout_s: float, log: Path | None = None) -> int:
+    """``python -m tuner ARGS`` in a process, its output appended to ``log`` (default: this
+    process's); past ``timeout_s`` it is told to stop after the current trial (SIGINT, as
+    Ctrl-C), and killed a minute later."""
+    with contextlib.ExitStack() as stack:
+        output = stack.enter_context(log.open("a")) if log is not None else None
+        process = subprocess.Popen([sys.executable, "-m", "tuner", *args], stdout=output,
+                                   stderr=subprocess.STDOUT if output else None)
+        return _wait(process, timeout_s)
+
+
+def _wait(process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    try:
+        return process.wait(timeout=max(timeout_s, 1.0))
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+
+def measured(root: Path, plan: StudyPlan) -> int:
+    """How many of the plan's configs the study under ``root`` holds a row for."""
+    file = root / plan.path / "trials.parquet"
+    if not file.is_file():
+        return 0
+    keys = set(pd.read_parquet(file, columns=["config_key"])["config_key"])
+    return len(plan.keys() & keys)
+
+
+def carry(repo: Path, work: Path, plans: Sequence[StudyPlan]) -> None:
+    """Copy each study the repository holds (its kept files only) into the work folder, over
+    what an earlier call left there: the repository's copy is the one to resume."""
+    for plan in plans:
+        source, target = repo / plan.path, work / plan.path
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for name in KEEP:
+            if (source / name).is_file():
+                shutil.copy2(source / name, target / name)
+
+
+def search_args(plan: StudyPlan, space_file: Path, model: str, dtype: str, root: Path,
+                budget_s: float) -> list[str]:
+    """The ``tuner search`` command line of one study."""
+    compile_timeout = COMPILE_TIMEOUT if plan.slow else CHEAP_COMPILE_TIMEOUT
+    return ["search", "--model", model, "--dtype", dtype, "--device", "cuda",
+            "--space", str(space_file), "--name", plan.name, "--studies-dir",
+            str(root / plan.folder), "--confirm", "0", "--min-seconds", f"{MIN_SECONDS:g}",
+            "--compile-timeout", compile_timeout, "--budget", f"{max(budget_s, 1.0):.0f}s"]
+
+
+def worst_trial_s(plan: StudyPlan) -> float:
+    """The longest one trial of the plan may run: a slow arm's compile budget and its
+    measurement, or the slowest cheap trial seen."""
+    return parse_duration(COMPILE_TIMEOUT) + CHEAP_TRIAL_S if plan.slow else CHEAP_TRIAL_S
+
+
+def run_plans(plans: Sequence[StudyPlan], work: Path, model: str, dtype: str,
+              deadline: float, search: Search, say: Callable[[str], None],
+              clock: Callable[[], float] = time.monotonic) -> None:
+    """Search each plan that is not whole, in order, while its worst trial fits before the
+    deadline; stop at the first that does not (the next call starts there)."""
+    spaces = work / "spaces"
+    spaces.mkdir(parents=True, exist_ok=True)
+    for plan in plans:
+        total = len(plan.keys())
+        if measured(work, plan) >= total:
+            continue
+        left = deadline - clock()
+        if left < worst_trial_s(plan):
+            say(f"stopped before {plan.path}: {left / 60:.1f} min left, and one of its trials "
+                f"may take {worst_trial_s(plan) / 60:.1f}")
+            return
+        space_file = spaces / f"{plan.name}.toml"
+        space_file.write_text(plan.toml())
+        before = measured(work, plan)
+        code = search(search_args(plan, space_file, model, dtype, work,
+                                  left - worst_trial_s(plan)), left)
+        say(f"{plan.path}: {measured(work, plan)} of {total} configs measured "
+            f"({measured(work, plan) - before} now; tuner search exit {code})")
+
+
+def archive(work: Path, plans: Sequence[StudyPlan], design_dir: str, out: Path) -> list[str]:
+    """Write the archive of the kept files (see the module's docstring); their paths."""
+    kept = [f"{design_dir}/{catalogue.DESIGN_FILE}"]
+    for plan in plans:
+        kept += [f"{plan.path}/{name}" for name in KEEP if (work / plan.path / name).is_file()]
+        whole = measured(work, plan) >= len(plan.keys())
+        if plan.folder == catalogue.LANDSCAPES and whole:
+            shutil.copy2(work / plan.path / "trials.parquet", work / f"{plan.path}.parquet")
+            kept.append(f"{plan.path}.parquet")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:gz") as tar:
+        for path in kept:
+            tar.add(work / path, arcname=path)
+    return kept
+
+
+def design(args: argparse.Namespace, settings: TorchSettings, gpu: str
+           ) -> tuple[list[StudyPlan], list[str], str]:
+    """The plans, the lines of what was left out, and the folder of the design file."""
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    if not sizes:
+        raise UserError(f"--batch-sizes {args.batch_sizes!r}: give e.g. 1,16")
+    name = args.name or catalogue.default_name(args.model, sizes, gpu)
+    if args.design == "grid":
+        knobs = [k for k in (args.knobs or "").split(",") if k.strip()] or None
+        plans, said = catalogue.grid(args.model, sizes, name, settings, knobs)
+        return plans, said, f"{catalogue.LANDSCAPES}/{name}"
+    plans, said = catalogue.screen(args.model, sizes, name, settings, args.arms)
+    return plans, said, f"{catalogue.SCREENS}/{name}"
+
+
+def write_design(work: Path, design_dir: str, args: argparse.Namespace,
+                 settings: TorchSettings, plans: Sequence[StudyPlan], said: Sequence[str]) -> None:
+    names = {o for c in catalogue.CATALOGUE for o in c.options}
+    data = {"design": args.design, "model": args.model, "dtype": args.dtype,
+            "settings": settings.to_dict(names), "left_out": list(said),
+            "studies": {plan.name: plan.candidate for plan in plans}}
+    (work / design_dir).mkdir(parents=True, exist_ok=True)
+    (work / design_dir / catalogue.DESIGN_FILE).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def main(argv: Sequence[str] | None = None, search: Search | None = None,
+         settings: TorchSettings | None = None, gpu: str | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--batch-sizes", default="16")
+    parser.add_argument("--design", choices=("grid", "screen"), default="screen")
+    parser.add_argument("--name", default="", help="default MODEL-bf16-bsB1-B2-GPU")
+    parser.add_argument("--knobs", default="", help="grid: candidate names (default: the "
+                        "model kind's five, knob_catalogue.GRID_KNOBS)")
+    parser.add_argument("--arms", default="cheap", help="screen: cheap, slow, all or names")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--limit-min", type=float, default=8.5)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/knobs-work"))
+    parser.add_argument("--repo", type=Path, default=REPO, help="where carried studies are")
+    parser.add_argument("--out", type=Path, default=Path("knobs.tgz"))
+    parser.add_argument("--log", type=Path, help="the searches' output (default: stdout)")
+    args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.limit_min * 60 - 20  # the archive's seconds
+    try:
+        settings = settings or TorchSettings.installed()
+        plans, said, design_dir = design(args, settings, gpu or _gpu())
+    except UserError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    for line in said:
+        print(line)
+    carry(args.repo, args.work, plans)
+    write_design(args.work, design_dir, args, settings, plans, said)
+    search = search or functools.partial(tuner_process, log=args.log)
+    run_plans(plans, args.work, args.model, args.dtype, deadline, search,
+              lambda text: print(text, flush=True))
+    archive(args.work, plans, design_dir, args.out)
+    left = [f"{p.name} {measured(args.work, p)}/{len(p.keys())}" for p in plans
+            if measured(args.work, p) < len(p.keys())]
+    print(f"{design_dir}: " + ("every config measured" if not left else
+                               "not whole yet, run the same command again: " + ", ".join(left)))
+    return 0
+
+
+def _gpu() -> str:
+    import torch
+
+    return catalogue.gpu_short(torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
