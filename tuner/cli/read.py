@@ -153,7 +153,8 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
 @studies_dir_option
 @json_option
 @click.option("--plot", "plot_file", type=GivenPath(dir_okay=False, path_type=Path),
-              help="Also write a plot of the Pareto fronts (latency vs memory per batch size): "
+              help="Also write a plot of the Pareto fronts: a panel per batch size, latency vs "
+                   "memory, each study in its colour, each config a number named in a key. "
                    "PNG, or the format FILE's extension names (.svg, .pdf); FILE without one "
                    "gets .png.")
 @user_errors
@@ -176,7 +177,8 @@ def compare(studies, studies_dir, as_json, plot_file) -> None:
       tuner compare h200/trials.parquet l4/trials.parquet cpu/ --plot fronts.png
       tuner compare studies/a studies/b --json | jq '.transfers'
     """
-    from tuner.render.comparison import plot, render
+    from tuner.render.comparison import render
+    from tuner.render.comparison_plot import plot
     from tuner.render.plots import need_matplotlib
     from tuner.use.compare import compare as compare_
 

@@ -4,7 +4,6 @@ and the parameter importances (:mod:`tuner.data.importance`) as bars, one panel 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,12 +17,17 @@ from tuner.data.select import GIB, LATENCY, eligible, left_out_counts, pareto
 from tuner.domain.config import EAGER
 from tuner.domain.records import Status
 from tuner.errors import UserError
+from tuner.render.plot_numbers import Mark, Numbered, add_key, key_columns, key_height_in
 from tuner.words import plural
 
 FRONT, OTHER, BASELINE = "#1f77b4", "#9a9a9a", "#d62728"
 # (column, axis label, scale) of each panel of the front's figure, against latency.
 _PANELS = (("peak_memory_bytes", "memory while serving (GiB), lower is better", GIB),
            ("time_to_steady_s", "warm-up: compile + settle (s), lower is better", 1.0))
+_FRONT_IN = (13.0, 5.6)  # the front's figure, inches, without its key
+_KEY_FONT = 8.0
+_OTHERS = "other verified configs (not numbered)"
+DPI = 150
 
 
 # --out names one file where it ends in one of these; any other path is a folder.
@@ -38,7 +42,8 @@ class _Drawing:
 
     file_name: str
     size: tuple[float, float]
-    draw: Callable[[Any], None]
+    # draws into a figure; returns per panel the points to number once the figure is laid out
+    draw: Callable[[Any], list[Numbered]]
 
 
 def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImportance],
@@ -57,12 +62,12 @@ def write_plots(trials: pd.DataFrame, meta: dict[str, Any], found: list[BatchImp
     if suffix in FILE_SUFFIXES:
         if not out.parent.is_dir():
             raise UserError(f"cannot write plot {out}: its folder {out.parent} does not exist")
-        return [_save(_figure(drawings), out)]
+        return [save(_figure(drawings), out)]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot write plots to {out}: {exc.strerror or exc}") from exc
-    return [_save(_figure([d]), out / d.file_name) for d in drawings]
+    return [save(_figure([d]), out / d.file_name) for d in drawings]
 
 
 def _drawings(trials: pd.DataFrame, meta: dict[str, Any],
@@ -87,19 +92,27 @@ def _drawings(trials: pd.DataFrame, meta: dict[str, Any],
 
 
 def _figure(drawings: list[_Drawing]) -> Any:
-    """One figure of ``drawings``, one below the other."""
+    """One figure of ``drawings``, one below the other, its points numbered."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(max(d.size[0] for d in drawings), sum(d.size[1] for d in drawings)),
                  layout="constrained")
     if len(drawings) == 1:
-        drawings[0].draw(fig)
-        return fig
-    panels = fig.subfigures(len(drawings), 1, height_ratios=[d.size[1] for d in drawings],
-                            squeeze=False)[:, 0]
-    for panel, drawing in zip(panels, drawings):
-        drawing.draw(panel)
+        numbered = drawings[0].draw(fig)
+    else:
+        panels = fig.subfigures(len(drawings), 1, height_ratios=[d.size[1] for d in drawings],
+                                squeeze=False)[:, 0]
+        numbered = [n for panel, drawing in zip(panels, drawings) for n in drawing.draw(panel)]
+    fig.draw_without_rendering()  # the layout, on which the numbers are placed
+    for panel in numbered:
+        panel.place()
     return fig
+
+
+def config_name(label: str) -> str:
+    """The name every plot gives a config, from the label its study stores
+    (TrialConfig.label): one function, so that the plots name configs alike."""
+    return label
 
 
 def need_matplotlib(command: str) -> None:
@@ -133,65 +146,74 @@ def front_figure(name: str, batch_size: int, rows: pd.DataFrame, front: set[int]
 def _front(name: str, batch_size: int, rows: pd.DataFrame, front: set[int], failed: int,
            file_name: str) -> _Drawing:
     x = pd.to_numeric(rows[LATENCY], errors="coerce")  # as the front is chosen
-    # The labelled points carry their trial number; the key below the panels names their configs.
+    # The numbered points carry their trial number; the key below the panels names their configs.
     keyed = rows[x.notna() & (rows["trial_number"].isin(front) | (rows["backend"] == EAGER))]
-    columns = max(1, min(3, 180 // (8 + max(map(len, keyed["label"]), default=0))))
-    lines = -(-len(keyed) // columns)
-    return _Drawing(file_name, (13, 5.5 + 0.15 * lines), lambda fig: _draw_front(
+    entries = [*_key(keyed), _OTHERS]  # the key's lines, at most
+    columns = key_columns(entries, _FRONT_IN[0], _KEY_FONT)
+    size = (_FRONT_IN[0], _FRONT_IN[1] + key_height_in(entries, columns, _KEY_FONT))
+    return _Drawing(file_name, size, lambda fig: _draw_front(
         fig, name, batch_size, rows, front, failed, columns))
 
 
-def _draw_front(fig: Any, name: str, batch_size: int, rows: pd.DataFrame, front: set[int],
-                failed: int, columns: int) -> None:
-    from matplotlib.lines import Line2D
+def _key(keyed: pd.DataFrame) -> list[str]:
+    """The key's lines, by trial number: ``#5  inductor:default ...``."""
+    return [f"#{r.trial_number}  {config_name(str(r.label))}"
+            for r in keyed.sort_values("trial_number").itertuples()]
 
+
+def _draw_front(fig: Any, name: str, batch_size: int, rows: pd.DataFrame, front: set[int],
+                failed: int, columns: int) -> list[Numbered]:
     x = pd.to_numeric(rows[LATENCY], errors="coerce")
     on_front = rows["trial_number"].isin(front)
     is_eager = rows["backend"] == EAGER
-    keyed = rows[x.notna() & (on_front | is_eager)].sort_values("trial_number")
-    axes = fig.subplots(1, len(_PANELS))
-    for ax, (column, label, unit) in zip(axes, _PANELS):
+    kinds = ((~on_front & ~is_eager, dict(facecolors="none", edgecolors=OTHER, s=30)),
+             (on_front & ~is_eager, dict(color=FRONT, s=42)),
+             (is_eager & on_front, dict(color=BASELINE, marker="*", s=150)),
+             (is_eager & ~on_front, dict(facecolors="none", edgecolors=BASELINE, marker="*",
+                                         s=150)))
+    numbered = []
+    for ax, (column, label, unit) in zip(fig.subplots(1, len(_PANELS)), _PANELS):
         y = pd.to_numeric(rows[column], errors="coerce") / unit
         shown = x.notna() & y.notna()
-        for mask, style in ((shown & ~on_front & ~is_eager,
-                             dict(facecolors="none", edgecolors=OTHER, s=30, label="other")),
-                            (shown & on_front & ~is_eager,
-                             dict(color=FRONT, s=42, label="Pareto-optimal")),
-                            (shown & is_eager & on_front,
-                             dict(color=BASELINE, marker="*", s=150,
-                                  label="eager (no compile), Pareto-optimal")),
-                            (shown & is_eager & ~on_front,
-                             dict(facecolors="none", edgecolors=BASELINE, marker="*", s=150,
-                                  label="eager (no compile)"))):
-            if mask.any():
-                ax.scatter(x[mask], y[mask], zorder=3, **style)
-        log_x = _spread(x[shown]) > 20
-        if log_x:
+        for mask, style in kinds:
+            if (shown & mask).any():
+                ax.scatter(x[shown & mask], y[shown & mask], zorder=3, **style)
+        if _spread(x[shown]) > 20:
             ax.set_xscale("log")
         if _spread(y[shown]) > 20:
             ax.set_yscale("log")
-        where = (x[shown].map(math.log10) if log_x else x[shown])
-        span = (where.max() - where.min()) or 1.0
-        labelled = shown & (on_front | is_eager)
-        for i, index in enumerate(rows.index[labelled]):
-            # Labels in the right part of a panel are written leftwards, inside the panel.
-            right = (where[index] - where.min()) / span > 0.6
-            ax.annotate(f"#{rows.at[index, 'trial_number']}", (x[index], y[index]), fontsize=7,
-                        xytext=(-5 if right else 5, 3 + 9 * (i % 3)), textcoords="offset points",
-                        ha="right" if right else "left")
+        ax.margins(x=0.08, y=0.1)  # room for the numbers of the outer points
         ax.set_xlabel("median latency per call (ms), lower is better")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    handles = [Line2D([], [], linestyle="none", marker="*" if backend == EAGER else "o",
-                      color=BASELINE if backend == EAGER else FRONT)
-               for backend in keyed["backend"]]
-    fig.legend(handles, [f"#{r.trial_number}  {r.label}" for r in keyed.itertuples()],
-               loc="outside lower center", ncols=columns, fontsize=7, frameon=False,
-               title="labelled points: trial number, config", title_fontsize=8)
+        labelled = shown & (on_front | is_eager)
+        numbered.append(Numbered(
+            ax, [Mark(x[i], y[i], f"#{rows.at[i, 'trial_number']}", "black",
+                      12.0 if is_eager[i] else 7.0) for i in rows.index[labelled].sort_values()],
+            [(x[i], y[i]) for i in rows.index[shown & ~labelled]]))
+    keyed = rows[x.notna() & (on_front | is_eager)].sort_values("trial_number")
+    handles = [_handle(next(style for mask, style in kinds if mask[i])) for i in keyed.index]
+    entries = _key(keyed)
+    if (x.notna() & ~on_front & ~is_eager).any():
+        handles.append(_handle(kinds[0][1]))
+        entries.append(_OTHERS)
+    add_key(fig, entries, "numbered points: trial number, config; filled: Pareto-optimal, "
+            "star: eager (no compile)", columns, _KEY_FONT, handles)
     lost = f", {failed} failed (not shown)" if failed else ""
     fig.suptitle(f"{name}, batch size {batch_size}: {plural(len(rows), 'verified row')}{lost}; "
-                 "Pareto-optimal over latency, memory and warm-up together", fontsize=10)
+                 "Pareto-optimal over latency, memory and warm-up together", fontsize=11)
+    return numbered
+
+
+def _handle(style: dict[str, Any]) -> Any:
+    """A legend's marker drawn as the scatter ``style`` draws the points."""
+    from matplotlib.lines import Line2D
+
+    hollow = style.get("facecolors") == "none"
+    colour = style.get("edgecolors") if hollow else style.get("color")
+    return Line2D([], [], linestyle="none", marker=style.get("marker", "o"),
+                  markersize=11 if style.get("marker") == "*" else 7, color=colour,
+                  markerfacecolor="none" if hollow else colour)
 
 
 def _importance(name: str, b: BatchImportance, file_name: str) -> _Drawing:
@@ -201,7 +223,8 @@ def _importance(name: str, b: BatchImportance, file_name: str) -> _Drawing:
                     lambda fig: _draw_importance(fig, name, b, objectives))
 
 
-def _draw_importance(fig: Any, name: str, b: BatchImportance, objectives: list[str]) -> None:
+def _draw_importance(fig: Any, name: str, b: BatchImportance,
+                     objectives: list[str]) -> list[Numbered]:
     axes = fig.subplots(1, len(objectives), squeeze=False)[0]
     for ax, objective in zip(axes, objectives):
         shares = sorted(b.importances[objective].items(), key=lambda kv: kv[1])
@@ -215,6 +238,7 @@ def _draw_importance(fig: Any, name: str, b: BatchImportance, objectives: list[s
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle(f"{name}, batch size {b.batch_size}: parameter importance (Optuna PED-ANOVA, "
                  f"{plural(b.rows, 'verified row')})", fontsize=10)
+    return []
 
 
 def _spread(values: pd.Series) -> float:
@@ -223,9 +247,11 @@ def _spread(values: pd.Series) -> float:
     return float(positive.max() / positive.min()) if len(positive) >= 2 else 1.0
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` in the format its extension names; a one-line error where
+    that fails."""
     try:
-        fig.savefig(path, dpi=110, format=path.suffix[1:].lower() or None)
+        fig.savefig(path, dpi=DPI, format=path.suffix[1:].lower() or None)
     except OSError as exc:
         raise UserError(f"cannot write plot {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:

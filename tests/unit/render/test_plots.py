@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support import ROOT
+from tests.support.plots import collisions, labels, panels, png_size
 from tests.support.synthetic import write_study
 from tuner.cli.app import main
 from tuner.domain.config import TrialConfig
@@ -32,12 +34,6 @@ def study(tmp_path_factory) -> Path:
 
 def plot(*args: str):
     return CliRunner().invoke(main, ["plot", *args])
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
-    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
 def test_out_a_png_file_writes_every_plot_in_it_one_below_the_other(study, tmp_path):
@@ -81,3 +77,21 @@ def test_out_another_image_format_is_a_one_line_error(study, tmp_path):
     assert out.output == (f"Error: cannot write plots to {tmp_path / 'fronts.jpg'}: tuner plot "
                           "writes a .png, .svg or .pdf file, or a folder of PNG files\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("error")  # "constrained_layout not applied", say
+@pytest.mark.parametrize("name", ["h200-resnet50-bf16-extended", "h100-vit_b_16-bf16-extended"])
+def test_a_committed_study_s_fronts_number_their_points_with_no_label_over_another(name):
+    from tuner.data import files
+    from tuner.data.select import eligible, pareto
+    from tuner.render.plots import front_figure
+
+    trials, _ = files.read(ROOT / "studies" / name)
+    front = set(pareto(trials)["trial_number"])
+    for bs, rows in eligible(trials).groupby("batch_size"):
+        fig = front_figure(name, int(bs), rows, front, 0)
+        assert collisions(fig) == []
+        key = [t.get_text() for t in fig.legends[0].get_texts()]
+        numbered = {line.split("  ", 1)[0] for line in key if line.startswith("#")}
+        assert all(set(labels(ax)) == numbered for ax in panels(fig))
+        assert all(ax.get_position().height > 0.4 for ax in panels(fig))

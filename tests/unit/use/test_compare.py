@@ -19,7 +19,8 @@ from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
 from tuner.domain.workload import Workload
 from tuner.errors import UserError
-from tuner.render.comparison import plot, render
+from tuner.render.comparison import render
+from tuner.render.comparison_plot import plot
 from tuner.runtime import fingerprint as fingerprint_module
 from tuner.use.compare import compare
 from tuner.use.recommend import recommend
@@ -281,16 +282,6 @@ def test_eager_has_no_compile_time_in_the_table(two_gpus):
     rows = [line.split() for line in text.splitlines() if line.startswith("warmup ")]
     eager = [r for r in rows if r[2] == "eager"]
     assert eager and all(r[-2] == "-" for r in eager)
-
-
-def test_plot_labels_in_the_right_part_of_a_panel_are_written_leftwards():
-    from tuner.data.comparison import Point
-    from tuner.render.comparison import _Labeller
-
-    points = [Point("a", 1.0, 1.0), Point("b", 10.0, 1.0), Point("c", 100.0, 2.0)]
-    place = _Labeller(points, log_x=True)
-    assert place.side(points[0]) == (4.0, "left")
-    assert place.side(points[2]) == (-4.0, "right")
 
 
 # -- configs matched by what they ran, whatever dimensions each study searched ------------------
