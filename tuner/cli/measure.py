@@ -182,7 +182,9 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         options = dataclasses.replace(options, from_file=with_space_file(space_file))
     say = output.teller(quiet)
     new = new_search.prepare(options, say)
-    output.end(new_search.run(new, say, output.progress(say)), say, as_json)
+    with output.progress(say, live=not quiet) as callbacks:
+        ended = new_search.run(new, say, callbacks)
+    output.end(ended, say, as_json)
 
 
 @click.command("worker", context_settings=CONTEXT,
@@ -241,26 +243,29 @@ def worker(name, storage, studies_dir, gpu, n_trials, budget_s, timeout_s, prest
                       seed=secrets.randbelow(2**31) if seed is None else seed,
                       n_trials=n_trials, budget_s=budget_s, quiet=quiet,
                       retry_failed=retry_failed)
-    run_worker(plan, storage, as_json, export_only=export_only)
+    run_worker(plan, storage, as_json, export_only=export_only, live=not quiet)
 
 
 def run_worker(plan: WorkerPlan, storage: str | None, as_json: bool, export_only: bool = False,
                runner: Runner | None = None,
-               stop_cause: Callable[[], str | None] | None = None) -> None:
+               stop_cause: Callable[[], str | None] | None = None, live: bool = False) -> None:
     """One worker on an existing study: ``tuner worker``, and each worker of a fleet, which
     passes the ``runner`` it made while it waited for the study (closed here in all cases)
-    and its ``stop_cause`` (Search.stop_cause)."""
+    and its ``stop_cause`` (Search.stop_cause). ``live``: a progress bar where stderr is a
+    terminal (``tuner worker``; a fleet's workers share the terminal, so they print lines)."""
     from tuner.study import foreground
     from tuner.study.joined import join_worker
 
     say = output.teller(plan.quiet,
                         prefix="" if plan.launch.gpu is None else f"gpu{plan.launch.gpu} ")
-    search_ = join_worker(plan, storage, say, output.progress(say), export_only=export_only,
-                          runner=runner, stop_cause=stop_cause)
-    if export_only:
+    with output.progress(say, live=live and not export_only) as callbacks:
+        search_ = join_worker(plan, storage, say, callbacks, export_only=export_only,
+                              runner=runner, stop_cause=stop_cause)
+        ended = None if export_only else foreground.run_search(search_, say)
+    if ended is None:
         output.print_study(search_.spec.layout, as_json)
         return
-    output.end(foreground.run_search(search_, say), say, as_json)
+    output.end(ended, say, as_json)
 
 
 @click.command(context_settings=CONTEXT,

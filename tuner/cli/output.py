@@ -3,10 +3,12 @@ study's report on stdout, and the exit code of a stopped run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +55,31 @@ def print_study(layout: StudyLayout, as_json: bool) -> None:
         click.echo(report.render(trials, pareto, meta, folder=layout.directory))
 
 
-def progress(say: Callable[[str], None]) -> dict[str, Callable[..., None]]:
-    """The callbacks a Search takes, printing its progress with ``say``."""
-    return {"on_trial": lambda event: say(progress_line(event)), "on_message": say,
-            "on_start": lambda number, c: say(f"  running {c.label} bs={c.batch_size} ...")}
+@contextlib.contextmanager
+def progress(say: Callable[[str], None], live: bool = False
+             ) -> Iterator[dict[str, Callable[..., None]]]:
+    """The callbacks a Search takes, printing its progress with ``say``: a line per trial, or
+    with ``live``, where stderr is a terminal, a live bar (tuner.render.progress_bar) that
+    the block's end closes. Logs and pipes get the lines: a night's log stays greppable."""
+    if not (live and on_terminal(sys.stderr)):
+        yield {"on_trial": lambda event: say(progress_line(event)), "on_message": say,
+               "on_start": lambda number, c: say(f"  running {c.label} bs={c.batch_size} ...")}
+        return
+    from rich.console import Console
+
+    from tuner.render.progress_bar import SearchBar
+
+    # Forced: the test above decided it; rich's own would also take FORCE_COLOR (set in CI).
+    with SearchBar(Console(stderr=True, force_terminal=True)) as bar:
+        yield bar.callbacks(say)
+
+
+def on_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is an interactive terminal that can redraw a line (not TERM=dumb)."""
+    try:
+        return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def echo_warnings(caught: list[warnings.WarningMessage]) -> None:

@@ -299,3 +299,4 @@ class TrialEvent:
     trial_number: int | None = None  # the trial's own number: its row, trials/<N>/
     # eta_s is a floor: compiles are left and none has been timed (eager's seconds stand in)
     eta_at_least: bool = False
+    budget_left_s: float | None = None  # of the --budget, as the event was made; None: no budget

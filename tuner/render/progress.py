@@ -1,4 +1,5 @@
-"""The line a search prints on stderr after each trial."""
+"""The line a search prints on stderr after each trial (on a terminal, the live bar of
+:mod:`tuner.render.progress_bar` instead)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,15 @@ from tuner.words import fmt_s
 
 
 def progress_line(event: TrialEvent) -> str:
+    best = ", ".join(f"bs={bs}: {label} {ms:.3f} ms" for bs, (label, ms) in sorted(event.best.items()))
+    eta = (f" | ETA {'at least ' if event.eta_at_least else ''}{fmt_s(event.eta_s)}"
+           if event.eta_s is not None else "")
+    return f"{trial_outcome(event)} | best {best or '-'}{eta}"
+
+
+def trial_outcome(event: TrialEvent) -> str:
+    """The trial and how it ended: ``[3/8] trial 5 inductor:default bs=1: p50 1.234 ms, ...``
+    (the progress bar prints it above itself; the plain line goes on with the best so far)."""
     r, c = event.result, event.config
     where = f"[{event.number}/{event.target}]" if event.target else f"[{event.number}]"
     if event.trial_number is not None:
@@ -16,7 +26,4 @@ def progress_line(event: TrialEvent) -> str:
                 + (" (noisy)" if r.noisy else ""))
     else:
         what = f"{r.status.value}: {r.message[:120]}"
-    best = ", ".join(f"bs={bs}: {label} {ms:.3f} ms" for bs, (label, ms) in sorted(event.best.items()))
-    eta = (f" | ETA {'at least ' if event.eta_at_least else ''}{fmt_s(event.eta_s)}"
-           if event.eta_s is not None else "")
-    return f"{where} {c.label} bs={c.batch_size}: {what} | best {best or '-'}{eta}"
+    return f"{where} {c.label} bs={c.batch_size}: {what}"

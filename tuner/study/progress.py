@@ -87,7 +87,9 @@ class Progress:
             trial_number=number,
             config=config, result=result,
             best=best_by_batch(trials),
-            eta_s=eta_s, eta_at_least=eta_at_least)
+            eta_s=eta_s, eta_at_least=eta_at_least,
+            budget_left_s=None if self.deadline is None else
+            max(0.0, self.deadline - time.monotonic()))
 
 
 def measured_now(state: StudyState, config: TrialConfig, trials: pd.DataFrame) -> int:

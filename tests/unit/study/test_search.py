@@ -533,3 +533,15 @@ def test_progress_counts_the_trials_other_workers_finished_while_this_one_ran(tm
     Search(make_spec(tmp_path, n_trials=4), OthersMeasureMeanwhile(),
            on_trial=events.append).run()
     assert [e.number for e in events] == [3, 4]
+
+
+def test_each_trial_s_progress_says_how_much_of_the_budget_is_left(tmp_path):
+    # The terminal's progress bar counts it down (tuner.render.progress_bar).
+    events: list = []
+    Search(make_spec(tmp_path / "budget", n_trials=2, budget_s=3600), FakeRunner(),
+           on_trial=events.append).run()
+    assert len(events) == 2 and all(3500 < e.budget_left_s <= 3600 for e in events)
+    assert events[0].budget_left_s >= events[1].budget_left_s
+    events.clear()
+    Search(make_spec(tmp_path / "none", n_trials=1), FakeRunner(), on_trial=events.append).run()
+    assert [e.budget_left_s for e in events] == [None]
