@@ -14,14 +14,13 @@ import pandas as pd
 from benchmarks import knob_catalogue as catalogue
 from benchmarks.knob_catalogue import CATALOGUE, TorchSettings
 from tuner.data import files
+from tuner.data.plain import PLAIN_MODES
 from tuner.data.rows import config_of, num, plain
 from tuner.data.select import eligible
 from tuner.domain.config import INDUCTOR, OptionValue, TrialConfig
 from tuner.domain.records import NOT_RUN
 from tuner.domain.space import SearchSpace
 from tuner.errors import UserError
-
-PLAIN_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -126,6 +126,27 @@ studies_dir_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print the result as JSON on stdout.")
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+
+
+def format_option(*choices: str, more: str = "") -> Callable[[Any], Any]:
+    """``--format`` (table first, the default) of a reading command; ``--json`` is
+    ``--format json`` (:func:`output_format`)."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(choices)), default=choices[0],
+        show_default=True, help="table for people, json for scripts (same as --json, which no "
+                                f"other format combines with){more}.")
+
+
+def output_format(fmt: str, as_json: bool) -> str:
+    """The format asked for: ``--json`` is ``--format json``; given with another ``--format``
+    on the command line, it is refused by name."""
+    if not as_json or fmt == "json":
+        return fmt
+    if click.get_current_context().get_parameter_source("fmt") in (
+            click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+        raise click.UsageError(f"--json and --format {fmt} cannot be combined: --json is "
+                               "--format json; give one of them")
+    return "json"
 timeout_option = click.option(
     "--timeout", "timeout_s", type=Duration(), default="30m", show_default=True,
     help="Kill a trial process that has not finished after this long, e.g. 20m, 90s or 1h30m; "

@@ -14,8 +14,10 @@ from tuner.cli.errors import user_errors
 from tuner.cli.options import (
     CONTEXT,
     GivenPath,
+    format_option,
     json_option,
     option_of,
+    output_format,
     recommend_options,
     studies_dir_option,
     study_argument,
@@ -46,9 +48,10 @@ def recommend_errors() -> Iterator[None]:
               help="Instead of the Pareto table: per batch size, the importance of each "
                    "searched parameter for latency, memory and warm-up (Optuna's PED-ANOVA, "
                    "over the verified rows of that batch size alone).")
+@format_option("table", "json")
 @json_option
 @user_errors
-def show(study, studies_dir, show_all, importance, as_json) -> None:
+def show(study, studies_dir, show_all, importance, fmt, as_json) -> None:
     """Show a study's Pareto-optimal settings per batch size.
 
     STUDY is a study folder, a study name under --studies-dir, or a trials.parquet file.
@@ -67,7 +70,8 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
     \b
     Examples:
       tuner show studies/h200-resnet18
-      tuner show resnet18-cpu --json | jq '.pareto[0]'
+      tuner show resnet18-cpu --format json | jq '.pareto[0]'
+      tuner show studies/h200-resnet18 --json | jq '.vs_plain[]'
       tuner show studies/cpu-text-encoder --importance
       tuner show studies/cpu-text-encoder --importance --json | jq '.batch_sizes[0].importances'
     """
@@ -78,6 +82,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 
     if show_all and importance:
         raise UserError("--all and --importance are two different views: give one of them")
+    as_json = output_format(fmt, as_json) == "json"
     path = study_path(study, studies_dir)
     trials, meta = files.read(path)
     folder = path if path.is_dir() else path.parent  # tuner confirm takes the folder
@@ -86,7 +91,7 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
         from tuner.render import importance as view
 
         found = importances(trials)
-        click.echo(json.dumps(view.as_json(found, meta), indent=2) if as_json
+        click.echo(json.dumps(view.as_json(found, meta, folder.name), indent=2) if as_json
                    else view.render(found, meta))
         return
     rows = trials if show_all else pareto(trials)
@@ -102,10 +107,8 @@ def show(study, studies_dir, show_all, importance, as_json) -> None:
 @recommend_options
 @click.option("--strict", is_flag=True,
               help="Refuse if the study was made on another GPU, driver or torch than this machine.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "python"]), default="table",
-              show_default=True, help="table for people, json for scripts (same as --json, which "
-                                      "no other format combines with), python for a snippet to "
-                                      "paste into production code.")
+@format_option("table", "json", "python",
+               more=", python for a snippet to paste into production code")
 @json_option
 @user_errors
 def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compile_s,
@@ -126,12 +129,7 @@ def recommend(study, studies_dir, batch_size, objective, max_vram_gb, max_compil
     """
     from tuner.use.recommend import recommend as recommend_
 
-    if as_json and fmt != "json":
-        if click.get_current_context().get_parameter_source("fmt") in (
-                click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
-            raise click.UsageError(f"--json and --format {fmt} cannot be combined: --json is "
-                                   "--format json; give one of them")
-        fmt = "json"
+    fmt = output_format(fmt, as_json)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with recommend_errors():
@@ -238,10 +236,14 @@ def plot(study, studies_dir, out, as_json) -> None:
     written = write_plots(trials, meta, found, out or path.parent / "plots")
     missing = no_fronts(trials)
     if as_json:
-        click.echo(json.dumps({"study": meta.get("study"), "written": [str(p) for p in written],
-                               "no_pareto": {str(bs): note for bs, note in missing.items()},
-                               "no_importance": {str(b.batch_size): b.note for b in found
-                                                 if b.note is not None}}, indent=2))
+        from tuner.data.json_contract import document
+
+        click.echo(json.dumps(document({
+            "study": meta.get("study") or path.parent.name,
+            "written": [str(p) for p in written],
+            "no_pareto": [{"batch_size": bs, "text": note} for bs, note in sorted(missing.items())],
+            "no_importance": [{"batch_size": b.batch_size, "text": b.note} for b in found
+                              if b.note is not None]}), indent=2))
         return
     for b in found:
         if b.batch_size in missing:

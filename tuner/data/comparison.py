@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
+
+from tuner.data.json_contract import document
+from tuner.data.plain import PlainGain
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +65,8 @@ class Best:
     schedule_total_s: float | None = None
     schedule_vs_a: float | None = None
     compiled: bool = True  # False for eager, whose first call compiles nothing
+    # against the best plain mode of the same study and batch size (tuner.data.plain)
+    vs_plain: PlainGain | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,21 +109,16 @@ class Comparison:
     absent: dict[int, list[str]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON data under the contract (:mod:`tuner.data.json_contract`): per batch size as
+        lists, ``study`` a study's name (``tag`` its letter)."""
+        names = {s.tag: s.name for s in self.studies}
         data = dataclasses.asdict(self)
-        data["fronts"] = {tag: {str(bs): [dataclasses.asdict(p) for p in points]
-                                for bs, points in by_bs.items()}
-                          for tag, by_bs in self.fronts.items()}
-        return _clean(data)
-
-
-def _clean(value: Any) -> Any:
-    """NaN → None, numpy scalars → Python, for JSON."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+        data["best"] = [{**b, "study": names[b["study"]], "tag": b["study"]}
+                        for b in data["best"]]
+        data["fronts"] = [{"study": names[tag], "tag": tag, "batch_size": bs,
+                           "points": [dataclasses.asdict(p) for p in points]}
+                          for tag, by_bs in self.fronts.items()
+                          for bs, points in sorted(by_bs.items())]
+        data["absent"] = [{"batch_size": bs, "text": line}
+                          for bs, lines in sorted(self.absent.items()) for line in lines]
+        return document(data)

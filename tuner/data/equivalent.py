@@ -18,6 +18,7 @@ asks to be inductor's default (and which the options a CUDA search adds by itsel
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -30,17 +31,26 @@ RAN = "ran_key"  # the column tuner compare adds to each study's rows
 _FORMATS = ("dtype", "channels_last", "cudnn_benchmark")
 
 
-def ran_keys(df: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
-    """Per row of one study (its trials.parquet and metadata), the key of what it ran."""
+def option_defaults(meta: dict[str, Any]) -> Callable[[str | None], dict[str, Any]]:
+    """For one study (its files' metadata), the value each inductor option takes in a mode
+    where a config leaves it unset: the mode's own (as the files record it), else the first
+    value the study listed (see the module's docstring)."""
     space = meta.get("space") or {}
     first = {name: values[0] for name, values in (space.get("options") or {}).items() if values}
     recorded = meta.get("mode_options")
-    workload = meta.get("workload") or {}
 
     def unset(mode: str | None) -> dict[str, Any]:
-        by_mode = recorded.get(str(mode)) if recorded is not None else None
+        by_mode = recorded.get(str(mode)) if isinstance(recorded, dict) else None
         return {**first, **(by_mode if by_mode is not None else _mode_options(mode) if first
                             else {})}
+
+    return unset
+
+
+def ran_keys(df: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
+    """Per row of one study (its trials.parquet and metadata), the key of what it ran."""
+    unset = option_defaults(meta)
+    workload = meta.get("workload") or {}
 
     def key(row: pd.Series) -> str:
         config = config_of(row)

@@ -1,6 +1,10 @@
 """The Parquet schema of ``trials.parquet`` and ``pareto.parquet``: typed, versioned, units in
 the column names, the fingerprint of the machine on every row.
 
+Each column's unit and meaning are here and nowhere else (:data:`CATALOGUE`): every file
+written holds them as Arrow field metadata (``unit``, ``description``), and docs/columns.md's
+reference is generated from them (``python -m tuner.data.column_docs``).
+
 Versions, all written by tuner 0.1.0 (CHANGELOG.md): 1 the first files (2026-11-30, 876ec63);
 2 (2026-11-30, 1a13ffe) added compile-health reasons, ``ran_compiled``, FLOPs and the device's
 peak, the finalist columns, the shape-schedule replay, pre-started processes and NVML during
@@ -34,100 +38,254 @@ files written by tuner 0.1.0 before 2026-11-30 (79eef4c; prewarmed: 9067913).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 
 from tuner.domain.records import FINGERPRINT_FIELDS
 
+# What each fingerprint field (fp_<field> on every row) says of the machine.
+FINGERPRINT_MEANINGS = {
+    "device_kind": "cuda or cpu", "gpu_name": "the GPU's name",
+    "gpu_compute_capability": "its compute capability", "gpu_memory_bytes": "its memory",
+    "driver": "the NVIDIA driver", "cuda": "the CUDA version torch was built with",
+    "torch": "torch's version", "triton": "triton's version",
+    "torchvision": "torchvision's version", "python": "Python's version",
+    "tuner": "the tuner's version", "host": "the host's name", "cpu": "the CPU's model"}
+
 SCHEMA_VERSION = 3
 
 _f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+_f64s, _i64s, _strs = pa.list_(_f64), pa.list_(_i64), pa.list_(_str)
+# Units, as docs/columns.md and each field's metadata name them ("" where none applies).
+MS, S, BYTES, COUNT, RATIO = "ms", "s", "bytes", "count", "x"
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column of the files: its name, Arrow type, unit and meaning (docs/columns.md is
+    generated from these, and each written file holds unit and meaning as field metadata)."""
+
+    name: str
+    type: pa.DataType
+    unit: str
+    description: str
+
+    @property
+    def field(self) -> pa.Field:
+        return pa.field(self.name, self.type, metadata={
+            b"unit": self.unit.encode(), b"description": self.description.encode()})
+
+
+def _c(name: str, type_: pa.DataType, unit: str, description: str) -> Column:
+    return Column(name, type_, unit, description)
+
+
+def _per_process(stat: str, what: str) -> str:
+    return (f"{stat} of each fresh process that measured the config (the search trial's "
+            f"first{what}); empty for a row that was not measured again")
+
+
 # Finalists (the Pareto set of each batch size) measured again in fresh processes
 # (tuner.study.finalists); empty for the other trials.
-FINALIST_FIELDS = [
-    ("compile_s_warm", _f64),  # first call of a second process on the trial's cache folder
-    ("compile_s_artifacts", _f64),  # load_cache_artifacts + first call, on an empty cache
-    ("latency_ms_p50_repeats", pa.list_(_f64)),  # p50 of each process, the trial's own first
-    ("stream_ms_p50_repeats", pa.list_(_f64)),  # back to back, of each process that kept it
-    # the tail per request, of each process that kept it (re-measurements made by tuner 0.1.0
-    # before 2026-12-02, 268c918, kept no p99)
-    ("latency_ms_p90_repeats", pa.list_(_f64)), ("latency_ms_p99_repeats", pa.list_(_f64)),
-    ("latency_spread_pct", _f64),  # (max - min) / median of those p50s, in percent
-    ("latency_ms_p50_ci_low", _f64), ("latency_ms_p50_ci_high", _f64),  # 95 %, tuner.data.noise
-    ("rank_within_noise", _i64),  # 1 = fastest; equal ranks: within noise (tuner.data.noise)
-    ("repeats_failed", _i64),  # re-measurements that did not finish ok
-    ("artifacts_file", _str), ("artifacts_torch", _str),  # relative to the study folder
-]
-SCHEMA = pa.schema([
-    ("schema_version", pa.int32()),
+FINALISTS = (
+    _c("compile_s_warm", _f64, S, "first call of a second process on the trial's cache "
+       "folder (warm inductor and triton caches), median over the re-measurements"),
+    _c("compile_s_artifacts", _f64, S, "loading the saved compile artifacts plus the first "
+       "call, on empty caches: what a warm start costs in production"),
+    _c("latency_ms_p50_repeats", _f64s, MS, _per_process("p50 per request", "")),
+    _c("stream_ms_p50_repeats", _f64s, MS, _per_process("back-to-back p50", ", of each "
+                                                        "process that kept it")),
+    _c("latency_ms_p90_repeats", _f64s, MS, _per_process("p90 per request", ", of each "
+                                                         "process that kept it")),
+    _c("latency_ms_p99_repeats", _f64s, MS, _per_process("p99 per request", ", of each "
+                                                         "process that kept it")),
+    _c("latency_spread_pct", _f64, "%", "(max - min) / median of latency_ms_p50_repeats"),
+    _c("latency_ms_p50_ci_low", _f64, MS, "95 % interval of the typical p50 over the "
+       "processes, low end (a t-interval on the logarithms, tuner.data.noise)"),
+    _c("latency_ms_p50_ci_high", _f64, MS, "the same interval's high end"),
+    _c("rank_within_noise", _i64, "rank", "1 = fastest at its batch size; equal ranks are not "
+       "faster than each other beyond noise (tuner.data.noise)"),
+    _c("repeats_failed", _i64, COUNT, "re-measurements that did not finish ok (the row is "
+       "then never recommended)"),
+    _c("artifacts_file", _str, "", "the saved compile artifacts, relative to the study folder"),
+    _c("artifacts_torch", _str, "", "the torch version that saved them (only it can load them)"),
+)
+FINALIST_FIELDS = [(c.name, c.type) for c in FINALISTS]
+_ON_CUDA = ", on CUDA (torch.cuda memory stats)"
+CATALOGUE = (
+    _c("schema_version", pa.int32(), "", "the version of this schema the row was written in"),
     # the trial and its config
-    ("study", _str), ("trial_number", _i64), ("config_key", _str), ("label", _str),
-    ("backend", _str), ("mode", _str), ("dynamic", _bool), ("batch_size", _i64),
-    ("config_json", _str),
+    _c("study", _str, "", "the study's name"),
+    _c("trial_number", _i64, "", "the trial's number in the study (its folder trials/N/)"),
+    _c("config_key", _str, "", "a stable key of the config: equal keys measured the same thing"),
+    _c("label", _str, "", "the config's name, as tables print it"),
+    _c("backend", _str, "", "torch.compile backend; eager = no torch.compile at all"),
+    _c("mode", _str, "", "inductor mode (default, reduce-overhead, max-autotune ...)"),
+    _c("dynamic", _bool, "", "torch.compile's dynamic; empty for eager and for dynamic=None"),
+    _c("batch_size", _i64, "items", "items per call"),
+    _c("config_json", _str, "", "the whole config as JSON (TrialConfig.to_dict)"),
     # the workload
-    ("model", _str), ("device", _str), ("dtype", _str), ("image_size", _i64),
-    ("channels_last", _bool), ("cudnn_benchmark", _bool),
+    _c("model", _str, "", "torchvision model name, or module:function of a factory"),
+    _c("device", _str, "", "cuda or cpu"),
+    _c("dtype", _str, "", "the precision the row ran in (float32, tf32, bfloat16, float16)"),
+    _c("image_size", _i64, "px", "input height and width of an image model"),
+    _c("channels_last", _bool, "", "whether the model and 4-D inputs were channels_last"),
+    _c("cudnn_benchmark", _bool, "", "torch.backends.cudnn.benchmark as the row ran"),
     # how it ended
-    ("status", _str), ("message", _str), ("stderr_tail", _str),
+    _c("status", _str, "", "ok, or how it failed: compile_error, oom, cuda_error, timeout, "
+       "compile_timeout, crash, wrong_result, workload_error, interrupted"),
+    _c("message", _str, "", "what went wrong, in a line or a few; \"not run: ...\" for a "
+       "config the search skipped"),
+    _c("stderr_tail", _str, "", "the last lines the trial process wrote to stderr"),
     # time
-    ("import_s", _f64), ("build_s", _f64), ("compile_s_cold", _f64),
-    ("cache_start", _str),  # what the first call started from: cold, warm or artifacts
-    ("warmup_s", _f64),
-    ("warmup_calls", _i64), ("time_to_steady_s", _f64), ("wall_s", _f64),
-    ("prestarted", _bool), ("quiet_wait_s", _f64),
-    # where the rest of wall_s goes, and what came ready-made (tuner.domain.records.TrialResult)
-    ("launch_s", _f64), ("eager_reference_s", _f64), ("replay_s", _f64), ("process_s", _f64),
-    ("tuner_overhead_s", _f64), ("prebuilt", _bool), ("prewarmed", _bool),
-    ("reference_reused", _bool),
-    ("reuse_note", _str),
-    # steady-state latency
-    ("latency_ms_p50", _f64), ("latency_ms_p90", _f64), ("latency_ms_p99", _f64),
-    ("latency_ms_mean", _f64), ("latency_ms_min", _f64), ("latency_ms_iqr", _f64),
-    ("latency_samples_ms", pa.list_(_f64)), ("measure_calls", _i64), ("measure_s", _f64),
-    ("timer", _str), ("noisy", _bool),
+    _c("import_s", _f64, S, "importing torch (and torchvision) in the trial process"),
+    _c("build_s", _f64, S, "building the model and inputs and moving them to the device"),
+    _c("compile_s_cold", _f64, S, "the first compiled call, synchronised (compile + run)"),
+    _c("cache_start", _str, "", "what that first call started from: cold, warm or artifacts"),
+    _c("warmup_s", _f64, S, "further calls until latency was steady"),
+    _c("warmup_calls", _i64, COUNT, "calls the warm-up took"),
+    _c("time_to_steady_s", _f64, S, "warm-up cost: compile_s_cold + warmup_s (derived)"),
+    _c("wall_s", _f64, S, "the whole trial process, as the parent saw it"),
+    _c("prestarted", _bool, "", "the process was pre-started (had imported torch already)"),
+    _c("quiet_wait_s", _f64, S, "after the first call, waiting for the next trial's process "
+       "to finish importing, so that nothing runs beside the measurement"),
+    _c("launch_s", _f64, S, "from the runner's start to the trial process's own clock"),
+    _c("eager_reference_s", _f64, S, "the eager reference: its output, time and FLOPs (or "
+       "loading them)"),
+    _c("replay_s", _f64, S, "the shape schedule's replay, warm pass included"),
+    _c("process_s", _f64, S, "everything the trial process did, to its record"),
+    _c("tuner_overhead_s", _f64, S, "the search process's own time before this trial"),
+    _c("prebuilt", _bool, "", "the model came pre-built by the pre-started process"),
+    _c("prewarmed", _bool, "", "the pre-started process readied the device before the trial"),
+    _c("reference_reused", _bool, "", "the eager reference came from an earlier trial"),
+    _c("reuse_note", _str, "", "why a pre-built model, readied device or kept reference was "
+       "not used"),
+    # steady-state latency, per request
+    _c("latency_ms_p50", _f64, MS, "median time one request waits: each call followed by a "
+       "synchronize, timed on the host"),
+    _c("latency_ms_p90", _f64, MS, "90th percentile of the same"),
+    _c("latency_ms_p99", _f64, MS, "99th percentile of the same (about the slowest call "
+       "below 100 calls)"),
+    _c("latency_ms_mean", _f64, MS, "mean of the same"),
+    _c("latency_ms_min", _f64, MS, "fastest call of the same"),
+    _c("latency_ms_iqr", _f64, MS, "interquartile range of the same"),
+    _c("latency_samples_ms", _f64s, MS, "every timed call per request (at most 5,000 kept)"),
+    _c("measure_calls", _i64, COUNT, "calls timed per request"),
+    _c("measure_s", _f64, S, "time spent timing them"),
+    _c("timer", _str, "", "how they were timed: perf_counter_sync (cuda_event or perf_counter: "
+       "back to back, files of schema 1 and 2)"),
+    _c("noisy", _bool, "", "IQR / median per request above the protocol's ratio (10 %)"),
     # steady state, back to back
-    ("stream_ms_p50", _f64), ("stream_ms_p90", _f64), ("stream_ms_p99", _f64),
-    ("stream_ms_iqr", _f64), ("stream_calls", _i64), ("stream_s", _f64), ("stream_timer", _str),
-    ("host_other_cpu_cores", _f64), ("host_load_1m", _f64), ("host_steal_cores", _f64),
-    ("host_loop_ms", _f64), ("host_core_slowdown", _f64), ("timing_cpu", _i64),
-    ("gpu_time_ms", _f64),
-    ("throughput_per_s", _f64),
-    # ranked, recommended and compared by: a finalist's median p50 over its processes, else p50
-    ("latency_ms_p50_median", _f64),
-    # the tail per request taken the same way: recommend --max-p99-ms bounds the p99
-    ("latency_ms_p90_median", _f64), ("latency_ms_p99_median", _f64),
-    ("stream_ms_p50_median", _f64),  # the same back to back: throughput and TFLOP/s use it
-    ("eager_latency_ms_p50", _f64), ("speedup_vs_eager", _f64), ("break_even_calls", _f64),
+    _c("stream_ms_p50", _f64, MS, "median time per call back to back (calls launched without "
+       "waiting): what a busy server pays per call"),
+    _c("stream_ms_p90", _f64, MS, "90th percentile of the same"),
+    _c("stream_ms_p99", _f64, MS, "99th percentile of the same"),
+    _c("stream_ms_iqr", _f64, MS, "interquartile range of the same"),
+    _c("stream_calls", _i64, COUNT, "calls timed back to back"),
+    _c("stream_s", _f64, S, "time spent timing them"),
+    _c("stream_timer", _str, "", "how they were timed (cuda_event, perf_counter)"),
+    _c("host_other_cpu_cores", _f64, "cores", "CPU other processes used while the steady "
+       "state was timed"),
+    _c("host_load_1m", _f64, "", "the host's 1-minute load average after it"),
+    _c("host_steal_cores", _f64, "cores", "CPU the hypervisor gave to other VMs meanwhile"),
+    _c("host_loop_ms", _f64, MS, "a fixed Python loop on the launching core: how fast it ran"),
+    _c("host_core_slowdown", _f64, RATIO, "host_loop_ms over the lower quartile of the "
+       "study's trials on the same machine: 1.0 on a fast core (derived)"),
+    _c("timing_cpu", _i64, "", "the core the timing thread was pinned to (TUNER_TIMING_CPU)"),
+    _c("gpu_time_ms", _f64, MS, "the GPU's own time for one call, every kernel summed "
+       "(TUNER_GPU_TIME=1)"),
+    _c("throughput_per_s", _f64, "items/s", "batch_size / stream_ms_p50_median (derived)"),
+    # ranked, recommended and compared by
+    _c("latency_ms_p50_median", _f64, MS, "what rows are ranked, recommended and compared by: "
+       "a finalist's median of latency_ms_p50_repeats, else latency_ms_p50 (derived)"),
+    _c("latency_ms_p90_median", _f64, MS, "the same of the p90 (derived)"),
+    _c("latency_ms_p99_median", _f64, MS, "the same of the p99: what --max-p99-ms bounds "
+       "(derived)"),
+    _c("stream_ms_p50_median", _f64, MS, "the same back to back (derived)"),
+    _c("eager_latency_ms_p50", _f64, MS, "the fastest eager latency_ms_p50_median of the same "
+       "batch size and precision (derived)"),
+    _c("speedup_vs_eager", _f64, RATIO, "eager_latency_ms_p50 / latency_ms_p50_median "
+       "(derived)"),
+    _c("break_even_calls", _f64, "calls", "calls after which the warm-up is paid back by "
+       "faster calls than eager's; empty if never (derived)"),
     # memory
-    ("peak_memory_bytes", _i64), ("memory_kind", _str), ("peak_vram_bytes", _i64),
-    # the most held at any point, compiling included: what recommend --max-vram-gb bounds
-    ("memory_needed_bytes", _i64),
-    ("vram_bytes_baseline", _i64), ("vram_bytes_compile_allocated", _i64),
-    ("vram_bytes_compile_reserved", _i64), ("vram_bytes_steady_allocated", _i64),
-    ("vram_bytes_steady_reserved", _i64), ("vram_bytes_process_nvml", _i64),
-    ("vram_bytes_compile_process_nvml", _i64), ("prewarm_vram_bytes_nvml", _i64),
-    ("host_rss_bytes_peak", _i64),
+    _c("peak_memory_bytes", _i64, BYTES, "memory while serving: vram_bytes_steady_reserved "
+       "on CUDA, host_rss_bytes_peak on the CPU (derived)"),
+    _c("memory_kind", _str, "", "which of the two: cuda_reserved or host_max_rss (derived)"),
+    _c("peak_vram_bytes", _i64, BYTES, "vram_bytes_steady_reserved (derived)"),
+    _c("memory_needed_bytes", _i64, BYTES, "the most held at any point, compiling included: "
+       "what --max-vram-gb bounds (derived)"),
+    _c("vram_bytes_baseline", _i64, BYTES, "allocated after the build: weights and inputs"
+       + _ON_CUDA),
+    _c("vram_bytes_compile_allocated", _i64, BYTES, "peak allocated during compile and "
+       "warm-up" + _ON_CUDA),
+    _c("vram_bytes_compile_reserved", _i64, BYTES, "peak reserved during compile and warm-up"
+       + _ON_CUDA),
+    _c("vram_bytes_steady_allocated", _i64, BYTES, "peak allocated while serving" + _ON_CUDA),
+    _c("vram_bytes_steady_reserved", _i64, BYTES, "peak reserved while serving" + _ON_CUDA),
+    _c("vram_bytes_process_nvml", _i64, BYTES, "the process's device memory, CUDA context "
+       "included, at the end of the steady state (NVML)"),
+    _c("vram_bytes_compile_process_nvml", _i64, BYTES, "the most NVML showed for the process "
+       "during compile and warm-up"),
+    _c("prewarm_vram_bytes_nvml", _i64, BYTES, "device memory the readied process held "
+       "beside the trial before it (NVML)"),
+    _c("host_rss_bytes_peak", _i64, BYTES, "the trial process's peak resident memory"),
     # correctness against eager
-    ("correct", _bool), ("max_abs_error", _f64), ("tolerance", _f64), ("correctness_note", _str),
-    ("max_abs_error_vs_fp32", _f64),
-    # compile health
-    ("graph_breaks", _i64), ("graph_break_reasons", pa.list_(_str)), ("unique_graphs", _i64),
-    ("recompiles", _i64), ("recompile_reasons", pa.list_(_str)), ("cudagraph_skips", _i64),
-    ("eager_fallback_frames", _i64), ("eager_fallback_reasons", pa.list_(_str)),
-    ("recompile_limit_hits", _i64), ("recompile_limit_reasons", pa.list_(_str)),
-    ("cudagraph_skip_reasons", pa.list_(_str)), ("ran_compiled", _bool),
+    _c("correct", _bool, "", "the compiled output matched eager's within tolerance "
+       "(NaN-aware); empty where it could not be checked"),
+    _c("max_abs_error", _f64, "", "largest absolute difference from eager's output"),
+    _c("tolerance", _f64, "", "the tolerance of the row's precision"),
+    _c("correctness_note", _str, "", "what the check could not show"),
+    _c("max_abs_error_vs_fp32", _f64, "", "largest absolute difference from float32 eager's "
+       "output: what the precision costs"),
+    # compile health, from dynamo's own counters
+    _c("graph_breaks", _i64, COUNT, "graph breaks"),
+    _c("graph_break_reasons", _strs, "", "why each graph broke"),
+    _c("unique_graphs", _i64, COUNT, "distinct graphs compiled"),
+    _c("recompiles", _i64, COUNT, "recompiles, as dynamo counted them"),
+    _c("recompile_reasons", _strs, "", "why each recompile happened"),
+    _c("cudagraph_skips", _i64, COUNT, "times inductor skipped CUDA graphs for a graph"),
+    _c("eager_fallback_frames", _i64, COUNT, "frames that fell back to eager"),
+    _c("eager_fallback_reasons", _strs, "", "why each fell back"),
+    _c("recompile_limit_hits", _i64, COUNT, "recompiles dynamo refused: the frame ran eager"),
+    _c("recompile_limit_reasons", _strs, "", "why each was refused"),
+    _c("cudagraph_skip_reasons", _strs, "", "why CUDA graphs skipped each graph"),
+    _c("ran_compiled", _bool, "", "False: no compiled graph ran, every call was eager under "
+       "the config's label (never counted as compiled)"),
     # work per call and the machine's peak
-    ("flops_per_call", _i64), ("achieved_tflops", _f64), ("peak_tflops_measured", _f64),
-    ("fraction_of_peak", _f64),
+    _c("flops_per_call", _i64, "FLOP", "floating-point operations of one eager call "
+       "(torch.utils.flop_counter)"),
+    _c("achieved_tflops", _f64, "TFLOP/s", "flops_per_call / stream_ms_p50_median (derived)"),
+    _c("peak_tflops_measured", _f64, "TFLOP/s", "a dense matmul's rate on the machine (bf16 "
+       "8192^3 on CUDA, fp32 2048^3 on the CPU)"),
+    _c("fraction_of_peak", _f64, "", "achieved_tflops over the best peak measured on the same "
+       "machine in the study (derived)"),
     # the workload's shape schedule replayed (empty without one)
-    ("schedule_recompiles", _i64), ("schedule_recompile_s", _f64), ("schedule_total_s", _f64),
-    ("schedule_batch_sizes", pa.list_(_i64)), ("schedule_shapes", pa.list_(_str)),
-    ("schedule_latency_ms", pa.list_(_f64)), ("schedule_first_call_s", pa.list_(_f64)),
-    ("schedule_warmup_s", pa.list_(_f64)), ("schedule_shape_recompiles", pa.list_(_i64)),
-    *FINALIST_FIELDS,
-    *[(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str) for name in FINGERPRINT_FIELDS],
-])
+    _c("schedule_recompiles", _i64, COUNT, "dynamo recompiles during the replay"),
+    _c("schedule_recompile_s", _f64, S, "compile time spent during the replay"),
+    _c("schedule_total_s", _f64, S, "the whole replay, every step synchronised: what "
+       "--objective traffic ranks by"),
+    _c("schedule_batch_sizes", _i64s, "items", "the schedule's distinct batch sizes, in order"),
+    _c("schedule_shapes", _strs, "", "the schedule's distinct shapes, in order (8 or 8x128)"),
+    _c("schedule_latency_ms", _f64s, MS, "per shape: median latency once warm"),
+    _c("schedule_first_call_s", _f64s, S, "per shape: its first call in the replay"),
+    _c("schedule_warmup_s", _f64s, S, "per shape: the replay's time beyond its warm latency "
+       "(compiles, CUDA-graph recordings, settling)"),
+    _c("schedule_shape_recompiles", _i64s, COUNT, "per shape: the compiles its steps caused"),
+    *FINALISTS,
+    *(_c(f"fp_{name}", _i64 if name == "gpu_memory_bytes" else _str,
+         BYTES if name == "gpu_memory_bytes" else "", f"fingerprint: {FINGERPRINT_MEANINGS[name]}")
+      for name in FINGERPRINT_FIELDS),
+)
+SCHEMA = pa.schema([c.field for c in CATALOGUE])
 COLUMNS = SCHEMA.names
 OPTION_PREFIX = "opt_"  # tuner.domain.config.option_column
+# The field metadata of an inductor option's column (opt_<name>, beyond SCHEMA).
+OPTION_DESCRIPTION = ("an inductor option the study searched (torch._inductor.config, dots as "
+                      "underscores), as given to torch.compile(options=...); typed as the "
+                      "option is, empty where it does not apply (eager, other backends)")
+OPTION_METADATA = {b"unit": b"", b"description": OPTION_DESCRIPTION.encode()}
 # Every version wrote these, and nothing in a file stands in for them: what each trial ran, how
 # it ended and its latency. A file without one of them was not written by tuner, or is damaged
 # (tuner.data.files.read refuses it rather than show, compare or recommend nothing).

@@ -122,12 +122,13 @@ def _latency(check: Check) -> str:
 
 
 def as_json(check: Check) -> dict[str, Any]:
-    from tuner.version import __version__
+    """The check under the JSON contract (:mod:`tuner.data.json_contract`)."""
+    from tuner.data.json_contract import document
 
     rec = check.rec
     path = rec.artifacts_path
-    return {
-        "tuner_version": __version__, "study": rec.study, "path": str(rec.path),
+    return document({
+        "study": rec.study, "path": str(rec.path),
         "trial_number": rec.trial_number, "label": rec.config.label,
         "batch_size": rec.config.batch_size, "device": rec.workload.device,
         "passed": check.passed, "warm_started": check.warm_started, "matches": check.matches,
@@ -140,7 +141,7 @@ def as_json(check: Check) -> dict[str, Any]:
                             for k in ("cold", "warm", "artifacts")},
         "study_latency_ms_p50": rec.measured.latency_ms_p50_median or rec.measured.latency_ms_p50,
         "check": None if check.record is None else check.record.to_dict(),
-    }
+    })
 
 
 def _number(value: Any) -> bool:

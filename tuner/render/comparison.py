@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from tuner.data.comparison import Best, Comparison, StudyRef, Transfer
+from tuner.render.plain import PLAIN
+from tuner.render.plain import cell as plain_cell
 from tuner.render.text import cell, describe_fingerprint
 
 
@@ -17,6 +19,8 @@ def render(c: Comparison) -> str:
     lines.append("(median ms, median p99: per request, a finalist's median over its processes, "
                  "any other config's own: trials.parquet's latency_ms_p50_median, "
                  "latency_ms_p99_median)")
+    lines.append(f"(vs own plain: against the study's best plain mode at that batch size, {PLAIN}; "
+                 "beyond or within noise by its fresh processes' p50s)")
     lines += [f"note: {note}" for note in c.confounders]
     for bs in c.batch_sizes:
         lines += ["", f"batch size {bs}: best config per objective", _table(c, bs)]
@@ -40,7 +44,7 @@ def _table(c: Comparison, bs: int) -> str:
     # The shape schedule's whole time, where a study replayed one (the traffic objective).
     traffic = any(b.schedule_total_s is not None for b in rows)
     headers = ["objective", "study", "config", "median ms", "median p99", "items/s", "memory",
-               "compile s", *(["traffic s"] if traffic else []), "vs own eager"]
+               "compile s", *(["traffic s"] if traffic else []), "vs own eager", "vs own plain"]
     body = [[b.objective, b.study, b.label,
              _with_ratio(b.latency_ms_p50_median, "{:.3f}", b.latency_vs_a),
              _with_ratio(b.latency_ms_p99_median, "{:.3f}", b.p99_vs_a),
@@ -48,7 +52,7 @@ def _table(c: Comparison, bs: int) -> str:
              _with_ratio(b.peak_memory_bytes, "bytes", b.memory_vs_a),
              _compile_cell(b),
              *([_with_ratio(b.schedule_total_s, "{:.3f}", b.schedule_vs_a)] if traffic else []),
-             cell(b.speedup_vs_eager, "{:.2f}x")] for b in rows]
+             cell(b.speedup_vs_eager, "{:.2f}x"), plain_cell(b.vs_plain)] for b in rows]
     return _grid(headers, body)
 
 

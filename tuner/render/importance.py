@@ -13,6 +13,7 @@ from tuner.data.importance import (
     BatchImportance,
     top_rows,
 )
+from tuner.data.json_contract import document
 from tuner.words import plural
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
@@ -61,7 +62,10 @@ def table(b: BatchImportance) -> str:
                      for r in [headers, *body])
 
 
-def as_json(found: list[BatchImportance], meta: dict[str, Any]) -> dict[str, Any]:
-    return {"study": meta.get("study"), "evaluator": EVALUATOR,
-            "objectives": dict(IMPORTANCE_OBJECTIVES),
-            "batch_sizes": [b.to_dict() for b in found]}
+def as_json(found: list[BatchImportance], meta: dict[str, Any],
+            study: str | None = None) -> dict[str, Any]:
+    """Under the JSON contract (:mod:`tuner.data.json_contract`); ``study``: the study's name
+    where its files lack one."""
+    return document({"study": meta.get("study") or study, "evaluator": EVALUATOR,
+                     "objectives": dict(IMPORTANCE_OBJECTIVES),
+                     "batch_sizes": [b.to_dict() for b in found]})

@@ -10,10 +10,12 @@ from typing import Any, Protocol
 
 from tuner.data.measured import Measured
 from tuner.data.noise import p99_of_few_calls
+from tuner.data.plain import PlainGain
 from tuner.data.select import OBJECTIVES, Constraints
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import SCHEDULE_REPEATS
 from tuner.domain.workload import Workload, shape_label, tensor_dtype
+from tuner.render.plain import describe as describe_gain
 from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.words import plural
 
@@ -83,6 +85,9 @@ class Recommended(Protocol):
 
     @property
     def processes_to_decide(self) -> int | None: ...
+
+    @property
+    def vs_plain(self) -> PlainGain | None: ...
 
 
 def snippet(rec: Recommended) -> str:
@@ -245,6 +250,9 @@ def _figures(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, 
         rows.insert(6, ("noise", f"p50 {m.latency_ms_p50_ci_low:.3f}-"
                         f"{m.latency_ms_p50_ci_high:.3f} ms (95% interval over fresh "
                         f"processes), spread {_fmt(m.latency_spread_pct, '{:.1f}%')}"))
+    if rec.vs_plain is not None:  # the headline beside vs eager: right under the latency
+        at = next(i for i, (k, _) in enumerate(rows) if k == "latency") + 1
+        rows.insert(at, ("vs plain", describe_gain(rec.vs_plain)))
     replay = rec.row.get("schedule_total_s")
     if replay is not None and w.shape_schedule:
         shapes = ",".join(shape_label(s) for s in w.shape_schedule)

@@ -30,6 +30,7 @@ from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed
 from tuner.data.equivalent import RAN, ran_keys
+from tuner.data.plain import PlainGain, gain_against, plain_mask
 from tuner.data.rows import config_of
 from tuner.data.select import (
     LATENCY,
@@ -52,6 +53,7 @@ _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchm
 # them out where the config did not.
 _RAN_WITH = ("dtype", "channels_last", "cudnn_benchmark")
 SCHEDULE = OBJECTIVES["traffic"].column
+IS_PLAIN = "is_plain"  # the column each study's rows get: a plain mode (tuner.data.plain)
 
 
 def compare(paths: Iterable[str | Path]) -> Comparison:
@@ -99,7 +101,8 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
                 row = best(rows, objective)
                 if ref.tag == "A":
                     first = row
-                bests.append(_best(bs, objective, ref.tag, row, first))
+                bests.append(_best(bs, objective, ref.tag, row, first,
+                                   gain_against(row, rows[rows[IS_PLAIN]])))
         for source in refs:
             for target in refs:
                 if source.tag != target.tag and not at[source.tag].empty:
@@ -130,7 +133,7 @@ def _study_paths(paths: Iterable[str | Path]) -> list[str | Path]:
 def _load(tag: str, path: str | Path) -> tuple[StudyRef, pd.DataFrame, pd.DataFrame]:
     """One study, tagged: what the comparison says of it, its rows and its eligible rows."""
     df, meta, file = files.load(path)
-    df = df.assign(**{RAN: ran_keys(df, meta)})
+    df = df.assign(**{RAN: ran_keys(df, meta), IS_PLAIN: plain_mask(df, meta)})
     ok = eligible(df)
     kinds = ok["memory_kind"].dropna().unique()
     protocol = meta.get("protocol") or {}
@@ -250,7 +253,8 @@ def _measured(rows: pd.DataFrame, objective: str) -> bool:
     return column in rows and pd.to_numeric(rows[column], errors="coerce").notna().any()
 
 
-def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | None) -> Best:
+def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | None,
+          vs_plain: PlainGain) -> Best:
     def ratio(column: str) -> float | None:
         if first is None or tag == "A":
             return None
@@ -273,7 +277,7 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
         compile_vs_a=ratio("compile_s_cold") if compiles else None,
         latency_ms_p99_median=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
         schedule_total_s=_num(row.get(SCHEDULE)), schedule_vs_a=ratio(SCHEDULE),
-        compiled=compiled)
+        compiled=compiled, vs_plain=vs_plain)
 
 
 def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.cli import STUDY, assert_one_line_error, invoke, search_args
+from tests.support.json_contract import assert_contract
 from tuner.cli.app import main
 from tuner.cli.options import Duration
 from tuner.data import files, select
@@ -56,7 +57,8 @@ def test_search_json_is_pure_json_on_stdout(tmp_path):
     data = json.loads(result.stdout)
     assert data["study"] == STUDY and data["trials"] == 4 and data["failed"] == 0
     assert {row["batch_size"] for row in data["pareto"]} == {1, 8}
-    assert set(data["verdicts"]) == {"1", "8"}
+    assert [v["batch_size"] for v in data["verdicts"]] == [1, 8]
+    assert_contract(data)
     assert "running" in result.stderr
 
 
@@ -260,7 +262,8 @@ def test_show_lists_the_shape_schedule_replay_of_every_trial(tmp_path):
     rows = [line for line in table[2:] if line.strip() and line.split()[0].isdigit()]
     assert len(rows) == 6  # eager + inductor default dynamic=False/True, at 2 batch sizes
     data = json.loads(invoke("show", str(tmp_path / "sched"), "--json").stdout)["shape_schedule"]
-    assert len(data) == 6 and {tuple(r["latency_ms"]) for r in data} == {("1", "8")}
+    assert len(data) == 6
+    assert {tuple(s["shape"] for s in r["shapes"]) for r in data} == {("1", "8")}
     static = [r for r in data if r["label"] == "inductor:default" and r["batch_size"] == 1]
     assert static[0]["recompiles"] == 1  # the fake runner's: one new shape, one recompile
 

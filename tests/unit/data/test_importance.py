@@ -19,10 +19,12 @@ from tests.support.synthetic import configs, write_study
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.importance import importances
+from tuner.data.json_contract import JSON_SCHEMA
 from tuner.data.select import eligible, pareto
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
 from tuner.render.plots import front_figure, write_plots
+from tuner.version import __version__
 
 PNG = b"\x89PNG\r\n\x1a\n"
 THREE = ("eager", "inductor:default", "inductor:reduce-overhead")
@@ -208,8 +210,10 @@ def test_plot_defaults_to_the_study_folder_and_says_which_batch_sizes_have_no_ba
     assert (few / "plots" / "few-pareto-bs1.png").read_bytes()[:8] == PNG
     out = CliRunner().invoke(main, ["plot", str(few), "--json"])
     assert json.loads(out.stdout) == {
-        "study": "few", "written": [str(few / "plots" / "few-pareto-bs1.png")], "no_pareto": {},
-        "no_importance": {"1": "3 verified rows, too few for importances (at least 4)"}}
+        "tuner_version": __version__, "schema": JSON_SCHEMA,
+        "study": "few", "written": [str(few / "plots" / "few-pareto-bs1.png")], "no_pareto": [],
+        "no_importance": [{"batch_size": 1,
+                           "text": "3 verified rows, too few for importances (at least 4)"}]}
 
 
 def test_plot_writes_inside_out_whatever_study_name_the_file_holds(tmp_path):
@@ -266,7 +270,7 @@ def test_plot_says_which_batch_sizes_have_no_front(tmp_path):
         "batch size 8: no importance plot: 0 verified rows, too few for importances "
         "(at least 4)"]
     out = CliRunner().invoke(main, ["plot", str(study), "--out", str(tmp_path / "p"), "--json"])
-    assert json.loads(out.stdout)["no_pareto"] == {"8": why}
+    assert json.loads(out.stdout)["no_pareto"] == [{"batch_size": 8, "text": why}]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="no git")

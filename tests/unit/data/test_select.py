@@ -8,6 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from tests.support.json_contract import at_batch_size
 from tests.support.synthetic import configs, write_study
 from tuner.cli.app import main
 from tuner.data import files
@@ -49,7 +50,7 @@ def test_show_recommend_and_compare_all_choose_eager_within_noise(study, tmp_pat
     # show names the study's folder in the command, to paste as it is; from a file too
     assert f"`tuner confirm {study} --repeats 5`" in shown.stdout
     as_json = json.loads(invoke("show", str(study / "trials.parquet"), "--json").stdout)
-    assert f"`tuner confirm {study} --repeats 5`" in as_json["verdicts"]["1"]
+    assert f"`tuner confirm {study} --repeats 5`" in at_batch_size(as_json["verdicts"], 1)
 
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "eager" and rec.within_noise == ("inductor:default",)
@@ -106,7 +107,8 @@ def test_the_suggested_confirm_names_the_storage_a_study_lives_in(tmp_path, stor
                         trial_configs=configs((1,), ("eager", "inductor:default")))
     command = f"`tuner confirm {study}{given} --repeats 5`"
     assert command in invoke("show", str(study)).stdout
-    assert command in json.loads(invoke("show", str(study), "--json").stdout)["verdicts"]["1"]
+    assert command in at_batch_size(
+        json.loads(invoke("show", str(study), "--json").stdout)["verdicts"], 1)
 
 
 def test_without_intervals_the_faster_compiled_config_wins_everywhere(tmp_path):
@@ -331,14 +333,16 @@ def test_show_json_says_what_the_text_says_beside_its_tables(tmp_path):
                                                               "repeats_failed": 2}})
     text = invoke("show", str(study)).stdout
     shown = json.loads(invoke("show", str(study), "--json").stdout)
-    assert list(shown["unranked"]) == ["8"] and shown["unranked"]["8"] in text
-    assert shown["unranked"]["8"].startswith("batch size 8: no config to rank or recommend")
+    assert [u["batch_size"] for u in shown["unranked"]] == [8]
+    assert at_batch_size(shown["unranked"], 8) in text
+    assert at_batch_size(shown["unranked"], 8).startswith(
+        "batch size 8: no config to rank or recommend")
     assert len(shown["failures"]) == 3 and all(f"  {f}" in text for f in shown["failures"])
     assert shown["left_out"] == ["inductor:reduce-overhead bs=1 (trial 2): 2 re-measurements "
                                  "failed"]
     assert shown["slow_core"] is None
     every = json.loads(invoke("show", str(study), "--all", "--json").stdout)
-    assert every["unranked"] == {} and every["failures"] == shown["failures"]
+    assert every["unranked"] == [] and every["failures"] == shown["failures"]
 
 
 def test_compare_never_calls_a_config_the_fastest_where_noise_made_eager_the_best(study, tmp_path):

@@ -13,6 +13,7 @@ import torch
 
 import tuner
 from tests.support.cli import invoke
+from tests.support.json_contract import assert_contract
 from tuner.domain.space import SearchSpace
 from tuner.domain.workload import Workload
 from tuner.fake import FakeRunner
@@ -98,6 +99,13 @@ def test_a_process_that_wrote_nothing_fails_with_its_reason(rec):
     found = Check(rec, None, "the check process ended with exit code 1 and no record: boom")
     assert found.reasons() == ["the check process ended with exit code 1 and no record: boom"]
     assert found.to_dict()["check"] is None
+
+
+def test_the_json_keeps_the_contract(rec):
+    for found in (Check(rec, HIT), Check(rec, None, "no record")):
+        data = found.to_dict()
+        assert_contract(data)
+        assert data["study"] == "fake" and data["batch_size"] == 1
 
 
 def test_check_refuses_what_recommend_refuses(rec):

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from tuner.data.schema import COLUMNS, SCHEMA, is_option_column
+from tuner.data.schema import COLUMNS, OPTION_METADATA, SCHEMA, is_option_column
 
 
 def to_table(df: pd.DataFrame) -> pa.Table:
@@ -18,7 +18,7 @@ def to_table(df: pd.DataFrame) -> pa.Table:
     df = df[COLUMNS + options].copy()
     schema = SCHEMA
     for name in options:
-        schema = schema.append(pa.field(name, _option_type(df[name])))
+        schema = schema.append(pa.field(name, _option_type(df[name]), metadata=OPTION_METADATA))
     for field in schema:
         # Arrow reads NaN as null in text and in a column of lists, but a column no row filled
         # comes back as NaN floats, which Arrow cannot make lists of: None there. The options'

@@ -8,18 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
 from tuner.data import schema
+from tuner.data.json_contract import document
 from tuner.data.select import not_run
 from tuner.domain.records import SCHEDULE_REPEATS, Status
 from tuner.domain.workload import Workload, shape_label
+from tuner.render.plain import line as plain_line
 from tuner.render.study.failures import failures, left_out, slow_core
 from tuner.render.study.off_front import throughput_off_front, unranked
 from tuner.render.study.schedule import schedule_rows, schedule_table
 from tuner.render.study.trial_table import noise_note, table
-from tuner.render.study.verdicts import confirm_command, verdicts
-from tuner.render.text import describe_fingerprint, is_list
+from tuner.render.study.verdicts import confirm_command, verdicts, vs_plain
+from tuner.render.text import describe_fingerprint
 from tuner.words import plural
 
 NO_TRIALS = "no trials recorded yet: `tuner search` with the study's options adds them"
@@ -51,6 +52,7 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     if trials.empty:
         lines.append(NO_TRIALS)
     sentences = verdicts(trials, folder, meta.get("storage"))
+    gains = vs_plain(trials, meta)
     off_front = throughput_off_front(trials, pareto, folder)
     for bs, group in pareto.groupby("batch_size"):
         lines.append("")
@@ -64,6 +66,8 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             lines.append(note)
         if int(bs) in sentences:
             lines.append(sentences[int(bs)])
+        if int(bs) in gains:
+            lines.append(plain_line(gains[int(bs)]))
         if not every_trial and int(bs) in off_front:
             lines.append(off_front[int(bs)])
     if not every_trial:
@@ -103,20 +107,6 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
     return "\n".join(lines)
 
 
-# Counts, bytes and ranks are integers in the Parquet; a column with an empty cell reads back
-# as floats, and JSON says them as the Parquet does.
-_INTEGERS = {f.name for f in schema.SCHEMA if pa.types.is_integer(f.type)}
-
-
-def _plain(column: str, value: Any) -> Any:
-    """A JSON value of a cell: a list as a list, an integer column's number as an int."""
-    if is_list(value) and hasattr(value, "tolist"):
-        return value.tolist()
-    if column in _INTEGERS and isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             folder: Path | None = None) -> dict[str, Any]:
     keep = ["batch_size", "label", "backend", "mode", "dynamic", "latency_ms_p50",
@@ -137,17 +127,36 @@ def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             "cudagraph_skips", "correctness_note",
             *(c for c in pareto.columns if schema.is_option_column(c))]
     rows = pareto[keep].astype(object).where(pareto[keep].notna(), None).to_dict("records")
-    rows = [{k: _plain(k, v) for k, v in row.items()} for row in rows]
     sentences = verdicts(trials, folder, meta.get("storage"))
     # What the text says beside the tables: a batch size with no row on a front and why (none
     # with --all, whose rows are every trial), each failed trial, each finalist a
     # re-measurement left out, the trials on a slow core.
-    return {"study": meta.get("study"), "workload": meta.get("workload"),
-            "fingerprints": meta.get("fingerprints"), "trials": len(trials),
-            "failed": int((trials["status"] != Status.OK.value).sum()),
-            "pareto": rows, "verdicts": {str(k): v for k, v in sentences.items()},
-            "unranked": {str(k): v for k, v in sorted(unranked(trials, pareto).items())},
-            "throughput_off_front": {str(k): v for k, v in sorted(
-                throughput_off_front(trials, pareto, folder).items())},
-            "failures": failures(trials), "left_out": left_out(trials),
-            "slow_core": slow_core(trials), "shape_schedule": schedule_rows(trials)}
+    return document({
+        "study": study_name(meta, folder), "workload": meta.get("workload"),
+        "fingerprints": meta.get("fingerprints"), "trials": len(trials),
+        "failed": int((trials["status"] != Status.OK.value).sum()),
+        "pareto": rows, "verdicts": _by_batch_size(sentences),
+        "vs_plain": [g.to_dict() for _, g in sorted(vs_plain(trials, meta).items())],
+        "unranked": _by_batch_size(unranked(trials, pareto)),
+        "throughput_off_front": _by_batch_size(throughput_off_front(trials, pareto, folder)),
+        "failures": failures(trials), "left_out": left_out(trials),
+        "slow_core": slow_core(trials),
+        "shape_schedule": [_shapes_listed(r) for r in schedule_rows(trials)]})
+
+
+def study_name(meta: dict[str, Any], folder: Path | None) -> str | None:
+    """The study's name: its files', else its folder's (a trials.parquet without metadata)."""
+    return str(meta.get("study") or "") or (folder.name if folder is not None else None)
+
+
+def _shapes_listed(row: dict[str, Any]) -> dict[str, Any]:
+    """A replay's row with its per-shape figures as a list (``shapes``), not keyed by shape:
+    a shape of a file without shape labels is its batch size."""
+    out = {k: v for k, v in row.items() if k not in ("latency_ms", "warmup_s")}
+    out["shapes"] = [{"shape": shape, "latency_ms": ms, "warmup_s": row["warmup_s"].get(shape)}
+                     for shape, ms in row["latency_ms"].items()]
+    return out
+
+
+def _by_batch_size(texts: dict[int, str]) -> list[dict[str, Any]]:
+    return [{"batch_size": int(bs), "text": text} for bs, text in sorted(texts.items())]

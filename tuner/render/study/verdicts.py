@@ -11,6 +11,7 @@ import pandas as pd
 
 from tuner.data.derive import baseline_of, listed, ran_eager_only
 from tuner.data.noise import UNDECIDED, p50s_of, verdict
+from tuner.data.plain import PlainGain, gain_over_plain
 from tuner.data.select import LATENCY, best, comparable, left_out_counts
 from tuner.domain.layout import DB_FILE
 from tuner.domain.records import Status
@@ -59,6 +60,44 @@ def _undecided(top: pd.Series, eager: pd.Series, eager_name: str, confirm: str) 
             f"apart for sure; `{confirm} --repeats {n - 1}` measures both {each}.")
 
 
+def _sides(compiled: pd.DataFrame, eager: pd.DataFrame
+           ) -> tuple[pd.Series, pd.Series, str, pd.Series] | None:
+    """What a batch size's verdict weighs (its comparable compiled and eager rows): the best
+    compiled config, the fastest eager of its precision, that eager's name in the sentence,
+    and the winner of the two (a compiled config within noise of eager loses to it); the
+    compiled config is the winner where that is compiled. None without eager of its precision."""
+    if eager.empty:
+        return None
+    top = best(compiled, "latency")
+    # Another precision is another model's accuracy, never the baseline.
+    baseline = baseline_of(compiled)[top.name]
+    same = pd.Series([key == baseline for key in baseline_of(eager)], index=eager.index)
+    if not same.any():
+        return None
+    fastest_eager = best(eager[same], "latency")
+    # Where eager ran in several precisions, the sentence names the one it compares with.
+    eager_name = "eager" if same.all() else str(fastest_eager["label"])
+    winner = best(pd.concat([compiled, eager[same]]), "latency")
+    if winner["backend"] != "eager":  # the fastest compiled one may be within noise of eager
+        top = winner
+    return top, fastest_eager, eager_name, winner
+
+
+def vs_plain(trials: pd.DataFrame, meta: dict[str, Any]) -> dict[int, PlainGain]:
+    """Per batch size, the config its verdict is about (the winner; eager where nothing
+    compiled counts; the best compiled config where no eager of its precision does) against
+    the best plain mode (:func:`tuner.data.plain.gain_over_plain`)."""
+    out: dict[int, PlainGain] = {}
+    for bs, group in comparable(trials).groupby("batch_size"):
+        eager = group[group["backend"] == "eager"]
+        compiled = group[group["backend"] != "eager"]
+        sides = None if compiled.empty else _sides(compiled, eager)
+        pick = (best(eager, "latency") if compiled.empty else
+                best(compiled, "latency") if sides is None else sides[3])
+        out[int(bs)] = gain_over_plain(pick, trials, meta)
+    return out
+
+
 def verdicts(trials: pd.DataFrame, folder: Path | None = None,
              storage: str | None = None) -> dict[int, str]:
     """Per batch size, one plain sentence: does compiling pay, and after how many calls.
@@ -81,23 +120,11 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
         if compiled.empty:  # eager alone: say so, and why no compiled config counts
             out[int(bs)] = _eager_alone(bs, eager, trials)
             continue
-        if eager.empty:
+        sides = _sides(compiled, eager)
+        if sides is None:
             continue
-        top = best(compiled, "latency")
-        t = float(top[LATENCY])
-        # Another precision is another model's accuracy, never the baseline.
-        baseline = baseline_of(compiled)[top.name]
-        same = pd.Series([key == baseline for key in baseline_of(eager)], index=eager.index)
-        if not same.any():
-            continue
-        fastest_eager = best(eager[same], "latency")
-        e = float(fastest_eager[LATENCY])
-        # Where eager ran in several precisions, the sentence names the one it compares with.
-        eager_name = "eager" if same.all() else fastest_eager["label"]
-        eager = eager[same]
-        winner = best(pd.concat([compiled, eager]), "latency")
-        if winner["backend"] != "eager":  # the fastest compiled one may be within noise of eager
-            top, t = winner, float(winner[LATENCY])
+        top, fastest_eager, eager_name, winner = sides
+        t, e = float(top[LATENCY]), float(fastest_eager[LATENCY])
         warmup = f"{top['time_to_steady_s']:.1f} s"
         undecided = _undecided(top, fastest_eager, eager_name, confirm)
         if winner["backend"] == "eager" and t < e:

@@ -15,6 +15,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.measured import Measured
 from tuner.data.noise import UNDECIDED, p50s_of, row_verdict, within_noise
+from tuner.data.plain import gain_over_plain
 from tuner.data.rows import config_of, plain
 from tuner.data.select import OBJECTIVES, Constraints, best, eligible
 from tuner.domain.records import FINGERPRINT_FIELDS
@@ -96,7 +97,8 @@ def recommend(
         why_eager="" if config.compiled else why_eager(chosen, df, candidates, feasible,
                                                        constraints, objective,
                                                        _unmeasured_compiled(meta, df)),
-        search_limits=_search_limits(meta, constraints))
+        search_limits=_search_limits(meta, constraints),
+        vs_plain=gain_over_plain(chosen, df, meta))
 
 
 def _check_arguments(objective: str, strict: bool, batch_size: int | None) -> None:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from tuner.data.measured import Measured
 from tuner.data.noise import p50s_of
+from tuner.data.plain import PlainGain
 from tuner.data.select import Constraints
 from tuner.domain.config import TrialConfig, uses_cudagraphs
 from tuner.domain.workload import Workload, tensor_dtype
@@ -70,6 +71,13 @@ class Recommendation:
         search_limits: the limits the study's search was given (``--max-vram-gb``,
             ``--max-compile-s``) that this call did not set; :meth:`breaks_search_limits`
             says which of them the config breaks.
+        vs_plain: the config against the best plain mode at its batch size (inductor's
+            default, reduce-overhead or max-autotune with torch's settings, among the verified
+            configs whatever the limits): the ratio and whether it is beyond noise
+            (:func:`tuner.data.plain.gain_over_plain`). None only where not computed.
+
+    ``repr(rec)`` is one line (study, batch size, config, p50); in a notebook the
+    recommendation shows as a small table (``_repr_html_``).
     """
 
     study: str
@@ -89,6 +97,17 @@ class Recommendation:
     undecided: tuple[str, ...] = ()
     processes_to_decide: int | None = None
     search_limits: Constraints = dataclasses.field(default_factory=Constraints)
+    vs_plain: PlainGain | None = None
+
+    def __repr__(self) -> str:
+        return (f"Recommendation(study={self.study!r}, batch_size={self.config.batch_size}, "
+                f"config={self.config.label!r}, p50_ms={_p50(self.measured):.3f})")
+
+    def _repr_html_(self) -> str:
+        """A small table for notebooks (Jupyter calls it)."""
+        from tuner.render.notebook import html_table
+
+        return html_table(self)
 
     def breaks_search_limits(self, called: Callable[[str], str] = str) -> list[str]:
         """How the config breaks each of :attr:`search_limits` it is measured over, in words
@@ -250,12 +269,17 @@ class Recommendation:
         return snippet(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (``--format json``)."""
-        return {
+        """Plain JSON-able data (``--format json``), under the JSON contract
+        (:mod:`tuner.data.json_contract`: ``tuner_version``, ``schema``, integer counts)."""
+        from tuner.data.json_contract import document
+
+        return document({
             "study": self.study, "path": str(self.path), "objective": self.objective,
+            "batch_size": self.config.batch_size,
             "constraints": self.constraints.to_dict(), "config": self.config.to_dict(),
             "label": self.config.label, "compile_kwargs": self.config.compile_kwargs(),
             "workload": self.workload.to_dict(), "measured": dataclasses.asdict(self.measured),
+            "vs_plain": None if self.vs_plain is None else self.vs_plain.to_dict(),
             "trial_number": self.trial_number, "candidates": self.candidates,
             "fingerprint": self.fingerprint, "mismatch": list(self.mismatch),
             "confirmed": self.confirmed,
@@ -268,7 +292,7 @@ class Recommendation:
             "cuda_graphs": self.cuda_graphs,
             "search_limits": self.search_limits.to_dict(),
             "breaks_search_limits": self.breaks_search_limits(),
-        }
+        })
 
     def describe(self, called: Callable[[str], str] = str) -> str:
         """A few lines for humans (``tuner recommend``); ``called`` names each limit, as in
@@ -276,6 +300,11 @@ class Recommendation:
         from tuner.render.recommendation import describe
 
         return describe(self, called)
+
+
+def _p50(m: Measured) -> float:
+    """What the config was ranked by: the median over its processes, else its own p50."""
+    return m.latency_ms_p50 if m.latency_ms_p50_median is None else m.latency_ms_p50_median
 
 
 def check_flag(name: str, value: object) -> None:
