@@ -21,6 +21,12 @@ and each inductor option a study searched has a column of its own beyond :data:`
 backends). Those columns exist only in files of studies that searched the option
 (:func:`is_option_column`).
 
+``compile_scope`` (tuner 0.3.0, within version 3) says what each compiled row compiled:
+``whole`` (the model, ``torch.compile(model)``) or ``regional`` (each block of its largest list
+of repeated blocks, :mod:`tuner.runtime.regions`), whose ``region_class`` and
+``regions_compiled`` say which and how many; empty for eager, and in files written before it
+(where every compiled row compiled the whole model).
+
 ``cache_start`` says what each compiled row's first call (``compile_s_cold``) started from:
 ``cold`` (empty inductor and triton caches), ``warm`` (caches that already held entries, as
 with ``--warm-cache``) or ``artifacts`` (saved compile artifacts loaded first); empty for eager
@@ -66,6 +72,9 @@ SCHEMA = pa.schema([
     # the workload
     ("model", _str), ("device", _str), ("dtype", _str), ("image_size", _i64),
     ("channels_last", _bool), ("cudnn_benchmark", _bool),
+    # what torch.compile was given: whole (the model) or regional (each repeated block); the
+    # blocks' class and how many were compiled (tuner 0.3.0; empty for eager and before)
+    ("compile_scope", _str), ("region_class", _str), ("regions_compiled", _i64),
     # how it ended
     ("status", _str), ("message", _str), ("stderr_tail", _str),
     # time
