@@ -26,6 +26,40 @@ def tiny_cnn(batch_size: int):
     return TinyCNN(), torch.randn(batch_size, 3, 16, 16)
 
 
+class Block(nn.Module):
+    """A transformer-like block: a residual MLP behind a layer norm."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+class TinyStack(nn.Module):
+    """An input layer, three identical Blocks in a ModuleList, a head: the repeated blocks a
+    regional compile compiles once and reuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x.mean(dim=1))
+
+
+def three_blocks(batch_size: int):
+    return TinyStack(), torch.randn(batch_size, 5, 8)
+
+
 def raises(batch_size: int):
     raise RuntimeError("this factory is broken on purpose")
 

@@ -19,6 +19,7 @@ from tuner.cli.options import (
     GivenPath,
     Number,
     budget_option,
+    compile_scope_option,
     compile_timeout_option,
     max_compile_s_option,
     max_vram_gb_option,
@@ -68,14 +69,15 @@ if TYPE_CHECKING:
                    "underscores). List the default value first: the baseline uses it. Default "
                    "on CUDA without --space: coordinate_descent_tuning, epilogue_fusion, "
                    "freezing and shape_padding, each both ways; none: no option.")
+@compile_scope_option
 @click.option("--space", "space_file", type=GivenPath(dir_okay=False, path_type=Path),
               help="A TOML file that sets the dimensions, one key per option (batch_sizes, "
-                   "backends, modes, dynamic, dtypes, channels_last, cudnn_benchmark, and an "
-                   "[inductor_options] table); an option given on the command line wins. Any "
-                   "such file turns off what a CUDA search adds: where neither it nor the "
-                   "command line gives them, no inductor option is searched and channels_last "
-                   "is false; the other dimensions left out take their option's default. See "
-                   "docs/search-space.md, \"A space file\".")
+                   "backends, modes, dynamic, dtypes, channels_last, cudnn_benchmark, "
+                   "compile_scopes, and an [inductor_options] table); an option given on the "
+                   "command line wins. Any such file turns off what a CUDA search adds: where "
+                   "neither it nor the command line gives them, no inductor option is searched "
+                   "and channels_last is false; the other dimensions left out take their "
+                   "option's default. See docs/search-space.md, \"A space file\".")
 @click.option("--batch-sizes", default="1", show_default=True, help="Comma-separated, e.g. 1,8,32.")
 @click.option("--shape-schedule",
               help="Shapes replayed in order after each trial's steady state: batch sizes "
@@ -138,8 +140,8 @@ if TYPE_CHECKING:
 @output_options
 @user_errors
 def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmark,
-           inductor_options, space_file, batch_sizes, shape_schedule, backends, modes, dynamic, n_trials,
-           budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
+           inductor_options, compile_scopes, space_file, batch_sizes, shape_schedule, backends,
+           modes, dynamic, n_trials, budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
            min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, retry_failed,
            seed, sampler, max_vram_gb, max_compile_s, as_json, quiet) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
@@ -170,7 +172,8 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         model=model, name=name, device=device, dtype=dtype, image_size=image_size,
         image_size_given=user_gave(ctx, "image_size"), channels_last=channels_last,
         cudnn_benchmark=cudnn_benchmark, cudnn_benchmark_given=user_gave(ctx, "cudnn_benchmark"),
-        inductor_options=inductor_options, space_file=space_file, batch_sizes=batch_sizes,
+        inductor_options=inductor_options, compile_scopes=compile_scopes,
+        space_file=space_file, batch_sizes=batch_sizes,
         shape_schedule=shape_schedule, backends=backends, modes=modes, dynamic=dynamic,
         n_trials=n_trials, budget_s=budget_s, timeout_s=timeout_s,
         compile_timeout_s=compile_timeout_s, prestart=prestart, min_calls=min_calls,

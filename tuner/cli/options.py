@@ -175,6 +175,18 @@ prestart_option = click.option(
          "importing (docs/prestart.md).")
 
 
+# The scopes of tuner.domain.config.COMPILE_SCOPES (tuner.runtime.regions: regional)
+compile_scope_option = click.option(
+    "--compile-scope", "compile_scopes", multiple=True, metavar="SCOPE,...",
+    help="What torch.compile compiles (compiled backends only): whole, the model as "
+         "torch.compile(model); or regional, each block of the model's largest list of "
+         "repeated blocks (an nn.ModuleList or nn.Sequential of one class; a factory may name "
+         "it, docs/your-model.md), compiled in place while the rest runs eager: torch compiles "
+         "the block once and reuses it for each, so the cold compile is shorter. whole,regional "
+         "searches both. Default: whole. A model without repeated blocks: its regional trials "
+         "fail as compile_error, saying so.")
+
+
 # Where the study holds that eager failed (tuner.study.broken), a resume skips the batch size.
 retry_failed_option = click.option(
     "--retry-failed", is_flag=True,

@@ -63,6 +63,8 @@ def ran_keys(df: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
         defaults = unset(config.mode) if config.options else {}
         parts += [f"opt.{name}={value!r}" for name, value in config.options
                   if name not in defaults or defaults[name] != value]
+        if config.regional:  # the whole model is what a row without a scope compiled
+            parts.append("scope=regional")
         return "|".join(parts)
 
     return df.apply(key, axis=1) if len(df) else pd.Series([], index=df.index, dtype=object)

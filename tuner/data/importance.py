@@ -13,18 +13,18 @@ The trials come from the Parquet rows, not from the Optuna storage:
 * the rows :func:`tuner.data.select.eligible` admits (finished, matched eager, ran compiled),
   the rows ``show`` and ``recommend`` judge; a failed trial has no latency to explain;
 * the parameters are the Parquet's columns (``backend``, ``mode``, ``dynamic``, ``dtype``,
-  ``channels_last``, ``cudnn_benchmark``, one ``opt_*`` per inductor option), the names every
-  other view uses;
+  ``channels_last``, ``cudnn_benchmark``, ``compile_scope``, one ``opt_*`` per inductor option),
+  the names every other view uses;
 * it works on a ``trials.parquet`` alone: a committed study, files copied from another host.
 
-A parameter that applies to some rows only (``mode`` and the options: inductor's; ``dynamic``:
-the compiled rows') is judged among those rows alone, in an Optuna study of its own with the
-other parameters of the same rows: judged across every row, its value ``-`` on the eager rows
-would stand in for "compiled or not", and an option that changes nothing would score as much as
-``backend`` whenever eager wins or loses. The shares of the groups are then normalised
-together. A parameter is left out where it took one value at that batch size, among the rows it
-applies to; where it applies to fewer than :data:`MIN_ROWS` rows it is not judged, and
-:attr:`BatchImportance.unjudged` says so.
+A parameter that applies to some rows only (``mode`` and the options: inductor's; ``dynamic``
+and ``compile_scope``: the compiled rows') is judged among those rows alone, in an Optuna study
+of its own with the other parameters of the same rows: judged across every row, its value ``-``
+on the eager rows would stand in for "compiled or not", and an option that changes nothing
+would score as much as ``backend`` whenever eager wins or loses. The shares of the groups are
+then normalised together. A parameter is left out where it took one value at that batch size,
+among the rows it applies to; where it applies to fewer than :data:`MIN_ROWS` rows it is not
+judged, and :attr:`BatchImportance.unjudged` says so.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ EVALUATOR = "PED-ANOVA (optuna.importance.PedAnovaImportanceEvaluator)"
 IMPORTANCE_OBJECTIVES: dict[str, str] = dict(zip(("latency", "memory", "warmup"),
                                                  PARETO_OBJECTIVES, strict=True))
 # The tuner's own dimensions, as Parquet columns; the inductor options' opt_* columns follow.
-PARAMETERS = ("backend", "mode", "dynamic", "dtype", "channels_last", "cudnn_benchmark")
+PARAMETERS = ("backend", "mode", "dynamic", "dtype", "channels_last", "cudnn_benchmark",
+              "compile_scope")
 NOT_APPLICABLE = "-"
 # Fewer rows, or fewer parameters that vary, and an importance says nothing.
 MIN_ROWS = 4
@@ -112,7 +113,7 @@ def parameters_of(trials: pd.DataFrame) -> list[str]:
 def _applies(parameter: str, backend: str) -> bool:
     if parameter == "mode" or is_option_column(parameter):
         return backend == INDUCTOR
-    if parameter == "dynamic":
+    if parameter in ("dynamic", "compile_scope"):
         return backend != EAGER
     return True
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from tuner.data.derive import derive
 from tuner.data.schema import COLUMNS, SCHEMA_VERSION, is_option_column
-from tuner.domain.config import TrialConfig, option_column
+from tuner.domain.config import WHOLE, TrialConfig, option_column
 from tuner.domain.records import FINGERPRINT_FIELDS, TrialResult
 from tuner.domain.workload import Workload
 
@@ -35,7 +35,8 @@ def trial_row(study: str, number: int, config: TrialConfig, workload: Workload,
         batch_size=config.batch_size, config_json=json.dumps(config.to_dict(), sort_keys=True),
         model=workload.model, device=workload.device, dtype=ran.dtype,
         image_size=workload.image_size, channels_last=ran.channels_last,
-        cudnn_benchmark=ran.cudnn_benchmark)
+        cudnn_benchmark=ran.cudnn_benchmark,
+        compile_scope=(config.compile_scope or WHOLE) if config.compiled else None)
     row.update({option_column(name): value for name, value in config.options})
     row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_FIELDS})
     if row.get("stream_timer") is None and row.get("timer") in BACK_TO_BACK_TIMERS:

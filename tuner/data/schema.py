@@ -25,6 +25,12 @@ and each inductor option a study searched has a column of its own beyond :data:`
 backends). Those columns exist only in files of studies that searched the option
 (:func:`is_option_column`).
 
+``compile_scope`` (tuner 0.3.0, within version 3) says what each compiled row compiled:
+``whole`` (the model, ``torch.compile(model)``) or ``regional`` (each block of its largest list
+of repeated blocks, :mod:`tuner.runtime.regions`), whose ``region_class`` and
+``regions_compiled`` say which and how many; empty for eager, and in files written before it
+(where every compiled row compiled the whole model).
+
 ``cache_start`` says what each compiled row's first call (``compile_s_cold``) started from:
 ``cold`` (empty inductor and triton caches), ``warm`` (caches that already held entries, as
 with ``--warm-cache``) or ``artifacts`` (saved compile artifacts loaded first); empty for eager
@@ -132,6 +138,11 @@ CATALOGUE = (
     _c("image_size", _i64, "px", "input height and width of an image model"),
     _c("channels_last", _bool, "", "whether the model and 4-D inputs were channels_last"),
     _c("cudnn_benchmark", _bool, "", "torch.backends.cudnn.benchmark as the row ran"),
+    # what torch.compile was given (tuner 0.3.0; empty for eager and in files before it)
+    _c("compile_scope", _str, "", "whole (torch.compile(model)) or regional (each block of the "
+       "model's largest list of repeated blocks compiled in place, the rest eager)"),
+    _c("region_class", _str, "", "regional: the class of the blocks compiled"),
+    _c("regions_compiled", _i64, COUNT, "regional: how many blocks were compiled"),
     # how it ended
     _c("status", _str, "", "ok, or how it failed: compile_error, oom, cuda_error, timeout, "
        "compile_timeout, crash, wrong_result, workload_error, interrupted"),

@@ -7,7 +7,8 @@ row is compared with. (Dynamo's own debugging backend of that name is not offere
 The dimensions added on 2026-11-30 in tuner 0.1.0 (a87c065: ``dtype``, ``channels_last``,
 ``cudnn_benchmark``, ``options``) are ``None``/empty unless the study searches them: then the
 workload's value holds, and the config's key is the one it had before those dimensions existed,
-so studies made before them resume unchanged.
+so studies made before them resume unchanged. ``compile_scope`` (tuner 0.3.0) is the same:
+``None`` compiles the whole model, and a config's key names it only where it is set.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ DEFAULT_MODE = "default"
 
 # Inductor modes that record CUDA graphs; on the CPU they are the same as their graph-less twin.
 CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
+
+# What torch.compile is given (``compile_scope``): the whole model, torch.compile(model), or
+# each block of its largest list of repeated blocks, compiled in place while the rest runs
+# eager (tuner.runtime.regions: PyTorch's regional compilation). None in a config: whole.
+WHOLE = "whole"
+REGIONAL = "regional"
+COMPILE_SCOPES = (WHOLE, REGIONAL)
 
 # Short names for labels.
 _SHORT_DTYPE = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
@@ -57,6 +65,8 @@ class TrialConfig:
     # inductor only: options of torch._inductor.config given to torch.compile(options=...),
     # sorted by name (a mapping is accepted and sorted, so equal choices give equal configs)
     options: tuple[tuple[str, OptionValue], ...] = ()
+    # compiled backends only: one of COMPILE_SCOPES; None: whole (not searched)
+    compile_scope: str | None = None
 
     def __post_init__(self) -> None:
         items: Iterable[Any] = (self.options.items() if isinstance(self.options, Mapping)
@@ -66,10 +76,20 @@ class TrialConfig:
             # Only inductor reads torch._inductor.config: elsewhere an option would be a
             # second key for the same measurement.
             raise ValueError(f"inductor options given for backend {self.backend!r}")
+        if self.compile_scope is not None and (
+                not self.compiled or self.compile_scope not in COMPILE_SCOPES):
+            raise ValueError(f"compile scope {self.compile_scope!r} given for backend "
+                             f"{self.backend!r}: one of {', '.join(COMPILE_SCOPES)}, compiled "
+                             "backends only")
 
     @property
     def compiled(self) -> bool:
         return self.backend != EAGER
+
+    @property
+    def regional(self) -> bool:
+        """Whether each repeated block is compiled, not the whole model."""
+        return self.compile_scope == REGIONAL
 
     @functools.cached_property  # a search compares every config's key after every trial
     def key(self) -> str:
@@ -86,19 +106,22 @@ class TrialConfig:
             key += f"|channels_last={self.channels_last}"
         if self.cudnn_benchmark is not None:
             key += f"|cudnn_benchmark={self.cudnn_benchmark}"
+        if self.compile_scope is not None:
+            key += f"|scope={self.compile_scope}"
         return key + "".join(f"|opt.{name}={value!r}" for name, value in self.options)
 
     @functools.cached_property
     def label(self) -> str:
         """Short label without the batch size, e.g. ``inductor:reduce-overhead`` (dynamic=False),
-        ``inductor:default dynamic=None`` or ``inductor:default bf16 epilogue_fusion=False``."""
+        ``inductor:default dynamic=None``, ``inductor:default regional`` (each repeated block
+        compiled) or ``inductor:default bf16 epilogue_fusion=False``."""
         if not self.compiled:
             label = EAGER
         else:
             label = self.backend if self.mode is None else f"{self.backend}:{self.mode}"
             # Static shapes (dynamic=False) are the common case and the default: no suffix.
             label = label if self.dynamic is False else f"{label} dynamic={self.dynamic}"
-        parts = [label]
+        parts = [label, REGIONAL] if self.regional else [label]
         if self.dtype is not None:
             parts.append(_SHORT_DTYPE.get(self.dtype, self.dtype))
         if self.channels_last is not None:
@@ -148,6 +171,8 @@ class TrialConfig:
                 data[name] = getattr(self, name)
         if self.options:
             data["options"] = self.option_dict
+        if self.compile_scope is not None:
+            data["compile_scope"] = self.compile_scope
         return data
 
     @classmethod
@@ -156,7 +181,8 @@ class TrialConfig:
                    mode=data.get("mode"), dynamic=data.get("dynamic"), dtype=data.get("dtype"),
                    channels_last=data.get("channels_last"),
                    cudnn_benchmark=data.get("cudnn_benchmark"),
-                   options=tuple((data.get("options") or {}).items()))
+                   options=tuple((data.get("options") or {}).items()),
+                   compile_scope=data.get("compile_scope"))
 
 
 def uses_cudagraphs(config: TrialConfig) -> bool:

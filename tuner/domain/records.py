@@ -226,6 +226,10 @@ class TrialResult:
     # False: a compiled backend produced no compiled graph, every call ran eager under the
     # config's label; never a compiled speedup. None: not compiled (eager) or not known.
     ran_compiled: bool | None = None
+    # A regional config (tuner.runtime.regions): the class of the blocks compiled, and how many
+    # (torch compiles one and reuses its code for the others); None: whole model or eager.
+    region_class: str | None = None
+    regions_compiled: int | None = None
     # work per call (torch.utils.flop_counter on one eager call) and the machine's peak
     flops_per_call: int | None = None
     peak_tflops_measured: float | None = None  # bf16 8192^3 matmul on CUDA, fp32 2048^3 on CPU

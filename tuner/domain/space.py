@@ -17,10 +17,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from tuner.domain.config import (
+    COMPILE_SCOPES,
     CUDAGRAPH_MODES,
     DEFAULT_MODE,
     EAGER,
     INDUCTOR,
+    WHOLE,
     OptionValue,
     TrialConfig,
 )
@@ -93,7 +95,9 @@ class SearchSpace:
 
     ``dtypes``, ``channels_last``, ``cudnn_benchmark`` and ``options`` are empty when not
     searched (the workload's value holds); ``options`` holds (inductor option, its values),
-    sorted by name, and applies to inductor configs only.
+    sorted by name, and applies to inductor configs only. ``compile_scopes`` (of
+    :data:`~tuner.domain.config.COMPILE_SCOPES`) applies to compiled configs; empty: the whole
+    model is compiled, and the configs do not name a scope.
     """
 
     backends: tuple[str, ...]
@@ -104,6 +108,7 @@ class SearchSpace:
     channels_last: tuple[bool, ...] = ()
     cudnn_benchmark: tuple[bool, ...] = ()
     options: tuple[tuple[str, tuple[OptionValue, ...]], ...] = ()
+    compile_scopes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         items: Iterable[Any] = (self.options.items() if isinstance(self.options, Mapping)
@@ -132,10 +137,12 @@ class SearchSpace:
                     continue
                 modes: Iterable[str | None] = self.modes if backend == INDUCTOR else (None,)
                 options = self._option_choices() if backend == INDUCTOR else [()]
-                for mode, dyn, (dt, cl, cb), opts in itertools.product(
-                        modes, self.dynamic, self._global_choices(), options):
+                for mode, dyn, (dt, cl, cb), opts, scope in itertools.product(
+                        modes, self.dynamic, self._global_choices(), options,
+                        self.compile_scopes or (None,)):
                     out.append(TrialConfig(backend, bs, mode, dyn, dtype=dt, channels_last=cl,
-                                           cudnn_benchmark=cb, options=opts))
+                                           cudnn_benchmark=cb, options=opts,
+                                           compile_scope=scope))
         return out
 
     def baselines(self) -> list[TrialConfig]:
@@ -154,7 +161,9 @@ class SearchSpace:
             dyn = False if False in self.dynamic else self.dynamic[0]
             dtype = self.dtypes[0] if self.dtypes else None
             options = tuple((name, values[0]) for name, values in self.options)
-            out += [TrialConfig(INDUCTOR, bs, mode, dyn, dtype=dtype, options=options, **first)
+            scope = self.compile_scopes[0] if self.compile_scopes else None
+            out += [TrialConfig(INDUCTOR, bs, mode, dyn, dtype=dtype, options=options,
+                                compile_scope=scope, **first)
                     for mode in modes for bs in self.batch_sizes]
         return out
 
@@ -170,6 +179,8 @@ class SearchSpace:
                 data[name] = list(getattr(self, name))
         if self.options:
             data["options"] = {name: list(values) for name, values in self.options}
+        if self.compile_scopes:  # tuner 0.3.0: only where searched, as the dimensions above
+            data["compile_scopes"] = list(self.compile_scopes)
         return data
 
     @classmethod
@@ -179,7 +190,8 @@ class SearchSpace:
                    dtypes=tuple(data.get("dtypes") or ()),
                    channels_last=tuple(data.get("channels_last") or ()),
                    cudnn_benchmark=tuple(data.get("cudnn_benchmark") or ()),
-                   options=tuple((data.get("options") or {}).items()))
+                   options=tuple((data.get("options") or {}).items()),
+                   compile_scopes=tuple(data.get("compile_scopes") or ()))
 
 
 # The inductor options a CUDA search covers when the user names none: those that moved resnet50
@@ -236,6 +248,7 @@ def build_space(
     cudnn_benchmark: Sequence[bool | str] | None = None,
     options: Mapping[str, Sequence[Any]] | None = None,
     available_options: Mapping[str, Any] | None = None,
+    compile_scopes: Sequence[str] | None = None,
 ) -> SearchSpace:
     """Validate the user's restrictions against the installed torch and the device.
 
@@ -248,7 +261,8 @@ def build_space(
     values, text or typed) are searched dimensions; None or empty: not searched. tf32 needs a
     CUDA device, and so does searching cudnn.benchmark; options need inductor in the space.
     ``channels_last`` changes the model and the 4-D inputs only (a factory model's other
-    inputs stay as they are).
+    inputs stay as they are). ``compile_scopes`` (whole, regional) needs a compiled backend;
+    ``whole`` alone is what no scope means, so it searches nothing.
     """
     have_backends = list(available_backends or installed_backends())
     have_modes = list(available_modes or installed_modes())
@@ -267,6 +281,7 @@ def build_space(
     if cudnn_benchmark:
         check_cudnn_benchmark(device)
     checked = _checked_options(options, available_options, backends, device)
+    scopes = _checked_scopes(compile_scopes, backends)
 
     return SearchSpace(
         backends=tuple(dict.fromkeys(backends)),
@@ -277,7 +292,23 @@ def build_space(
         channels_last=_bools(channels_last or (), "--channels-last"),
         cudnn_benchmark=_bools(cudnn_benchmark or (), "--cudnn-benchmark"),
         options=checked,
+        compile_scopes=scopes,
     )
+
+
+def _checked_scopes(scopes: Sequence[str] | None, backends: Sequence[str]) -> tuple[str, ...]:
+    """The compile scopes asked for, each once; none where only ``whole`` is: the whole model
+    is what a config without a scope compiles, and its key stays what it was."""
+    scopes = tuple(dict.fromkeys(s.strip().lower() for s in scopes or ()))
+    for scope in scopes:
+        if scope not in COMPILE_SCOPES:
+            raise UserError(f"--compile-scope {scope!r}: choose from {', '.join(COMPILE_SCOPES)} "
+                            "(e.g. --compile-scope whole,regional)", about="--compile-scope")
+    if scopes and set(backends) == {EAGER}:
+        raise UserError("--compile-scope applies to compiled backends only (eager compiles "
+                        "nothing): add inductor to --backend or drop --compile-scope",
+                        about=("--compile-scope", "--backend"))
+    return () if scopes == (WHOLE,) else scopes
 
 
 def _check_batch_sizes(batch_sizes: Sequence[int]) -> None:

@@ -10,6 +10,7 @@ command line wins over the file. The keys, with the option each stands for::
     dtypes = ["bfloat16", "float16"]             # --dtype
     channels_last = [false, true]                # --channels-last
     cudnn_benchmark = [true]                     # --cudnn-benchmark
+    compile_scopes = ["whole", "regional"]       # --compile-scope
 
     [inductor_options]                           # --inductor-option NAME=V1,V2, one per key
     coordinate_descent_tuning = [false, true]
@@ -40,7 +41,8 @@ from tuner.errors import UserError
 # key -> the option it stands for
 OPTIONS = {"batch_sizes": "--batch-sizes", "backends": "--backend", "modes": "--mode",
            "dynamic": "--dynamic", "dtypes": "--dtype", "channels_last": "--channels-last",
-           "cudnn_benchmark": "--cudnn-benchmark", "inductor_options": "--inductor-option"}
+           "cudnn_benchmark": "--cudnn-benchmark", "inductor_options": "--inductor-option",
+           "compile_scopes": "--compile-scope"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,7 @@ class SpaceFile:
     channels_last: tuple[bool, ...] | None = None
     cudnn_benchmark: tuple[bool, ...] | None = None
     inductor_options: tuple[tuple[str, tuple[OptionValue, ...]], ...] | None = None
+    compile_scopes: tuple[str, ...] | None = None
 
 
 # key -> (the kinds of item it takes, an example for the error); dynamic's "none" is a string.
@@ -63,7 +66,8 @@ _ITEMS: dict[str, tuple[tuple[type, ...], str]] = {
     "batch_sizes": ((int,), "[1, 16]"), "backends": ((str,), '["eager", "inductor"]'),
     "modes": ((str,), '["default"]'), "dynamic": ((bool, str), '[false, true, "none"]'),
     "dtypes": ((str,), '["float32", "bfloat16"]'), "channels_last": ((bool,), "[false, true]"),
-    "cudnn_benchmark": ((bool,), "[true, false]")}
+    "cudnn_benchmark": ((bool,), "[true, false]"),
+    "compile_scopes": ((str,), '["whole", "regional"]')}
 
 
 MAX_BYTES = 1 << 20  # a space file is a few lines; more is not one

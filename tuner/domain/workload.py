@@ -12,7 +12,8 @@ Two kinds of model:
   float32 (the tuner moves both to the device, and casts the model and floating-point inputs to
   the study's dtype). The model is called as ``model(*inputs)``. A factory whose inputs have a
   sequence length takes it as a second argument, ``factory(batch_size, seq_len)``, with a
-  default; a shape schedule can then vary it (``--shape-schedule 8x128,8x512``).
+  default; a shape schedule can then vary it (``--shape-schedule 8x128,8x512``). It may name
+  its model's repeated block for ``--compile-scope regional`` (:mod:`tuner.runtime.regions`).
 
 This module describes and validates a workload in the search process, cheaply; building it
 happens in the trial process (:mod:`tuner.trial.build`).

@@ -29,7 +29,8 @@ class FakeRunner:
     request's ``save_artifacts`` file is written, and a ``load_artifacts`` file that exists
     makes the first call :data:`ARTIFACTS_FACTOR` of the cold time. Rows say which
     (``cache_start``). A compiled config whose first call (:data:`COMPILE_S`, after the cache)
-    would take longer than the protocol's compile budget ends as ``compile_timeout``.
+    would take longer than the protocol's compile budget ends as ``compile_timeout``. A
+    regional config compiles faster and runs slower (:data:`REGIONAL_COMPILE_FACTOR`).
     """
 
     BASE_MS = {"eager": 10.0, "inductor:default": 8.0, "inductor:reduce-overhead": 6.0,
@@ -39,6 +40,10 @@ class FakeRunner:
                  "inductor:max-autotune-no-cudagraphs": 60.0, "inductor:max-autotune": 90.0,
                  "cudagraphs": 3.0, "aot_eager": 5.0}
     WARM_FACTOR = 0.15
+    # A regional config (compile_scope regional): a shorter first call, a slower call, and
+    # this many blocks of class FAKE_BLOCK compiled.
+    REGIONAL_COMPILE_FACTOR, REGIONAL_LATENCY_FACTOR = 0.25, 1.03
+    FAKE_BLOCK, FAKE_BLOCKS = "Block", 12
     ARTIFACTS_FACTOR = 0.4
     CACHE_MARK = "fake-cache"
 
@@ -85,6 +90,7 @@ class FakeRunner:
                                        stderr_tail="fake stderr\n", wall_s=0.01)
         dyn_factor = {None: 1.02, False: 1.0, True: 1.05}[cfg.dynamic] if cfg.compiled else 1.0
         p50 = self.base_ms.get(base_label, 9.0) * (0.5 + cfg.batch_size / 8) * dyn_factor / self.speed
+        p50 *= self.REGIONAL_LATENCY_FACTOR if cfg.regional else 1.0
         if self.jitter:
             nth = self.calls.count(cfg.key)
             p50 *= 1 + self.jitter * random.Random(f"{cfg.key}#{nth}").uniform(-1.0, 1.0)
@@ -92,7 +98,8 @@ class FakeRunner:
                                                                        "cudagraphs")
         vram = int(1e9 * (1 + cfg.batch_size / 32) * (1.3 if cudagraphs else 1.0))
         samples = [p50 * (1 + 0.01 * ((i % 5) - 2)) for i in range(50)]
-        compile_s = self.COMPILE_S.get(base_label, 10.0)
+        compile_s = self.COMPILE_S.get(base_label, 10.0) * (
+            self.REGIONAL_COMPILE_FACTOR if cfg.regional else 1.0)
         cache = self._fake_cache(request, cache_dir, compile_s) if cfg.compiled else {}
         compile_s = cache.pop("compile_s_cold", compile_s)
         budget = request.protocol.compile_timeout_s
@@ -119,7 +126,8 @@ class FakeRunner:
             max_abs_error=1e-6, tolerance=1e-3, graph_breaks=0 if cfg.compiled else None,
             unique_graphs=1 if cfg.compiled else None, recompiles=0 if cfg.compiled else None,
             cudagraph_skips=0 if cfg.compiled else None, fingerprint=fingerprint, **cache,
-            **schedule)
+            **schedule, region_class=self.FAKE_BLOCK if cfg.regional else None,
+            regions_compiled=self.FAKE_BLOCKS if cfg.regional else None)
 
     def start_spare(self, prebuild: Any = None) -> None:
         self.spares.append((prebuild, len(self.calls)))

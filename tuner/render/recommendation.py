@@ -180,10 +180,35 @@ def _compile_model(rec: Recommended, warm: Path | None) -> list[str]:
                       '        warnings.warn(f"no warm start: {ARTIFACTS} {why}; the first call '
                       'compiles cold")']
         args = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
-        lines.append(f"    return torch.compile(model, {args})")
+        lines += _regional(rec, args) if rec.config.regional else \
+            [f"    return torch.compile(model, {args})"]
     else:
         lines.append(f"    return model  # not compiled: {rec.why_eager}")
     return lines
+
+
+def _regional(rec: Recommended, args: str) -> list[str]:
+    """A regional config's compile: each outermost module of the class the study compiled,
+    in place, as tuner.runtime.regions does; the rest of the model stays eager."""
+    block = rec.row.get("region_class")
+    return [f"    # Regional: each {block} compiled in place (the study compiled "
+            f"{rec.row.get('regions_compiled')}); the rest runs eager.",
+            "    blocks: list[str] = []",
+            "    for name, module in model.named_modules():",
+            f"        if name and type(module).__qualname__ == {block!r} and not any(",
+            '                name.startswith(outer + ".") for outer in blocks):',
+            "            blocks.append(name)",
+            f"            module.compile({args})",
+            "    return model"]
+
+
+def _applied(rec: Recommended) -> str:
+    """How the config is applied, in one line (``tuner recommend``'s ``apply``)."""
+    call = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
+    if not rec.config.regional:
+        return f"torch.compile(model, {call})"
+    return (f"block.compile({call}) for each {rec.row.get('region_class')} of the model "
+            f"(regional: the study compiled {rec.row.get('regions_compiled')}), the rest eager")
 
 
 # What a config that records CUDA graphs asks of the code that calls it.
@@ -211,7 +236,6 @@ def _figures(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, 
     # "... takes 15.0 s where max_compile_s=1", "... has no measurement for max_p99_ms"
     why_eager = re.sub(rf"\b({'|'.join(Constraints().to_dict())})\b",
                        lambda found: called(found.group(1)), rec.why_eager)
-    call = ", ".join(f"{k}={v!r}" for k, v in rec.config.compile_kwargs().items())
     rows = [
         ("study", f"{rec.study} ({w.model} {w.dtype} on {w.device}; {rec.path})"),
         ("objective", f"{rec.objective}: {OBJECTIVES[rec.objective].what}"),
@@ -219,7 +243,7 @@ def _figures(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, 
                         + ("config meets them" if rec.candidates == 1 else "configs meet them")),
         ("config", f"{rec.config.label}, batch size {rec.config.batch_size} "
                    f"(trial {rec.trial_number})"),
-        ("apply", f"torch.compile(model, {call})" if rec.config.compiled
+        ("apply", _applied(rec) if rec.config.compiled
          else f"no torch.compile: {why_eager}"),
         ("latency", _latency(m) + ", " + _fmt(m.speedup_vs_eager, "{:.2f}x vs eager")),
         ("throughput", _fmt(m.throughput_per_s, "{:,.0f} items/s") + " back to back ("

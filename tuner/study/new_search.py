@@ -46,6 +46,7 @@ class SearchOptions:
     cudnn_benchmark: str
     cudnn_benchmark_given: bool  # the user gave --cudnn-benchmark (checked against the device)
     inductor_options: tuple[str, ...]  # NAME=V1,V2 each
+    compile_scopes: tuple[str, ...]  # whole, regional; none given: whole (not searched)
     space_file: Path | None
     batch_sizes: str
     shape_schedule: str | None
@@ -258,7 +259,9 @@ def _spec(o: SearchOptions, name: str, workload: Workload, values: _Values,
                         dtypes=dtypes if len(dtypes) > 1 else None,
                         channels_last=formats if len(formats) > 1 else None,
                         cudnn_benchmark=cudnn if len(cudnn) > 1 else None,
-                        options=options)
+                        options=options,
+                        compile_scopes=from_file.compile_scopes
+                        or split(o.compile_scopes, "--compile-scope"))
     return StudySpec(name=name, workload=workload, space=space, protocol=protocol,
                      root=o.studies_dir, storage=o.storage, n_trials=o.n_trials,
                      budget_s=o.budget_s, seed=o.seed,

@@ -29,7 +29,8 @@ def items_of(text: str, option: str) -> list[str]:
 _EXAMPLES = {"--dtype": "float32,bfloat16", "--backend": "eager,inductor",
              "--mode": "default,reduce-overhead", "--dynamic": "false,true",
              "--channels-last": "false,true", "--cudnn-benchmark": "true,false",
-             "--inductor-option": "epilogue_fusion=true,false"}
+             "--inductor-option": "epilogue_fusion=true,false",
+             "--compile-scope": "whole,regional"}
 
 
 def positive_ints(text: str, what: str, option: str) -> list[int]:

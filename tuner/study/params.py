@@ -39,9 +39,12 @@ def suggest(trial: optuna.trial.BaseTrial, space: SearchSpace, batch_size: int |
                        if space.cudnn_benchmark else None)
     options = ({name: trial.suggest_categorical(OPTION_PARAM + name, list(values))
                 for name, values in space.options} if backend == INDUCTOR else {})
+    scope = (trial.suggest_categorical("compile_scope", list(space.compile_scopes))
+             if space.compile_scopes and backend != EAGER else None)
     return TrialConfig(backend=backend, batch_size=batch_size, mode=mode, dynamic=dynamic,
                        dtype=dtype, channels_last=channels_last,
-                       cudnn_benchmark=cudnn_benchmark, options=tuple(options.items()))
+                       cudnn_benchmark=cudnn_benchmark, options=tuple(options.items()),
+                       compile_scope=scope)
 
 
 def params_of(config: TrialConfig) -> dict[str, Any]:
@@ -55,6 +58,8 @@ def params_of(config: TrialConfig) -> dict[str, Any]:
         if getattr(config, name) is not None:
             params[name] = getattr(config, name)
     params.update({OPTION_PARAM + name: value for name, value in config.options})
+    if config.compile_scope is not None:
+        params["compile_scope"] = config.compile_scope
     return params
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.domain.config import uses_cudagraphs
 from tuner.domain.records import Status, TrialProtocol, TrialRequest, TrialResult
-from tuner.trial.compiling import compiling
+from tuner.trial.compiling import compiled_model, compiling, eager_model
 from tuner.trial.contract import (
     BUILD_FILE_ENV,
     GPU_TIME_CALLS,
@@ -54,7 +54,7 @@ def run_trial(request: TrialRequest, started: float,
 
     # What the steps use, imported here, after import_s and before any step: no step's time
     # holds an import.
-    from tuner.runtime import artifacts, fingerprint, knobs  # noqa: F401
+    from tuner.runtime import artifacts, fingerprint, knobs, regions  # noqa: F401
     from tuner.trial import (  # noqa: F401
         affinity,
         build,
@@ -92,7 +92,8 @@ def run_trial(request: TrialRequest, started: float,
         _fill_latency(result, *requests, request.protocol)
         _fill_stream(result, *stream)
         if request.workload.shape_schedule and result.correct is not False:
-            _replay_schedule(request, work, fn, dev, mark_step, model, result)
+            _replay_schedule(request, work, fn, dev, mark_step,
+                             eager_model(model, request.config), result)
     except TrialStopped as stopped:
         return stopped.record
     if result.correct is False:
@@ -167,10 +168,9 @@ def _apply_knobs_and_cast(work: Workload, model, inputs, dev: Device, build_s: f
 def _compile(request: TrialRequest, model, dev: Device,
              result: TrialResult) -> tuple[Callable[..., Any], bool]:
     """The model as the config runs it: torch.compile's wrapper (its first call compiles), or
-    the model itself for eager; and whether each call marks a CUDA-graph step. The device's
-    peaks are counted afresh from here."""
-    import torch
-
+    the model itself for eager or with its blocks compiled (regional,
+    :func:`tuner.trial.compiling.compiled_model`); and whether each call marks a CUDA-graph
+    step. The device's peaks are counted afresh from here."""
     from tuner.runtime import artifacts
 
     config = request.config
@@ -186,8 +186,7 @@ def _compile(request: TrialRequest, model, dev: Device,
             result.artifacts_load_s, result.artifacts_note = artifacts.load(
                 Path(request.load_artifacts))
         result.cache_start = artifacts.cache_start(held, result.artifacts_load_s is not None)
-    fn = torch.compile(model, **config.compile_kwargs()) if config.compiled else model
-    return fn, mark_step
+    return compiled_model(model, config, request.workload, result), mark_step
 
 
 def _one_step(fn: Callable[..., Any], inputs, mark_step: bool) -> Callable[[], Any]:

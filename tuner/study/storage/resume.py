@@ -204,6 +204,7 @@ OPTION_OF = {
     "cudnn_benchmark": "--cudnn-benchmark", "shape_schedule": "--shape-schedule",
     "backends": "--backend", "modes": "--mode", "dynamic": "--dynamic",
     "batch_sizes": "--batch-sizes", "options": "--inductor-option",
+    "compile_scopes": "--compile-scope",
     "min_calls": "--min-calls", "min_seconds": "--min-seconds", "warm_cache": "--warm-cache",
     "compile_timeout_s": "--compile-timeout", "max_vram_gb": "--max-vram-gb",
     "max_compile_s": "--max-compile-s"}

@@ -32,6 +32,8 @@ from tuner.use.recommend.first_call import WarmStartMissed, watch
 if TYPE_CHECKING:
     import torch
 
+    from tuner.runtime.regions import Regions
+
 
 @dataclasses.dataclass(frozen=True)
 class Recommendation:
@@ -125,9 +127,12 @@ class Recommendation:
         if the study searched memory formats and chose contiguous; ``Module.to`` converts the
         model's own parameters, so the model you pass is converted too); then returns
         ``torch.compile(model, **config.compile_kwargs())``, or, when eager was best, the model
-        itself, not compiled. Before compiling, with ``warm_start``, it loads the compile
-        artifacts the study saved for the config (:meth:`load_artifacts`), so the first call
-        finds its compiled code in the cache; if it does not, a :class:`WarmStartMissed`
+        itself, not compiled. A regional config (``config.compile_scope == "regional"``)
+        compiles each block of the class the study compiled in place instead
+        (``block.compile(**config.compile_kwargs())``, :mod:`tuner.runtime.regions`) and
+        returns the model itself, the rest of it eager. Before compiling, with ``warm_start``,
+        it loads the compile artifacts the study saved for the config (:meth:`load_artifacts`),
+        so the first call finds its compiled code in the cache; if it does not, a :class:`WarmStartMissed`
         warning says why, once: at ``apply`` when the file is missing, was saved by another torch
         or cannot be read, at the first call when it was loaded and that call compiled all the
         same (a cache key did not match).
@@ -151,7 +156,8 @@ class Recommendation:
 
         Raises:
             UserError: ``model`` is not a ``torch.nn.Module``, or is already compiled (an
-                ``OptimizedModule``: pass the module it wraps, ``model._orig_mod``).
+                ``OptimizedModule``: pass the module it wraps, ``model._orig_mod``), or the
+                config is regional and the model has none of the blocks the study compiled.
         """
         import torch
 
@@ -166,13 +172,34 @@ class Recommendation:
             model = model.to(memory_format=torch.contiguous_format)
         if not self.config.compiled:
             return model
+        regions = self._regions(model) if self.config.regional else None
         loaded = warm_start and self.load_artifacts(_stacklevel=3)
-        # torch.compile wraps a Module in an OptimizedModule, itself a Module; torch types the
-        # result as a plain callable
-        compiled = cast("torch.nn.Module", torch.compile(model, **self.config.compile_kwargs()))
+        if regions is not None:
+            from tuner.runtime.regions import compile_regions
+
+            compile_regions(model, regions, **self.config.compile_kwargs())
+            compiled = model
+        else:
+            # torch.compile wraps a Module in an OptimizedModule, itself a Module; torch types
+            # the result as a plain callable
+            compiled = cast("torch.nn.Module",
+                            torch.compile(model, **self.config.compile_kwargs()))
         if loaded:
             watch(compiled, self.study, self.config.batch_size, str(self.artifacts_path))
         return compiled
+
+    def _regions(self, model: torch.nn.Module) -> Regions:
+        """The blocks of ``model`` a regional config compiles: those of the class the study
+        compiled (the row's ``region_class``), found by the trial's rule
+        (:mod:`tuner.runtime.regions`); a one-line error where the model has none."""
+        from tuner.runtime.regions import NoRegions, find_regions
+
+        try:
+            return find_regions(model, self.row.get("region_class"))
+        except NoRegions as exc:
+            raise UserError(f"apply: study {self.study!r} compiled the blocks of its model "
+                            f"regionally, but {exc}: pass the model the study measured"
+                            ) from None
 
     @property
     def cuda_graphs(self) -> bool:
