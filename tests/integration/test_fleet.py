@@ -17,10 +17,12 @@ from optuna.trial import TrialState
 
 from tests.support import workers
 from tests.support.processes import gone, wait_until_gone
+from tests.support.synthetic import write_study
 from tuner import fake
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.domain import layout
+from tuner.domain.config import TrialConfig
 from tuner.errors import UserError
 from tuner.fake import FakeRunner
 from tuner.launch import gpus
@@ -431,6 +433,30 @@ def test_search_gpus_from_the_command_line(tmp_path, monkeypatch, capfd):
     assert '"pareto"' in result.stdout
     df, meta = files.read(tmp_path / "resnet18-cuda")
     assert df["config_key"].is_unique and len(df) == 4 and meta["workload"]["device"] == "cuda"
+
+
+def test_search_gpus_start_from_measures_the_studys_configs_and_says_so_once(
+        tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    faster = {TrialConfig("inductor", bs, "default", True).key: {"latency_ms_p50": 1.0}
+              for bs in (1, 2)}
+    write_study(tmp_path, "h100", gpu="NVIDIA H100", changes=faster, trial_configs=[
+        c for bs in (1, 2) for c in (TrialConfig("eager", bs),
+                                     TrialConfig("inductor", bs, "default", True))])
+    result = CliRunner().invoke(main, [
+        "search", "--model", "resnet18", "--backend", "eager,inductor", "--mode", "default",
+        "--dynamic", "false,true", "--batch-sizes", "1,2", "--gpus", "all", "--confirm", "0",
+        "--inductor-option", "none", "--channels-last", "false", "--studies-dir", str(tmp_path),
+        "--start-from", "h100"])
+    assert result.exit_code == 0, result.stderr
+    # The fleet's parent says it once; its workers measure what it queued.
+    said = result.stderr + capfd.readouterr().err
+    assert said.count("--start-from h100 (measured on NVIDIA H100): 2 configs") == 1
+    df, _ = files.read(tmp_path / "resnet18-cuda")
+    came = {key: value for key, value in zip(df["config_key"], df["started_from"])
+            if isinstance(value, str)}
+    assert came == dict.fromkeys(faster, "h100")
 
 
 def test_a_killed_workers_trial_goes_stale_and_is_measured_again(tmp_path):

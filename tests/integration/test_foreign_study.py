@@ -1,7 +1,7 @@
 """A study from elsewhere is read, never run: compile artifacts are code (torch unpickles them
-when it loads them), and reading a study (show, compare, recommend, in the CLI and in Python)
-must not load them. Each finalist's artifacts file here is a pickle that would write a marker
-file the moment anything unpickled it."""
+when it loads them), and reading a study (show, compare, recommend, search --start-from, in the
+CLI and in Python) must not load them. Each finalist's artifacts file here is a pickle that would
+write a marker file the moment anything unpickled it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pickle
 import warnings
 
 import tuner
-from tests.support.cli import OTHER, STUDY, invoke, two_studies
+from tests.support.cli import OTHER, STUDY, invoke, search_args, two_studies
 
 
 def hostile(marker) -> bytes:
@@ -48,7 +48,8 @@ def test_reading_a_study_never_loads_its_artifacts(fake_cli, tmp_path):
                  ["compare", study, str(root / OTHER)],
                  ["recommend", study, "--batch-size", "1"],
                  ["recommend", study, "--batch-size", "8", "--format", "python"],
-                 ["recommend", study, "--batch-size", "1", "--json"]):
+                 ["recommend", study, "--batch-size", "1", "--json"],
+                 search_args(root, "--start-from", study, name="started", confirm="0")):
         result = invoke(*args)
         assert result.exit_code == 0, (args, result.stderr)
     with warnings.catch_warnings():

@@ -132,6 +132,13 @@ if TYPE_CHECKING:
                    "(multivariate TPE; the default for a new study), nsga2, nsga3 (NSGA-II, "
                    "NSGA-III), gp (Gaussian process; needs scipy) or random (the control). "
                    "Stored with the study: a resume uses it.")
+@click.option("--start-from", "start_from", multiple=True, metavar="STUDY",
+              help="Before the sampler, and after the baselines, measure the configs of "
+                   "STUDY's finalists and Pareto fronts that fit this space, in STUDY's order "
+                   "of merit (repeatable): a study folder or a name under --studies-dir, "
+                   "from any GPU or torch. Only batch sizes both search; each such row's "
+                   "started_from names STUDY. Stored with the study: a resume gives the same "
+                   "or none.")
 @max_vram_gb_option("A limit the sampler learns (an Optuna constraint): configs that need more "
                     "memory (GiB, compile and warm-up included) are infeasible. They are "
                     "still measured and kept; stored with the study.")
@@ -143,16 +150,17 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
            inductor_options, compile_scopes, space_file, batch_sizes, shape_schedule, backends,
            modes, dynamic, n_trials, budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
            min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, retry_failed,
-           seed, sampler, max_vram_gb, max_compile_s, as_json, quiet) -> None:
+           seed, sampler, start_from, max_vram_gb, max_compile_s, as_json, quiet) -> None:
     """Search torch.compile settings for a model; write the study's Parquet files.
 
     Each trial runs in its own process (timeouts and failures kept as data). Eager and
     inductor in each mode are measured first at every batch size, so every row has a speedup
     vs eager. On CUDA the space also holds four inductor options both ways and, for a
     torchvision model, channels_last, unless --space is given; a mode that compiles past
-    --compile-timeout is not tried again at that batch size. Then the batch size with the
-    fewest trials gets the next trial, proposed by its own sampler (one Optuna study per batch
-    size); failed configs, and those over --max-vram-gb or --max-compile-s, are infeasible
+    --compile-timeout is not tried again at that batch size. With --start-from, the configs
+    of another study's finalists and fronts that fit this space come next, in its order of
+    merit. Then the batch size with the fewest trials gets the next trial, proposed by its own
+    sampler (one Optuna study per batch size); failed configs, and those over --max-vram-gb or --max-compile-s, are infeasible
     points it learns from. The same command resumes; Ctrl-C stops after the current trial.
     Then the finalists are measured again (--confirm; after --budget too, since it bounds the
     search).
@@ -164,6 +172,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
       tuner search --model mypkg.models:make --device cpu --trials 10
       tuner search --model resnet50 --gpus all --budget 8h   # one worker per GPU
       tuner search --model resnet50 --max-vram-gb 20 --max-compile-s 120 --sampler nsga2
+      tuner search --model resnet50 --start-from studies/h100-resnet50   # on an H200
     """
     from tuner.study import new_search
 
@@ -180,7 +189,7 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
         min_seconds=min_seconds, warm_cache=warm_cache, confirm_repeats=confirm_repeats,
         studies_dir=studies_dir, storage=storage, gpus=gpus, retry_failed=retry_failed,
         seed=seed, sampler=sampler, max_vram_gb=max_vram_gb, max_compile_s=max_compile_s,
-        quiet=quiet)
+        quiet=quiet, start_from=start_from)
     if space_file is not None:
         options = dataclasses.replace(options, from_file=with_space_file(space_file))
     say = output.teller(quiet)

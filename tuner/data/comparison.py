@@ -88,6 +88,20 @@ class Transfer:
     # best, which is noise-aware (tuner.data.select.best): not faster than eager beyond noise
     slowdown_vs_target_best: float | None
     target_measured_batch_size: bool = True  # False: the target ran no trial at this batch size
+    # This config against the target's best, on the target, by the one rule of "within noise"
+    # (tuner.data.noise.verdict, over the p50 of each process each ran in there): "within
+    # noise", "slower", "faster" or "undecided"; "same config" where it is the target's best;
+    # None where the target has no verified row of it (outcome not on_front / off_front).
+    verdict: str | None = None
+    verdict_processes: int | None = None  # undecided: the processes each would need, if known
+    # The processes this config and the target's best ran in there (the verdict's p50s)
+    processes_there: int | None = None
+    best_processes: int | None = None
+    # The knob values this config and the target's best share (knob -> value), and those they
+    # differ in (knob -> {study tag: value}); an option a config leaves unset has the value its
+    # mode runs without it (None where unknown, and mode and dynamic of eager).
+    knobs_shared: dict[str, Any] = dataclasses.field(default_factory=dict)
+    knobs_differ: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

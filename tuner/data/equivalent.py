@@ -49,25 +49,52 @@ def option_defaults(meta: dict[str, Any]) -> Callable[[str | None], dict[str, An
 
 def ran_keys(df: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
     """Per row of one study (its trials.parquet and metadata), the key of what it ran."""
-    unset = option_defaults(meta)
-    workload = meta.get("workload") or {}
+    ran = Ran(meta)
+    return df.apply(ran.key, axis=1) if len(df) else pd.Series([], index=df.index, dtype=object)
 
-    def key(row: pd.Series) -> str:
+
+class Ran:
+    """What the rows of one study ran, read with its metadata (``tuner.space``,
+    ``tuner.workload``, ``tuner.mode_options``): each row's key (:meth:`key`) and knobs
+    (:meth:`knobs`)."""
+
+    def __init__(self, meta: dict[str, Any]) -> None:
+        # The value each inductor option the study knows of takes where a config of a mode
+        # leaves it unset (option_defaults); empty for a study that searched none.
+        self.unset = option_defaults(meta)
+        self._workload = meta.get("workload") or {}
+
+    def knobs(self, row: pd.Series | dict[str, Any]) -> dict[str, Any]:
+        """What the row ran, knob by knob: backend, mode and dynamic (compiled rows only), the
+        precision, memory format and cudnn.benchmark, each inductor option its config sets, at
+        the config's value, and ``compile_scope`` where it is regional."""
         config = config_of(row)
+        out: dict[str, Any] = {"backend": config.backend}
+        if config.compiled:
+            out.update(mode=config.mode, dynamic=config.dynamic)
+        for name in _FORMATS:
+            value = plain(row.get(name))
+            out[name] = self._workload.get(name) if value is None else value
+        out.update(config.options)
+        if config.regional:
+            out["compile_scope"] = config.compile_scope
+        return out
+
+    def key(self, row: pd.Series | dict[str, Any]) -> str:
+        """The key of what the row ran: its knobs, but only the inductor options whose value
+        differs from the one its mode runs without them."""
+        config = config_of(row)
+        knobs = self.knobs(row)
         parts = [config.backend, f"bs={config.batch_size}"]
         if config.compiled:
             parts += [f"mode={config.mode}", f"dynamic={config.dynamic}"]
-        for name in _FORMATS:
-            value = plain(row.get(name))
-            parts.append(f"{name}={workload.get(name) if value is None else value}")
-        defaults = unset(config.mode) if config.options else {}
+        parts += [f"{name}={knobs[name]}" for name in _FORMATS]
+        defaults = self.unset(config.mode) if config.options else {}
         parts += [f"opt.{name}={value!r}" for name, value in config.options
                   if name not in defaults or defaults[name] != value]
         if config.regional:  # the whole model is what a row without a scope compiled
             parts.append("scope=regional")
         return "|".join(parts)
-
-    return df.apply(key, axis=1) if len(df) else pd.Series([], index=df.index, dtype=object)
 
 
 def mode_options(modes: list[str] | tuple[str, ...]) -> dict[str, dict[str, Any]]:

@@ -31,6 +31,10 @@ of repeated blocks, :mod:`tuner.runtime.regions`), whose ``region_class`` and
 ``regions_compiled`` say which and how many; empty for eager, and in files written before it
 (where every compiled row compiled the whole model).
 
+``started_from`` (tuner 0.3.0, within version 3) names the study a row's config came from
+where the search measured it first because that study's finalists or Pareto front held it
+(``tuner search --start-from``); empty for every other row and in files written before it.
+
 ``cache_start`` says what each compiled row's first call (``compile_s_cold``) started from:
 ``cold`` (empty inductor and triton caches), ``warm`` (caches that already held entries, as
 with ``--warm-cache``) or ``artifacts`` (saved compile artifacts loaded first); empty for eager
@@ -131,6 +135,8 @@ CATALOGUE = (
     _c("dynamic", _bool, "", "torch.compile's dynamic; empty for eager and for dynamic=None"),
     _c("batch_size", _i64, "items", "items per call"),
     _c("config_json", _str, "", "the whole config as JSON (TrialConfig.to_dict)"),
+    _c("started_from", _str, "", "the study whose finalists or Pareto front gave this config, "
+       "measured first (tuner search --start-from); empty otherwise"),
     # the workload
     _c("model", _str, "", "torchvision model name, or module:function of a factory"),
     _c("device", _str, "", "cuda or cpu"),

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from tuner.data.comparison import Best, Comparison, StudyRef, Transfer
+from tuner.data.noise import UNDECIDED, WITHIN
 from tuner.render.plain import PLAIN
 from tuner.render.plain import cell as plain_cell
 from tuner.render.text import cell, describe_fingerprint
+from tuner.use.transfer import SAME
 
 
 def render(c: Comparison) -> str:
@@ -29,6 +31,8 @@ def render(c: Comparison) -> str:
         if moves:
             lines.append("transfer of each study's fastest config to the others:")
             lines += [f"  {_transfer_sentence(t)}" for t in moves]
+            lines += [f"  {_knobs_sentence(t)}" for t in moves
+                      if t.source < t.target and (t.knobs_shared or t.knobs_differ)]
     return "\n".join(lines)
 
 
@@ -77,10 +81,42 @@ def _transfer_sentence(t: Transfer) -> str:
     if t.slowdown_vs_target_best < 1.0:  # the best there is noise-aware (select.best)
         return (f"{head} {where}, {t.target_latency_ms:.3f} ms, below {t.target}'s best, "
                 f"{t.target_best_label} ({t.target_best_latency_ms:.3f} ms), by median only: "
-                f"{t.target} did not measure it faster than eager beyond noise")
+                f"{t.target} did not measure it faster than eager beyond noise"
+                f"{_verdict_words(t)}")
     return (f"{head} {where}, {t.target_latency_ms:.3f} ms, {t.slowdown_vs_target_best:.2f}x "
             f"slower than {t.target}'s best, {t.target_best_label} "
-            f"({t.target_best_latency_ms:.3f} ms)")
+            f"({t.target_best_latency_ms:.3f} ms){_verdict_words(t)}")
+
+
+def _verdict_words(t: Transfer) -> str:
+    """The noise rule's verdict of a transferred config against the best there, as the end of
+    its sentence."""
+    if t.verdict in (None, SAME):
+        return ""
+    if t.verdict == UNDECIDED:
+        there = t.processes_there or 1
+        counts = f"it ran in {there} process{'es' if there > 1 else ''} there, the best in " \
+                 f"{t.best_processes or 1}"
+        more = f", {t.verdict_processes} each would decide" if t.verdict_processes else ""
+        return f"; undecided by noise ({counts}{more})"
+    if t.verdict == WITHIN:
+        return "; within noise of it"
+    return f"; {t.verdict} beyond noise"
+
+
+def _knobs_sentence(t: Transfer) -> str:
+    """Which knob values the fastest configs of two studies share, and which they differ in."""
+    head = f"{t.source}'s and {t.target}'s fastest"
+    shared = ", ".join(f"{name}={_knob(value)}" for name, value in t.knobs_shared.items())
+    if not t.knobs_differ:
+        return f"{head} are the same config: {shared}"
+    differ = ", ".join(f"{name} ({', '.join(f'{tag} {_knob(v)}' for tag, v in values.items())})"
+                       for name, values in t.knobs_differ.items())
+    return f"{head} share {shared or 'no knob value'}; differ in {differ}"
+
+
+def _knob(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def _compile_cell(b: Best) -> str:

@@ -20,12 +20,14 @@ from tuner.study.fronts import StoredTrial
 from tuner.study.storage import KEY_ATTR, REQUEUED_ATTR
 
 
-def queue_baselines(claims: Claims, space: SearchSpace, retry_failed: bool) -> None:
+def queue_baselines(claims: Claims, space: SearchSpace, retry_failed: bool) -> bool:
     """Queue the space's baselines that no trial holds yet, in order (see the module's
-    docstring); with ``retry_failed``, at the batch sizes the study holds broken too."""
+    docstring); with ``retry_failed``, at the batch sizes the study holds broken too. Whether
+    any was queued: what is queued after the baselines (:mod:`tuner.study.start_from`) then
+    queues again behind them."""
     state = claims.state()
     held = {} if retry_failed else state.broken
-    waiting = _waiting(claims)
+    waiting = waiting_trials(claims)
     behind = False  # a baseline before this one was queued anew
     for config in space.baselines():
         # Not at a batch size the study holds broken: the run would only prune them.
@@ -33,15 +35,16 @@ def queue_baselines(claims: Claims, space: SearchSpace, retry_failed: bool) -> N
             continue
         queued = waiting.get(config.key, [])
         if behind and queued:
-            if not all([_give_up(claims, stored) for stored in queued]):
+            if not all([give_up(claims, stored) for stored in queued]):
                 continue  # another worker started it meanwhile
         elif state.taken(config.key):
             continue
         claims.enqueue(config)
         behind = True
+    return behind
 
 
-def _waiting(claims: Claims) -> dict[str, list[StoredTrial]]:
+def waiting_trials(claims: Claims) -> dict[str, list[StoredTrial]]:
     """The queued trials not started yet, by their config's key."""
     found: dict[str, list[StoredTrial]] = {}
     for stored in claims.fronts.trials(states=(TrialState.WAITING,)):
@@ -51,7 +54,7 @@ def _waiting(claims: Claims) -> dict[str, list[StoredTrial]]:
     return found
 
 
-def _give_up(claims: Claims, stored: StoredTrial) -> bool:
+def give_up(claims: Claims, stored: StoredTrial) -> bool:
     """Fail the queued trial ``stored`` unrun; False where another worker started it first.
     Started first (as ``ask`` starts it), so the failed trial has a start, as Optuna's records
     of finished trials must."""

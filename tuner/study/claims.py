@@ -39,6 +39,7 @@ from tuner.study.storage import (
     KEY_ATTR,
     OWNER_ATTR,
     RETRY_ATTR,
+    STARTED_FROM_ATTR,
 )
 
 HELD_STATUSES = {status.value for status in HELD}  # as records store them
@@ -312,7 +313,9 @@ class Claims:
             return
         number = self.fronts.number(study, trial.number)
         if not self.state(exclude=number).taken(config.key):  # config.key == key
-            self.enqueue(config, **{RETRY_ATTR: number})
+            # A config another study gave (--start-from) still says so when measured again.
+            came = {k: v for k, v in trial.user_attrs.items() if k == STARTED_FROM_ATTR}
+            self.enqueue(config, **{RETRY_ATTR: number}, **came)
 
 
 def _process(owner: dict[str, object]) -> str:

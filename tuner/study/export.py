@@ -26,7 +26,7 @@ from tuner.study.record import stored_result, was_run
 from tuner.study.redact import redact
 from tuner.study.remeasurements import misfiled, repeats_of
 from tuner.study.spec import StudySpec
-from tuner.study.storage import CONFIG_ATTR
+from tuner.study.storage import CONFIG_ATTR, STARTED_FROM_ATTR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +122,7 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
             "the finalists again: `tuner confirm` with --redo")
     for t, stored, config in _latest(records):
         result, row = rows.row(name, t.number, config, workload, stored)
+        row["started_from"] = t.frozen.user_attrs.get(STARTED_FROM_ATTR)  # --start-from
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
                                   None if layout is None else layout.directory))
         out.append(row)

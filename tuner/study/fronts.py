@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable, Container, Sequence
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -67,6 +68,9 @@ class Fronts:
         # How it samples; tuner.study.storage.open_study sets what the study stored.
         self.sampler: str = DEFAULT_SAMPLER
         self.limits = Constraints()
+        # The studies it started from and the configs they gave
+        # (tuner.study.start_from.StartFrom, as a dict); None: none.
+        self.start_from: dict[str, Any] | None = None
 
     @classmethod
     def open(cls, main: optuna.Study, storage: optuna.storages.BaseStorage,

@@ -71,6 +71,9 @@ class SearchOptions:
     max_vram_gb: float | None
     max_compile_s: float | None
     quiet: bool
+    # Studies (folders, trials files or names under studies_dir) whose finalists and fronts are
+    # measured first, after the baselines (tuner.study.start_from)
+    start_from: tuple[str, ...] = ()
     # The --space file's values where the command line gave none, typed as the file gave them;
     # the command line's are read from its text in prepare.
     from_file: SpaceFile = SpaceFile()
@@ -115,6 +118,7 @@ def prepare(options: SearchOptions, say: Callable[[str], None]) -> NewSearch:
     """The search's spec, checked; its first trial's process (or its workers) started early.
     A bad input closes them and raises."""
     from tuner.study.fleet import Fleet, plan_of
+    from tuner.study.start_from import read_start_from
 
     o = options
     import_from_here()
@@ -144,6 +148,9 @@ def prepare(options: SearchOptions, say: Callable[[str], None]) -> NewSearch:
             fleet.spawn()
             gpu_list.choose_gpus(o.gpus, gpu_list.visible_gpus())
         spec = _spec(o, name, workload, values, protocol)
+        if o.start_from:
+            spec = dataclasses.replace(spec, start_from=read_start_from(
+                o.start_from, o.studies_dir, name, workload, spec.space))
     except BaseException:
         if runner is not None:
             runner.close()
@@ -171,6 +178,8 @@ def run(new: NewSearch, say: Callable[[str], None],
                 Search(spec, runners.make_runner(on_first, spec.layout.cache_root),
                        on_message=say), say, new.repeats, received=received)
 
+        for note in spec.start_from.notes if spec.start_from is not None else ():
+            say(note)  # the workers measure what it gives, and say nothing of it
         return foreground.run_fleet(new.fleet, spec, say,
                                     then=confirm_after if new.repeats.any else None)
     runner = new.runner

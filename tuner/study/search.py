@@ -29,7 +29,6 @@ from tuner.domain.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.launch.runner import Runner
 from tuner.study import finalists, skips
 from tuner.study.abandoned import abandon, remove_abandoned
-from tuner.study.baselines import queue_baselines
 from tuner.study.broken import breaks_batch, not_run_result, refusal
 from tuner.study.claims import Claims, StudyState
 from tuner.study.export import Exported, ExportPacer, TrialRows, export_study, study_frame
@@ -42,6 +41,7 @@ from tuner.study.progress import Progress, SearchSummary, any_ok, counted
 from tuner.study.record import store_result
 from tuner.study.remeasurements import forget
 from tuner.study.spec import StudySpec
+from tuner.study.start_from import queue_first
 from tuner.study.storage import open_study, resumed_protocol, resumed_space
 from tuner.study.tell import tell
 from tuner.words import plural
@@ -121,11 +121,11 @@ class Search:
 
     def prepare(self) -> None:
         """What :meth:`run` does first: fail the trials of dead search processes on this host
-        (their configs are queued again) and queue the baselines. A process that starts several
-        workers calls it once before them, so they do not all queue the baselines at once."""
+        (their configs are queued again), queue the baselines, then what it starts from. A
+        process that starts several workers calls it once, so they do not all queue them."""
         self.claims.reap_dead()
         remove_abandoned(self.fronts, self.spec.layout)
-        queue_baselines(self.claims, self.spec.space, self.spec.retry_failed)
+        queue_first(self.claims, self.spec, self.fronts.start_from, self.on_message)
 
     def _run(self) -> SearchSummary:
         self.prepare()

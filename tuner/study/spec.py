@@ -13,6 +13,7 @@ from tuner.domain.workload import Workload
 
 if TYPE_CHECKING:
     from tuner.data.select import Constraints
+    from tuner.study.start_from import StartFrom
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,9 @@ class StudySpec:
     # This run tries eager again where the study holds that it crashed, ran out of memory or hit
     # a CUDA error (tuner.study.broken): the model or the machine was fixed.
     retry_failed: bool = False
+    # Configs of other studies to measure first, after the baselines (tuner search
+    # --start-from); None: those the study was made with, if any.
+    start_from: StartFrom | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name)

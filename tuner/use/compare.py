@@ -2,8 +2,9 @@
 
 Per batch size, each study's best config per objective with its numbers and their ratios to the
 first study's, the speedup over each study's own eager baseline, and transfer: does one study's
-fastest config stay on another's Pareto front, and how much slower than that study's own best
-is it there. Differences that confound a hardware comparison (torch version, workload, cold vs
+fastest config stay on another's Pareto front, how much slower than that study's own best is it
+there, is it within noise of that best, and which knob values do the two bests share
+(:mod:`tuner.use.transfer`). Differences that confound a hardware comparison (torch version, workload, cold vs
 warm compile, kind of memory) are named; where the studies' workloads differ in precision or
 memory format, each label says which its config ran (``inductor:default bf16``). The same study
 given twice, or studies none of which has a verified config, is a :class:`UserError`.
@@ -29,7 +30,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed
-from tuner.data.equivalent import RAN, ran_keys
+from tuner.data.equivalent import RAN, Ran, ran_keys
 from tuner.data.plain import PlainGain, gain_against, plain_mask
 from tuner.data.rows import config_of
 from tuner.data.select import (
@@ -40,11 +41,10 @@ from tuner.data.select import (
     eligible,
     left_out_counts,
     pareto,
-    why_left_out,
 )
 from tuner.domain.config import EAGER
-from tuner.domain.records import NOT_RUN
 from tuner.errors import UserError
+from tuner.use.transfer import transfer
 from tuner.words import plural
 
 _WORKLOAD_KEYS = ("model", "dtype", "image_size", "channels_last", "cudnn_benchmark", "seed",
@@ -59,7 +59,8 @@ IS_PLAIN = "is_plain"  # the column each study's rows get: a plain mode (tuner.d
 def compare(paths: Iterable[str | Path]) -> Comparison:
     """Compare two or more studies (folders or Parquet files); A is the first."""
     paths = _study_paths(paths)
-    loaded = [_load(tag, path) for tag, path in zip(string.ascii_uppercase, paths)]
+    rans: dict[str, Ran] = {}
+    loaded = [_load(tag, path, rans) for tag, path in zip(string.ascii_uppercase, paths)]
     refs = [ref for ref, _, _ in loaded]
     same = duplicates([(ref, df) for ref, df, _ in loaded])
     if same:  # every ratio would be 1: a mistake, not a comparison
@@ -106,7 +107,8 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
         for source in refs:
             for target in refs:
                 if source.tag != target.tag and not at[source.tag].empty:
-                    transfers.append(_transfer(bs, source.tag, target.tag, at, tried, front))
+                    transfers.append(transfer(bs, source.tag, target.tag, at, tried, front,
+                                              rans))
     return Comparison(refs, sizes, bests, transfers, confounders(refs), fronts,
                       {bs: lines for bs, lines in absent.items() if lines})
 
@@ -130,9 +132,12 @@ def _study_paths(paths: Iterable[str | Path]) -> list[str | Path]:
     return paths
 
 
-def _load(tag: str, path: str | Path) -> tuple[StudyRef, pd.DataFrame, pd.DataFrame]:
-    """One study, tagged: what the comparison says of it, its rows and its eligible rows."""
+def _load(tag: str, path: str | Path, rans: dict[str, Ran]
+          ) -> tuple[StudyRef, pd.DataFrame, pd.DataFrame]:
+    """One study, tagged: what the comparison says of it, its rows and its eligible rows;
+    how its rows read goes to ``rans`` (:class:`tuner.data.equivalent.Ran`)."""
     df, meta, file = files.load(path)
+    rans[tag] = Ran(meta)
     df = df.assign(**{RAN: ran_keys(df, meta), IS_PLAIN: plain_mask(df, meta)})
     ok = eligible(df)
     kinds = ok["memory_kind"].dropna().unique()
@@ -278,37 +283,6 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
         latency_ms_p99_median=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
         schedule_total_s=_num(row.get(SCHEDULE)), schedule_vs_a=ratio(SCHEDULE),
         compiled=compiled, vs_plain=vs_plain)
-
-
-def _transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
-              tried: dict[str, pd.DataFrame], front: dict[str, pd.DataFrame]) -> Transfer:
-    mine = best(at[source], "latency")
-    key, label = str(mine["config_key"]), str(mine["label"])
-    ran = mine[RAN]  # what it ran, matched whatever dimensions the target study searched
-    theirs = at[target]
-    top = best(theirs, "latency") if not theirs.empty else None
-    best_label = None if top is None else str(top["label"])
-    best_ms = None if top is None else _num(top[LATENCY])
-    measured = not tried[target].empty
-    same = theirs[theirs[RAN] == ran]
-    if same.empty:
-        # Not verified on the target: did it fail there, was it not run, or never tried?
-        there = tried[target][tried[target][RAN] == ran]
-        if not there.empty:
-            why = sorted(set(why_left_out(there)))
-            if all(w.startswith(NOT_RUN) for w in why):
-                return Transfer(bs, source, target, label, key, "not_run",
-                                "; ".join(w[len(NOT_RUN):] for w in why), None,
-                                best_label, best_ms, None, measured)
-            return Transfer(bs, source, target, label, key, "failed", ", ".join(why), None,
-                            best_label, best_ms, None, measured)
-        return Transfer(bs, source, target, label, key, "not_measured", "", None,
-                        best_label, best_ms, None, measured)
-    latency = float(pd.to_numeric(same[LATENCY], errors="coerce").min())
-    on_front = ran in set(front[target][RAN])
-    return Transfer(bs, source, target, label, key, "on_front" if on_front else "off_front",
-                    "", latency, best_label, best_ms,
-                    latency / best_ms if best_ms else None)
 
 
 def _pairs(values: dict[str, Any]) -> str:

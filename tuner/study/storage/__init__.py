@@ -26,6 +26,8 @@ from tuner.study.storage.attrs import (
     RETRY_ATTR,
     SAMPLER_ATTR,
     SPACE_ATTR,
+    START_FROM_ATTR,
+    STARTED_FROM_ATTR,
     STATUS_ATTR,
     WORKLOAD_ATTR,
 )
@@ -44,7 +46,8 @@ from tuner.study.storage.resume import resumed_protocol, resumed_space
 __all__ = [
     "CONFIG_ATTR", "DUPLICATE_ATTR", "HEARTBEAT_GRACE_S", "HEARTBEAT_INTERVAL_S",
     "INTERRUPTED_ATTR", "KEY_ATTR", "LIMITS_ATTR", "MESSAGE_ATTR", "OWNER_ATTR", "PROTOCOL_ATTR",
-    "REQUEUED_ATTR", "RESULT_ATTR", "RETRY_ATTR", "SAMPLER_ATTR", "SPACE_ATTR", "STATUS_ATTR",
+    "REQUEUED_ATTR", "RESULT_ATTR", "RETRY_ATTR", "SAMPLER_ATTR", "SPACE_ATTR", "START_FROM_ATTR",
+    "STARTED_FROM_ATTR", "STATUS_ATTR",
     "WORKLOAD_ATTR",
     "ensure_folder", "import_ahead", "join_spec", "make_storage", "open_study",
     "resumed_protocol", "resumed_space", "storage_failure",

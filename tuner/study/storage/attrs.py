@@ -16,8 +16,14 @@ RETRY_ATTR = "tuner.retry_of"  # on a queued trial: the dead trial whose config 
 # On a queued baseline given up unrun (failed), its config queued again behind a baseline before
 # it that was queued anew (tuner.study.baselines)
 REQUEUED_ATTR = "tuner.requeued"
+# On a queued trial: the study (its name) whose finalists or front it comes from
+# (tuner search --start-from): the row's started_from
+STARTED_FROM_ATTR = "tuner.started_from"
 # User attributes of the study: what defines it.
 WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR = "tuner.workload", "tuner.space", "tuner.protocol"
 # ... and how it samples: the sampler's kind (tuner.study.sampler), the limits its trials'
 # constraints were set under (tuner.data.select.Constraints, as a dict).
 SAMPLER_ATTR, LIMITS_ATTR = "tuner.sampler", "tuner.limits"
+# ... and the studies it started from, with the configs they gave (tuner.study.start_from.StartFrom,
+# as a dict); a study made without --start-from has none.
+START_FROM_ATTR = "tuner.start_from"

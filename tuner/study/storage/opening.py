@@ -17,7 +17,7 @@ from tuner.study.spec import StudySpec
 from tuner.study.storage.engine import make_storage
 from tuner.study.storage.errors import cannot_open
 from tuner.study.storage.folder import making_folder, refuse_new_study_over_results
-from tuner.study.storage.resume import check_resume
+from tuner.study.storage.resume import check_resume, check_start_from
 from tuner.study.storage.sqlite_file import refuse_another_apps_sqlite
 
 
@@ -62,4 +62,7 @@ def _open_fronts(spec: StudySpec, storage: optuna.storages.BaseStorage) -> Front
     fronts = Fronts.open(study, storage, spec.space.batch_sizes,
                          lambda: make_sampler(kind, spec.seed))
     fronts.sampler, fronts.limits = kind, limits
+    fronts.start_from = check_start_from(
+        study, None if spec.start_from is None else spec.start_from.to_dict(),
+        made=lambda: bool(fronts.trials()))
     return fronts

@@ -20,6 +20,7 @@ from tuner.study.storage.attrs import (
     PROTOCOL_ATTR,
     SAMPLER_ATTR,
     SPACE_ATTR,
+    START_FROM_ATTR,
     WORKLOAD_ATTR,
 )
 
@@ -63,6 +64,31 @@ def _sampler_of(study: optuna.Study, asked: str | None) -> str:
                         f"{check_sampler(asked)}: rerun with --sampler {stored} (or without "
                         "--sampler) or pick a new --name")
     return str(stored)
+
+
+def check_start_from(study: optuna.Study, asked: dict[str, Any] | None,
+                     made: Callable[[], bool]) -> dict[str, Any] | None:
+    """The studies the study started from, with the configs they gave
+    (:class:`tuner.study.start_from.StartFrom` as a dict): stored when the study is made
+    (``made()``: it holds trials already). After that, a run that asks for other studies is
+    refused, since the study's first trials followed the ones it was made with; a run that
+    asks for none (``asked`` None: a search without --start-from, a worker) keeps them."""
+    stored = study.user_attrs.get(START_FROM_ATTR)
+    if asked is None:
+        return stored
+    if stored is None and not made():
+        study.set_user_attr(START_FROM_ATTR, asked)
+        return asked
+    had = list((stored or {}).get("studies") or [])
+    if had != list(asked.get("studies") or []):
+        def given(names: list[str]) -> str:
+            return " ".join(f"--start-from {name}" for name in names) or "no --start-from"
+
+        raise UserError(f"study {study.study_name!r} was made with {given(had)}, asked "
+                        f"{given(list(asked.get('studies') or []))}: rerun with "
+                        f"{'the same --start-from (or without it)' if had else 'no --start-from'}"
+                        " or pick a new --name", about="--start-from")
+    return stored
 
 
 def _limits_of(study: optuna.Study, asked: Constraints | None) -> Constraints:
