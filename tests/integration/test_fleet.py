@@ -475,7 +475,7 @@ def test_a_result_for_a_trial_another_worker_gave_up_as_dead_is_dropped_not_coun
     messages, given_up = [], []
     search = Search(spec, FakeRunner(), on_message=messages.append)
 
-    def on_start(number, config):
+    def on_start(number, config, name):
         if not given_up:  # another worker fails this trial as stale while it runs here
             stored = search.fronts.find(number)
             search.claims.storage.set_trial_state_values(

@@ -266,8 +266,8 @@ def test_a_first_trial_abandoned_by_ctrl_c_twice_resumes_with_eager_first_and_no
                if line.startswith("  running ")]
     # eager at every batch size, then inductor's default at every batch size
     assert started[:4] == ["running eager bs=1 ...", "running eager bs=2 ...",
-                           "running inductor:default bs=1 ...",
-                           "running inductor:default bs=2 ..."], again.stderr
+                           "running default bs=1 ...",
+                           "running default bs=2 ..."], again.stderr
     trials, _ = files.read(tmp_path / STUDY)
     by_number = trials.sort_values("trial_number")
     assert list(by_number["backend"])[:2] == ["eager", "eager"]

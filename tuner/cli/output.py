@@ -63,7 +63,7 @@ def progress(say: Callable[[str], None], live: bool = False
     the block's end closes. Logs and pipes get the lines: a night's log stays greppable."""
     if not (live and on_terminal(sys.stderr)):
         yield {"on_trial": lambda event: say(progress_line(event)), "on_message": say,
-               "on_start": lambda number, c: say(f"  running {c.label} bs={c.batch_size} ...")}
+               "on_start": lambda number, c, name: say(f"  running {name} bs={c.batch_size} ...")}
         return
     from rich.console import Console
 

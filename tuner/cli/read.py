@@ -48,13 +48,26 @@ def recommend_errors() -> Iterator[None]:
               help="Instead of the Pareto table: per batch size, the importance of each "
                    "searched parameter for latency, memory and warm-up (Optuna's PED-ANOVA, "
                    "over the verified rows of that batch size alone).")
+@click.option("--wide", is_flag=True,
+              help="Every column of the tables (p90, p99, stream, items/s, TFLOP/s, compile "
+                   "and cache times ...), each as wide as it needs: pipe to `less -S`.")
+@click.option("--columns", "column_keys", metavar="A,B,...",
+              help="The tables' columns beside config and notes, by name: p50, p90, p99, "
+                   "median, median-p99, rank, ci, spread, stream, median-stream, vs-eager, "
+                   "items, tflops, of-peak, compile, warm, artifacts, warm-up, memory.")
 @format_option("table", "json")
 @json_option
 @user_errors
-def show(study, studies_dir, show_all, importance, fmt, as_json) -> None:
+def show(study, studies_dir, show_all, importance, wide, column_keys, fmt, as_json) -> None:
     """Show a study's Pareto-optimal settings per batch size.
 
     STUDY is a study folder, a study name under --studies-dir, or a trials.parquet file.
+
+    The tables fit the terminal (COLUMNS where set; 120 columns when stdout is no terminal):
+    per config, its p50, and where finalists were measured again, the median of their
+    processes, their rank and the p50's 95 % interval; the speedup over eager, the warm-up
+    and the memory. Long notes are numbered footnotes under each table. --wide shows every
+    column, --columns the ones named.
 
     --importance answers "which knobs matter": for each batch size and each objective
     (latency, memory, warm-up), the importance of each parameter that took two values or more
@@ -83,6 +96,17 @@ def show(study, studies_dir, show_all, importance, fmt, as_json) -> None:
     if show_all and importance:
         raise UserError("--all and --importance are two different views: give one of them")
     as_json = output_format(fmt, as_json) == "json"
+    if wide and column_keys is not None:
+        raise UserError("--wide shows every column and --columns the ones named: give one "
+                        "of them")
+    if importance and (wide or column_keys is not None):
+        raise UserError(f"--{'wide' if wide else 'columns'} is for the tables of configs; "
+                        "--importance has its own: drop one of them")
+    from tuner.render.study.trial_table import columns_of
+    from tuner.study.option_text import split
+
+    columns = columns_of(split((column_keys,), "--columns") if column_keys is not None
+                         else None, wide)
     path = study_path(study, studies_dir)
     trials, meta = files.read(path)
     folder = path if path.is_dir() else path.parent  # tuner confirm takes the folder
@@ -98,7 +122,8 @@ def show(study, studies_dir, show_all, importance, fmt, as_json) -> None:
     if as_json:
         click.echo(json.dumps(report.as_json(trials, rows, meta, folder), indent=2))
     else:
-        click.echo(report.render(trials, rows, meta, every_trial=show_all, folder=folder))
+        click.echo(report.render(trials, rows, meta, every_trial=show_all, folder=folder,
+                                 columns=columns))
 
 
 @click.command(context_settings=CONTEXT,

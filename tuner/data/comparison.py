@@ -67,6 +67,7 @@ class Best:
     compiled: bool = True  # False for eager, whose first call compiles nothing
     # against the best plain mode of the same study and batch size (tuner.data.plain)
     vs_plain: PlainGain | None = None
+    name: str = ""  # the config as people read it (tuner.domain.naming); label: the files'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +103,8 @@ class Transfer:
     # mode runs without it (None where unknown, and mode and dynamic of eager).
     knobs_shared: dict[str, Any] = dataclasses.field(default_factory=dict)
     knobs_differ: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    name: str = ""  # label and target_best_label as people read them (tuner.domain.naming)
+    target_best_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Point:
     label: str
     latency_ms_p50_median: float  # tuner.data.select.LATENCY, as the front is chosen
     peak_memory_bytes: float | None
+    name: str = ""  # the config as people read it (tuner.domain.naming)
 
 
 @dataclasses.dataclass(frozen=True)

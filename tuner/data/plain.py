@@ -35,7 +35,7 @@ import pandas as pd
 
 from tuner.data.equivalent import option_defaults
 from tuner.data.noise import FASTER, SLOWER, WITHIN, p50s_of, verdict
-from tuner.data.rows import config_of, num
+from tuner.data.rows import NAME, config_of, num
 from tuner.data.select import LATENCY, eligible, rank
 from tuner.domain.config import INDUCTOR, TrialConfig
 
@@ -90,6 +90,9 @@ class PlainGain:
     speedup_vs_plain: float | None = None
     processes: tuple[int, int] = (0, 0)
     processes_to_decide: int | None = None
+    # label and plain_label as people read them (tuner.domain.naming)
+    name: str = ""
+    plain_name: str | None = None
 
     @property
     def faster(self) -> bool:
@@ -115,7 +118,7 @@ def gain_against(pick: pd.Series, plain: pd.DataFrame) -> PlainGain:
     bs = int(pick["batch_size"])
     if plain.empty:
         return PlainGain(bs, str(pick["label"]), NONE,
-                         latency_ms_p50_median=num(pick.get(LATENCY)))
+                         latency_ms_p50_median=num(pick.get(LATENCY)), name=_name(pick))
     top = rank(plain, "latency").iloc[0]
     mine, theirs = p50s_of(pick), p50s_of(top)
     t, p = num(pick.get(LATENCY)), num(top.get(LATENCY))
@@ -130,4 +133,10 @@ def gain_against(pick: pd.Series, plain: pd.DataFrame) -> PlainGain:
         plain_mode=str(top["mode"]), plain_trial_number=int(top["trial_number"]),
         latency_ms_p50_median=t, plain_latency_ms_p50_median=p,
         speedup_vs_plain=p / t if t and p is not None else None,
-        processes=(max(len(mine), 1), max(len(theirs), 1)), processes_to_decide=to_decide)
+        processes=(max(len(mine), 1), max(len(theirs), 1)), processes_to_decide=to_decide,
+        name=_name(pick), plain_name=_name(top))
+
+
+def _name(row: pd.Series) -> str:
+    """A row's config as people read it: the readers' column, else its label."""
+    return str(row.get(NAME) or row["label"])

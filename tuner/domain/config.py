@@ -38,8 +38,8 @@ WHOLE = "whole"
 REGIONAL = "regional"
 COMPILE_SCOPES = (WHOLE, REGIONAL)
 
-# Short names for labels.
-_SHORT_DTYPE = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
+# Short names of precisions, in labels and names (tuner.domain.naming).
+SHORT_DTYPE = {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
 
 # An inductor option's value, as Optuna, JSON and Parquet can hold it.
 OptionValue = bool | int | float | str | None
@@ -112,9 +112,12 @@ class TrialConfig:
 
     @functools.cached_property
     def label(self) -> str:
-        """Short label without the batch size, e.g. ``inductor:reduce-overhead`` (dynamic=False),
-        ``inductor:default dynamic=None``, ``inductor:default regional`` (each repeated block
-        compiled) or ``inductor:default bf16 epilogue_fusion=False``."""
+        """Every setting the config holds but its batch size, as the Parquet ``label`` column
+        has it: ``inductor:reduce-overhead`` (dynamic=False), ``inductor:default dynamic=None``,
+        ``inductor:default regional`` (each repeated block compiled) or ``inductor:default bf16
+        epilogue_fusion=False``. People read configs by their name
+        (:func:`tuner.domain.naming.config_name`), which says only what differs from the mode's
+        defaults."""
         if not self.compiled:
             label = EAGER
         else:
@@ -123,7 +126,7 @@ class TrialConfig:
             label = label if self.dynamic is False else f"{label} dynamic={self.dynamic}"
         parts = [label, REGIONAL] if self.regional else [label]
         if self.dtype is not None:
-            parts.append(_SHORT_DTYPE.get(self.dtype, self.dtype))
+            parts.append(SHORT_DTYPE.get(self.dtype, self.dtype))
         if self.channels_last is not None:
             parts.append("channels_last" if self.channels_last else "contiguous")
         if self.cudnn_benchmark is not None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tuner.domain.config import OptionValue, option_column
+from tuner.domain.naming import OptionDefaults
 from tuner.errors import UserError
 
 
@@ -134,3 +135,21 @@ def check_options(options: Mapping[str, Sequence[Any]],
                             f"{option_column(name)}: search one of them", about=about)
         out[name] = typed
     return tuple(sorted(out.items()))
+
+
+def installed_defaults(modes: Sequence[str], names: Sequence[str]) -> OptionDefaults:
+    """The value each of the options ``names`` takes in each of ``modes`` where a config leaves
+    it unset, as the installed torch runs it: ``torch._inductor.config`` under
+    ``list_mode_options(mode)`` (:meth:`tuner.domain.config.TrialConfig.compile_kwargs`). A
+    search records them in its study, so its configs are named by what differs from them."""
+    from torch._inductor import config, list_mode_options
+
+    current = config.get_config_copy()
+    out = {}
+    for mode in modes:
+        try:
+            by_mode = {**current, **list_mode_options(mode)}
+        except (RuntimeError, KeyError):  # a mode this torch does not list
+            continue
+        out[str(mode)] = {name: by_mode[name] for name in names if name in by_mode}
+    return OptionDefaults.from_dict(out)

@@ -13,6 +13,7 @@ import enum
 from typing import Any
 
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import config_name
 from tuner.domain.workload import Workload
 
 # The machine a measurement was made on (tuner.runtime.fingerprint collects it): on every Parquet
@@ -298,9 +299,15 @@ class TrialEvent:
     target: int | None  # --trials, else the configs in the space
     config: TrialConfig
     result: TrialResult
-    best: dict[int, tuple[str, float]]  # batch size -> (label, p50 ms) of the fastest so far
+    best: dict[int, tuple[str, float]]  # batch size -> (name, p50 ms) of the fastest so far
     eta_s: float | None
     trial_number: int | None = None  # the trial's own number: its row, trials/<N>/
     # eta_s is a floor: compiles are left and none has been timed (eager's seconds stand in)
     eta_at_least: bool = False
     budget_left_s: float | None = None  # of the --budget, as the event was made; None: no budget
+    # the config as people read it (tuner.domain.naming); "": named against no study
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", config_name(self.config))

@@ -42,7 +42,7 @@ CODE_WARNING = ("compile artifacts are code: loading them unpickles torch's cach
 
 def lines(check: Check) -> list[str]:
     rec, r = check.rec, check.record
-    out = [f"study {rec.study}: trial {rec.trial_number} {rec.config.label} at batch size "
+    out = [f"study {rec.study}: trial {rec.trial_number} {rec.name} at batch size "
            f"{rec.config.batch_size} on {rec.workload.device}"]
     if rec.config.compiled:
         out.append(f"artifacts: {provenance(check)}; {CODE_WARNING}")
@@ -130,7 +130,7 @@ def as_json(check: Check) -> dict[str, Any]:
     return document({
         "study": rec.study, "path": str(rec.path),
         "trial_number": rec.trial_number, "label": rec.config.label,
-        "batch_size": rec.config.batch_size, "device": rec.workload.device,
+        "name": rec.name, "batch_size": rec.config.batch_size, "device": rec.workload.device,
         "passed": check.passed, "warm_started": check.warm_started, "matches": check.matches,
         "reasons": check.reasons(),
         "artifacts": None if path is None else {

@@ -14,7 +14,7 @@ from tuner.data.select import GIB
 from tuner.errors import UserError
 from tuner.render.comparison import where
 from tuner.render.plot_numbers import Mark, Numbered, add_key, key_columns, key_height_in
-from tuner.render.plots import config_name, need_matplotlib, save
+from tuner.render.plots import need_matplotlib, save
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -48,7 +48,7 @@ def figure(comparison: Comparison) -> Any:
     if not sizes:
         raise UserError("nothing to plot: no study has a verified config")
     numbers = _numbers(fronts, sizes)
-    entries = [f"{n}  {config_name(label)}" for label, n in numbers.items()]
+    entries = [f"{n}  {name}" for name, n in numbers.items()]
     columns = min(len(sizes), 3)
     rows = -(-len(sizes) // columns)
     width = max(_PANEL_IN[0] * columns, 7.5)
@@ -80,13 +80,13 @@ def figure(comparison: Comparison) -> Any:
 
 
 def _numbers(fronts: dict[str, dict[int, list[Point]]], sizes: list[int]) -> dict[str, int]:
-    """A number per config label, from 1, in the order they come: by batch size, then by
+    """A number per config name, from 1, in the order they come: by batch size, then by
     latency; a config keeps its number in every panel and study."""
     numbers: dict[str, int] = {}
     for bs in sizes:
         points = [p for by_bs in fronts.values() for p in by_bs.get(bs, [])]
         for p in sorted(points, key=lambda p: p.latency_ms_p50_median):
-            numbers.setdefault(p.label, len(numbers) + 1)
+            numbers.setdefault(p.name or p.label, len(numbers) + 1)
     return numbers
 
 
@@ -110,7 +110,7 @@ def _panel(ax: Any, bs: int, studies: list[StudyRef], fronts: dict[str, dict[int
                       for corner in ((a.latency_ms_p50_median, _gib(a)),
                                      (b.latency_ms_p50_median, _gib(a)))] +
                      [(stair[-1].latency_ms_p50_median, _gib(stair[-1]))])
-        marks += [Mark(p.latency_ms_p50_median, _gib(p), str(numbers[p.label]), colour)
+        marks += [Mark(p.latency_ms_p50_median, _gib(p), str(numbers[p.name or p.label]), colour)
                   for p in points]
     latencies = [p.latency_ms_p50_median for p in every]
     if max(latencies) / max(min(latencies), 1e-9) > 20:

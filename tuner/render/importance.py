@@ -14,6 +14,7 @@ from tuner.data.importance import (
     top_rows,
 )
 from tuner.data.json_contract import document
+from tuner.render.table import wrap
 from tuner.words import plural
 
 HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values are spread among\n"
@@ -22,8 +23,9 @@ HOW = ("(importance, by Optuna's PED-ANOVA: how differently a parameter's values
        "(mode, the options, dynamic)\n is judged among those rows)")
 
 
-def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
-    """The text of ``tuner show --importance``."""
+def render(found: list[BatchImportance], meta: dict[str, Any], width: int | None = None) -> str:
+    """The text of ``tuner show --importance``, its sentences wrapped within ``width``
+    characters (None: :func:`tuner.render.table.terminal_width`)."""
     lines = [f"study {meta.get('study')}: which parameters decide each objective, per batch size",
              HOW]
     if not found:
@@ -45,7 +47,7 @@ def render(found: list[BatchImportance], meta: dict[str, Any]) -> str:
         lines += [f"  {', '.join(ps)}: judged among the {n} rows "
                   f"{'they apply' if len(ps) > 1 else 'it applies'} to, the best {top_rows(n)} "
                   "of them" for n, ps in sorted(by_rows.items())]
-    return "\n".join(lines)
+    return "\n".join(line if "\n" in line else wrap(line, width) for line in lines)
 
 
 def table(b: BatchImportance) -> str:

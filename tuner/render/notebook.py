@@ -20,7 +20,7 @@ def html_table(rec: Recommended) -> str:
     p50 = m.latency_ms_p50 if m.latency_ms_p50_median is None else m.latency_ms_p50_median
     rows = [
         ("study", rec.study), ("batch size", str(rec.config.batch_size)),
-        ("config", rec.config.label), ("objective", rec.objective),
+        ("config", rec.name), ("objective", rec.objective),
         ("p50 per request", f"{p50:.3f} ms"),
         ("vs eager", "-" if m.speedup_vs_eager is None else f"{m.speedup_vs_eager:.2f}x"),
         ("vs plain", "-" if rec.vs_plain is None else describe_gain(rec.vs_plain)),

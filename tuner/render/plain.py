@@ -11,7 +11,7 @@ PLAIN = "torch's default, reduce-overhead or max-autotune with torch's settings"
 
 def describe(g: PlainGain) -> str:
     """The pick against the best plain mode, as a clause: ``1.08x faster than the best plain
-    mode, inductor:reduce-overhead (0.617 vs 0.667 ms), beyond noise``."""
+    mode, reduce-overhead (0.617 vs 0.667 ms), beyond noise``."""
     if g.noise == NONE:
         return f"no plain mode measured at batch size {g.batch_size} ({PLAIN})"
     if g.noise == SAME:
@@ -20,7 +20,7 @@ def describe(g: PlainGain) -> str:
     ratio = "?" if s is None else f"{s:.2f}x faster" if s >= 1 else f"{1 / s:.2f}x slower"
     figures = ("" if g.latency_ms_p50_median is None or g.plain_latency_ms_p50_median is None
                else f" ({g.latency_ms_p50_median:.3f} vs {g.plain_latency_ms_p50_median:.3f} ms)")
-    return f"{ratio} than the best plain mode, {g.plain_label}{figures}, {_noise(g)}"
+    return f"{ratio} than the best plain mode, {g.plain_name or g.plain_label}{figures}, {_noise(g)}"
 
 
 def cell(g: PlainGain | None) -> str:
@@ -37,7 +37,8 @@ def line(g: PlainGain) -> str:
     """The line under a batch size's verdict in ``tuner show``."""
     if g.noise == NONE:
         return f"batch size {g.batch_size} over plain torch.compile: {describe(g)}."
-    return f"batch size {g.batch_size} over plain torch.compile: {g.label} is {describe(g)}."
+    return (f"batch size {g.batch_size} over plain torch.compile: {g.name or g.label} is "
+            f"{describe(g)}.")
 
 
 def _noise(g: PlainGain) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.importance import IMPORTANCE_OBJECTIVES, BatchImportance
+from tuner.data.rows import NAME
 from tuner.data.select import GIB, LATENCY, eligible, left_out_counts, pareto
 from tuner.domain.config import EAGER
 from tuner.domain.records import Status
@@ -109,12 +110,6 @@ def _figure(drawings: list[_Drawing]) -> Any:
     return fig
 
 
-def config_name(label: str) -> str:
-    """The name every plot gives a config, from the label its study stores
-    (TrialConfig.label): one function, so that the plots name configs alike."""
-    return label
-
-
 def need_matplotlib(command: str) -> None:
     """Raise a one-line :class:`UserError` naming ``command`` and how to install matplotlib
     where this Python cannot import it (a dependency, but an install can lack it)."""
@@ -156,9 +151,10 @@ def _front(name: str, batch_size: int, rows: pd.DataFrame, front: set[int], fail
 
 
 def _key(keyed: pd.DataFrame) -> list[str]:
-    """The key's lines, by trial number: ``#5  inductor:default ...``."""
-    return [f"#{r.trial_number}  {config_name(str(r.label))}"
-            for r in keyed.sort_values("trial_number").itertuples()]
+    """The key's lines, by trial number: ``#5  default +freezing``, each config by its name
+    (:func:`tuner.domain.naming.config_name`, the column the readers add)."""
+    return [f"#{r['trial_number']}  {r[NAME]}"
+            for _, r in keyed.sort_values("trial_number").iterrows()]
 
 
 def _draw_front(fig: Any, name: str, batch_size: int, rows: pd.DataFrame, front: set[int],

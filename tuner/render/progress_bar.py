@@ -50,10 +50,10 @@ class SearchBar:
         return {"on_trial": self.trial, "on_message": lambda text: self.message(text, say),
                 "on_start": self.start}
 
-    def start(self, number: int, config: TrialConfig) -> None:
-        """Trial ``number`` of ``config`` starts."""
+    def start(self, number: int, config: TrialConfig, name: str) -> None:
+        """Trial ``number`` of ``config`` (named ``name``) starts."""
         self._open()
-        self._status = f"running trial {number}: {config.label} bs={config.batch_size}"
+        self._status = f"running trial {number}: {name} bs={config.batch_size}"
         self._refresh()
 
     def trial(self, event: TrialEvent) -> None:
@@ -109,9 +109,9 @@ class SearchBar:
             best.add_column(no_wrap=True)
             best.add_column(no_wrap=True, justify="right")
             best.add_column(overflow="fold")
-            for i, (bs, (label, ms)) in enumerate(sorted(event.best.items())):
+            for i, (bs, (name, ms)) in enumerate(sorted(event.best.items())):
                 best.add_row("best so far" if i == 0 else "", f"bs={bs}:",
-                             Text(f"{label} {ms:.3f} ms"))
+                             Text(f"{name} {ms:.3f} ms"))
             lines.append(best)
         if self._status:
             lines.append(Text(self._status, style="dim", overflow="ellipsis", no_wrap=True))

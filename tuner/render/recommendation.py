@@ -16,6 +16,7 @@ from tuner.domain.config import TrialConfig
 from tuner.domain.records import SCHEDULE_REPEATS
 from tuner.domain.workload import Workload, shape_label, tensor_dtype
 from tuner.render.plain import describe as describe_gain
+from tuner.render.table import terminal_width, wrap
 from tuner.render.text import describe_fingerprint, fmt_bytes
 from tuner.words import plural
 
@@ -38,6 +39,9 @@ class Recommended(Protocol):
 
     @property
     def config(self) -> TrialConfig: ...
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def workload(self) -> Workload: ...
@@ -217,12 +221,16 @@ CUDA_GRAPHS = ("CUDA graphs: the study called torch.compiler.cudagraph_mark_step
                "overwrites them: .clone() any", "output you keep past the next call.")
 
 
-def describe(rec: Recommended, called: Callable[[str], str] = str) -> str:
-    """A few lines for humans (``--format table``); ``called`` names each limit (the CLI: its
-    option, ``--max-compile-s``)."""
+def describe(rec: Recommended, called: Callable[[str], str] = str,
+             width: int | None = None) -> str:
+    """A few lines for humans (``--format table``), each wrapped within ``width`` characters
+    (None: :func:`tuner.render.table.terminal_width`) under its value's column; ``called``
+    names each limit (the CLI: its option, ``--max-compile-s``)."""
     rows = _figures(rec, called) + _notes(rec, called)
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    keys = max(len(k) for k, _ in rows)
+    fits = (terminal_width() if width is None else width) - keys - 2
+    return "\n".join(f"{k.ljust(keys)}  " + wrap(v, fits, hang=0).replace("\n", "\n" + " " * (keys + 2))
+                     for k, v in rows)
 
 
 
@@ -241,7 +249,7 @@ def _figures(rec: Recommended, called: Callable[[str], str]) -> list[tuple[str, 
         ("objective", f"{rec.objective}: {OBJECTIVES[rec.objective].what}"),
         ("constraints", f"{limits}; {rec.candidates} "
                         + ("config meets them" if rec.candidates == 1 else "configs meet them")),
-        ("config", f"{rec.config.label}, batch size {rec.config.batch_size} "
+        ("config", f"{rec.name}, batch size {rec.config.batch_size} "
                    f"(trial {rec.trial_number})"),
         ("apply", _applied(rec) if rec.config.compiled
          else f"no torch.compile: {why_eager}"),

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import config_name
 from tuner.domain.records import NO_CUDA_FOR_FACTORY, Status, TrialResult
 from tuner.errors import UserError
 from tuner.study.record import NOT_RUN, was_run
@@ -37,12 +38,12 @@ class Breakage:
     """The trial that showed the model cannot run at its batch size."""
 
     number: int  # the tuner's trial number
-    label: str  # its config's label
+    name: str  # its config's, as people read it (tuner.domain.naming)
     status: Status
     message: str  # its first line
 
     def __str__(self) -> str:
-        return f"trial {self.number}, {self.label}: {self.status.value}: {self.message}"
+        return f"trial {self.number}, {self.name}: {self.status.value}: {self.message}"
 
 
 def breaks_batch(config: TrialConfig, status: Status | str | None) -> bool:
@@ -89,7 +90,7 @@ def _first_line(message: str) -> str:
 
 
 def breakage(number: int, config: TrialConfig, result: TrialResult) -> Breakage:
-    return Breakage(number, config.label, result.status, _first_line(result.message or ""))
+    return Breakage(number, config_name(config), result.status, _first_line(result.message or ""))
 
 
 def breakage_of(number: int, config: TrialConfig, record: Mapping[str, Any]) -> Breakage | None:
@@ -101,7 +102,7 @@ def breakage_of(number: int, config: TrialConfig, record: Mapping[str, Any]) -> 
     if status not in HELD:
         return None
     message = str(record.get("message") or "")
-    return Breakage(number, config.label, status, _first_line(message))
+    return Breakage(number, config_name(config), status, _first_line(message))
 
 
 def not_run_result(batch_size: int, why: Breakage) -> TrialResult:

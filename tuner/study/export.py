@@ -13,7 +13,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.equivalent import mode_options
 from tuner.data.noise import repeat_columns
-from tuner.data.rows import frame, trial_row
+from tuner.data.rows import basis_of, frame, trial_row
 from tuner.data.select import pareto, with_ranks
 from tuner.domain.config import TrialConfig
 from tuner.domain.layout import DB_FILE, StudyLayout
@@ -26,7 +26,7 @@ from tuner.study.record import stored_result, was_run
 from tuner.study.redact import redact
 from tuner.study.remeasurements import misfiled, repeats_of
 from tuner.study.spec import StudySpec
-from tuner.study.storage import CONFIG_ATTR, STARTED_FROM_ATTR
+from tuner.study.storage import CONFIG_ATTR, OPTION_DEFAULTS_ATTR, STARTED_FROM_ATTR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +126,9 @@ def study_frame(fronts: Fronts, name: str, workload: Workload,
         row.update(repeat_columns(result, repeats.get(t.number, []), config.key,
                                   None if layout is None else layout.directory))
         out.append(row)
-    return with_ranks(frame(out))
+    basis = basis_of({"workload": workload.to_dict(),
+                      "option_defaults": fronts.main.user_attrs.get(OPTION_DEFAULTS_ATTR)})
+    return with_ranks(frame(out, basis))
 
 
 def _latest(records: list[tuple[StoredTrial, dict[str, Any], TrialConfig]]
@@ -157,6 +159,13 @@ def _mode_options(spec: StudySpec) -> dict[str, Any]:
     if not spec.space.options:
         return {}
     return {"mode_options": mode_options(spec.space.modes)}
+
+
+def _option_defaults(fronts: Fronts) -> dict[str, Any]:
+    """What the study's configs are named against (:mod:`tuner.domain.naming`), where the
+    study recorded it: show, recommend and compare read it from the files, without torch."""
+    stored = fronts.main.user_attrs.get(OPTION_DEFAULTS_ATTR)
+    return {"option_defaults": stored} if isinstance(stored, dict) else {}
 
 
 def refuse_another_studys_folder(spec: StudySpec) -> None:
@@ -212,7 +221,8 @@ def export_study(fronts: Fronts, spec: StudySpec, rows: TrialRows | None = None,
         return files.export(spec.layout, df, {
             "study": spec.name, "workload": spec.workload.to_dict(),
             "space": spec.space.to_dict(), "protocol": spec.protocol.to_dict(),
-            "storage": storage_label(spec), **_mode_options(spec), **_limits(fronts)})
+            "storage": storage_label(spec), **_mode_options(spec), **_option_defaults(fronts),
+            **_limits(fronts)})
 
     if pacer is None:
         return Exported(df, write())

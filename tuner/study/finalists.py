@@ -42,6 +42,7 @@ from tuner.data.noise import (
 )
 from tuner.data.rows import config_of
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import config_name
 from tuner.domain.records import Status, TrialRequest, TrialResult
 from tuner.study.confirm_eta import confirm_eta, due
 from tuner.study.remeasurements import add_repeat, repeat_record, repeats_of
@@ -217,13 +218,15 @@ class _Confirming:
             if not result.ok:
                 # One fresh process that crashes or computes wrong is enough: such a config is
                 # no longer eligible (tuner.data.select), so more repeats would decide nothing.
-                self.say(f"{config.label} bs={config.batch_size} (trial {number}) failed in a "
+                self.say(f"{config_name(config, self.spec.names)} bs={config.batch_size} "
+                         f"(trial {number}) failed in a "
                          f"fresh process ({result.status.value}): it is left out of the front "
                          "and of recommendations")
                 return False
         p50s = own + _p50s(records)
         if plan_of.fixed is None and not narrow(p50s, plan_of.width):
-            self.noisy.append(_still_noisy(config, p50s, records, plan_of))
+            self.noisy.append(_still_noisy(config_name(config, self.spec.names), config, p50s,
+                                           records, plan_of))
         return False
 
     def _once(self, number: int, config: TrialConfig, records: list[dict[str, Any]],
@@ -258,7 +261,7 @@ class _Confirming:
                             for f in self.finalists[index:]], self.spent)
         eta = "" if left is None or not result.ok else \
             f" | ETA {'at least ' if left[1] else ''}{fmt_s(left[0])}"
-        self.say(f"[confirm {done}] {config.label} bs={config.batch_size} "
+        self.say(f"[confirm {done}] {config_name(config, self.spec.names)} bs={config.batch_size} "
                  f"(trial {number}, {kind}): {_outcome(kind, result)}{eta}")
 
     def summary(self, finalists: int, stopped: bool) -> ConfirmSummary:
@@ -270,10 +273,11 @@ def _p50s(records: list[dict[str, Any]]) -> list[float]:
             if r["status"] == Status.OK.value and r.get("latency_ms_p50") is not None]
 
 
-def _still_noisy(config: TrialConfig, p50s: list[float], records: list[dict[str, Any]],
-                 plan: Repeats) -> str:
+def _still_noisy(name: str, config: TrialConfig, p50s: list[float],
+                 records: list[dict[str, Any]], plan: Repeats) -> str:
     """Why a finalist's interval stayed wide after the most repeats: the spread of its
-    processes, and whether other processes used the host's CPU while they measured."""
+    processes, and whether other processes used the host's CPU while they measured; ``name``:
+    its config's."""
     bounds = interval(p50s)
     width = "no interval" if bounds is None else \
         f"95% interval {bounds[0]:.3f}-{bounds[1]:.3f} ms"
@@ -286,7 +290,7 @@ def _still_noisy(config: TrialConfig, p50s: list[float], records: list[dict[str,
         why = "no other process used the host's CPU meanwhile: the config itself varies"
     else:
         why = "host interference was not measured"
-    return (f"{config.label} bs={config.batch_size} stayed noisy after {len(records)} repeats "
+    return (f"{name} bs={config.batch_size} stayed noisy after {len(records)} repeats "
             f"({width}, wider than {plan.width:.0%} of the p50); {why}")
 
 

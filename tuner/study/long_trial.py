@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import config_name
 from tuner.launch.compile_budget import MARKER_FILE
 from tuner.words import fmt_s
 
@@ -26,8 +27,9 @@ class StillRunning:
     thread of its own while the trial runs, never after the block ends."""
 
     def __init__(self, config: TrialConfig, workdir: Path, say: Callable[[str], None],
-                 first_s: float | None = None) -> None:
+                 first_s: float | None = None, name: str | None = None) -> None:
         self.config, self.workdir, self.say = config, workdir, say
+        self.name = config_name(config) if name is None else name  # as people read it
         self.first_s = FIRST_S if first_s is None else first_s
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="still-running", daemon=True)
@@ -46,7 +48,7 @@ class StillRunning:
     def line(self, elapsed_s: float) -> str:
         """What is said ``elapsed_s`` into the trial."""
         where = " (in its first call, compiling)" if (self.workdir / MARKER_FILE).exists() else ""
-        return (f"  ... {self.config.label} bs={self.config.batch_size} still running after "
+        return (f"  ... {self.name} bs={self.config.batch_size} still running after "
                 f"{fmt_s(elapsed_s)}{where}")
 
     def _watch(self) -> None:

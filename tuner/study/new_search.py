@@ -8,10 +8,11 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.domain import workload as workloads
 from tuner.domain.layout import StudyLayout
+from tuner.domain.naming import OptionDefaults
 from tuner.domain.records import TrialProtocol
 from tuner.domain.space_file import SpaceFile
 from tuner.domain.workload import Workload, check_cudnn_benchmark, check_model_spelling
@@ -28,6 +29,9 @@ from tuner.study.option_text import (
 )
 from tuner.study.preflight import check_timeout, import_from_here, warn_of_compile_budget
 from tuner.trial.prebuild import PrebuildRequest
+
+if TYPE_CHECKING:
+    from tuner.domain.space import SearchSpace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,12 +276,24 @@ def _spec(o: SearchOptions, name: str, workload: Workload, values: _Values,
                         compile_scopes=from_file.compile_scopes
                         or split(o.compile_scopes, "--compile-scope"))
     return StudySpec(name=name, workload=workload, space=space, protocol=protocol,
+                     option_defaults=_option_defaults(space),
                      root=o.studies_dir, storage=o.storage, n_trials=o.n_trials,
                      budget_s=o.budget_s, seed=o.seed,
                      confirm_repeats=o.confirm_repeats.strip().lower(), sampler=o.sampler,
                      retry_failed=o.retry_failed,
                      limits=None if o.max_vram_gb is None and o.max_compile_s is None
                      else Constraints(max_vram_gb=o.max_vram_gb, max_compile_s=o.max_compile_s))
+
+
+def _option_defaults(space: SearchSpace) -> OptionDefaults | None:
+    """What this torch runs for the space's inductor options in each of its modes, recorded
+    with the study to name its configs (tuner.domain.naming); None without inductor."""
+    from tuner.domain.config import INDUCTOR
+    from tuner.domain.inductor_options import installed_defaults
+
+    if INDUCTOR not in space.backends:
+        return None
+    return installed_defaults(space.modes, [name for name, _ in space.options])
 
 
 def default_device() -> str:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner.data.rows import config_of
+from tuner.data.rows import NAME, config_of
 from tuner.data.select import LATENCY, eligible
 from tuner.data.select import not_run as not_run_rows
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import PLAIN, NameBasis, config_name
 from tuner.domain.records import Status, TrialEvent, TrialResult
 from tuner.study.broken import Breakage
 from tuner.study.claims import StudyState
@@ -53,6 +54,8 @@ class Progress:
     # The re-measurements each finalist gets once the search ends (--confirm: the number, or
     # auto's fewest); 0 where the search confirms none.
     confirm_each: int = 0
+    names: NameBasis = PLAIN  # what the study's config names are relative to
+
 
     def timed(self, config: TrialConfig, t0: float, result: TrialResult) -> None:
         """Keep the seconds of ``config``'s trial, started at ``t0`` (time.monotonic), and this
@@ -87,7 +90,7 @@ class Progress:
             trial_number=number,
             config=config, result=result,
             best=best_by_batch(trials),
-            eta_s=eta_s, eta_at_least=eta_at_least,
+            eta_s=eta_s, eta_at_least=eta_at_least, name=config_name(config, self.names),
             budget_left_s=None if self.deadline is None else
             max(0.0, self.deadline - time.monotonic()))
 
@@ -127,5 +130,5 @@ def best_by_batch(df: pd.DataFrame) -> dict[int, tuple[str, float]]:
     best = {}
     for bs, group in eligible(df).groupby("batch_size"):
         row = group.loc[pd.to_numeric(group[LATENCY]).idxmin()]  # as show ranks them
-        best[int(bs)] = (str(row["label"]), float(row[LATENCY]))
+        best[int(bs)] = (str(row[NAME]), float(row[LATENCY]))
     return best

@@ -25,6 +25,7 @@ import pandas as pd
 
 from tuner.data.select import pareto
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import config_name
 from tuner.domain.records import Status, TrialEvent, TrialRequest, TrialResult
 from tuner.launch.runner import Runner
 from tuner.study import finalists, skips
@@ -42,7 +43,7 @@ from tuner.study.record import store_result
 from tuner.study.remeasurements import forget
 from tuner.study.spec import StudySpec
 from tuner.study.start_from import queue_first
-from tuner.study.storage import open_study, resumed_protocol, resumed_space
+from tuner.study.storage import open_study, resumed_spec
 from tuner.study.tell import tell
 from tuner.words import plural
 
@@ -72,12 +73,13 @@ class Search:
     def __init__(self, spec: StudySpec, runner: Runner | None = None,
                  on_trial: Callable[[TrialEvent], None] | None = None,
                  on_message: Callable[[str], None] | None = None,
-                 on_start: Callable[[int, TrialConfig], None] | None = None) -> None:
+                 on_start: Callable[[int, TrialConfig, str], None] | None = None) -> None:
         self.spec = spec
         self.runner = runner
         self.on_trial = on_trial or (lambda event: None)
         self.on_message = on_message or (lambda text: None)
-        self.on_start = on_start or (lambda number, config: None)
+        # called as a trial starts, with its number, config and the config's name
+        self.on_start = on_start or (lambda number, config, name: None)
         self.stop_after_trial = threading.Event()
         self.abort = threading.Event()
         # Why a run stopped with stop_after_trial or abort, as its stop reason: the user, unless
@@ -88,12 +90,7 @@ class Search:
         self.in_flight = "trial"
         # The storage tells this process of the trials it fails for want of heartbeats.
         self.fronts = open_study(spec, lambda study, trial: self.claims.on_stale(study, trial))
-        # Fields a study of tuner 0.1.0 before 2026-11-30 (79eef4c) lacks keep their old meaning
-        # (no compile budget), as for a worker that joins it.
-        # Backends and modes listed in another order are searched in the study's order.
-        self.spec = spec = dataclasses.replace(
-            spec, protocol=resumed_protocol(self.fronts.main, spec.protocol),
-            space=resumed_space(self.fronts.main, spec.space))
+        self.spec = spec = resumed_spec(self.fronts.main, spec)
         # The study that defines it all (and holds the finalists' re-measurements); its trials
         # live in each batch size's study (self.fronts), unless it was made by tuner 0.1.0 before
         # 2026-11-30 (79eef4c).
@@ -134,7 +131,8 @@ class Search:
         deadline = time.monotonic() + spec.budget_s if spec.budget_s else None
         run = _Run(spec.space.configs(), random.Random(spec.seed),
                    Progress(deadline, spec.n_trials,
-                            confirm_each=finalists.Repeats.parse(spec.confirm_repeats).each))
+                            confirm_each=finalists.Repeats.parse(spec.confirm_repeats).each,
+                            names=spec.names))
         while True:
             state = self._between_trials(run)
             remaining = [c for c in run.configs
@@ -266,7 +264,7 @@ class Search:
     def _measure(self, run: _Run, number: int, config: TrialConfig) -> TrialResult:
         """Run the trial of ``config`` in its own process; keep its seconds for the ETA."""
         spec = self.spec
-        self.on_start(number, config)
+        self.on_start(number, config, config_name(config, spec.names))
         t0 = time.monotonic()
         # The first trial of a run also times the device's peak matmul rate (fraction_of_peak).
         request = TrialRequest(config, spec.workload,
@@ -274,7 +272,8 @@ class Search:
                                references=str(spec.layout.references_dir))
         assert self.runner is not None  # run() checked it before calling _run()
         workdir = spec.layout.trial_dir(number)
-        with StillRunning(config, workdir, self.on_message):
+        with StillRunning(config, workdir, self.on_message,
+                          name=config_name(config, spec.names)):
             result = self.runner.run(request, workdir, self.abort,
                                      cache_dir=finalists.fresh_trial_cache(spec, config, number))
         run.progress.timed(config, t0, result)
@@ -312,7 +311,7 @@ class Search:
         """After a compile past --compile-timeout: the other configs of its mode there are
         rows, not trials (:func:`tuner.study.skips.skip_mode`); returns how many."""
         return skips.skip_mode(self.claims, self.spec.space, config, number, not_run,
-                               self.on_message)
+                               self.on_message, self.spec.names)
 
     def forget_repeats(self) -> None:
         """Forget every trial's re-measurements (``--redo``), saying how many had some."""

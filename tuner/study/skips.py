@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable
 
 from tuner.domain.config import TrialConfig
+from tuner.domain.naming import PLAIN, NameBasis, config_name
 from tuner.domain.records import NOT_RUN, Status, TrialResult
 from tuner.domain.space import SearchSpace
 from tuner.errors import UserError
@@ -85,14 +86,16 @@ def timed_out_elsewhere(state: StudyState, configs: list[TrialConfig],
 
 
 def skip_mode(claims: Claims, space: SearchSpace, config: TrialConfig, number: int,
-              not_run: set[str], say: Callable[[str], None]) -> int:
+              not_run: set[str], say: Callable[[str], None], names: NameBasis = PLAIN) -> int:
     """After a compile past --compile-timeout, the other configs of that backend and mode at
     that batch size are rows that say so, not trials: each would likely spend the budget
     again (max-autotune of resnet18 ran past 380 s on the H200), and a night would go to
     failures. They are ``compile_timeout`` rows, failures to the sampler
-    like the one that ran, and their message says ``not run``. Returns how many."""
+    like the one that ran, and their message says ``not run``; ``names``: what the study's
+    config names are relative to. Returns how many."""
+    name = config_name(config, names)
     why = TrialResult.failure(
-        Status.COMPILE_TIMEOUT, f"{NOT_RUN}trial {number}, {config.label}, compiled past "
+        Status.COMPILE_TIMEOUT, f"{NOT_RUN}trial {number}, {name}, compiled past "
         f"--compile-timeout at batch size {config.batch_size}; this mode's other configs "
         "there are skipped (a new study with a larger --compile-timeout measures them)")
     taken = claims.state()
@@ -102,7 +105,7 @@ def skip_mode(claims: Claims, space: SearchSpace, config: TrialConfig, number: i
         record_not_run(claims.fronts, space, other, why)
         not_run.add(other.key)
     if skipped:
-        say(f"{config.label} compiled past --compile-timeout at batch size "
+        say(f"{name} compiled past --compile-timeout at batch size "
             f"{config.batch_size} (trial {number}): its "
             f"{plural(len(skipped), 'other config')} there "
             f"{'is' if len(skipped) == 1 else 'are'} skipped")

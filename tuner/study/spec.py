@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.domain.layout import STUDIES_DIR, StudyLayout, check_name
+from tuner.domain.naming import NameBasis, OptionDefaults
 from tuner.domain.records import TrialProtocol
 from tuner.domain.space import SearchSpace
 from tuner.domain.workload import Workload
@@ -46,6 +47,11 @@ class StudySpec:
     # Configs of other studies to measure first, after the baselines (tuner search
     # --start-from); None: those the study was made with, if any.
     start_from: StartFrom | None = None
+    # The value each searched inductor option takes in each searched mode where a config leaves
+    # it unset, as the torch that made the study runs it (tuner.domain.inductor_options
+    # .installed_defaults): recorded with the study, its configs are named by what differs from
+    # them (tuner.domain.naming). None: not known (the names fall back to KNOWN_DEFAULTS).
+    option_defaults: OptionDefaults | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -61,6 +67,11 @@ class StudySpec:
     @property
     def directory(self) -> Path:
         return self.layout.directory
+
+    @property
+    def names(self) -> NameBasis:
+        """What its configs' names are relative to (:func:`tuner.domain.naming.config_name`)."""
+        return NameBasis.of(self.workload, self.option_defaults)
 
     @property
     def storage_url(self) -> str:

@@ -32,7 +32,7 @@ from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed
 from tuner.data.equivalent import RAN, Ran, ran_keys
 from tuner.data.plain import PlainGain, gain_against, plain_mask
-from tuner.data.rows import config_of
+from tuner.data.rows import NAME, basis_of, config_of
 from tuner.data.select import (
     LATENCY,
     OBJECTIVES,
@@ -43,6 +43,7 @@ from tuner.data.select import (
     pareto,
 )
 from tuner.domain.config import EAGER
+from tuner.domain.naming import NameBasis, config_names
 from tuner.errors import UserError
 from tuner.use.transfer import transfer
 from tuner.words import plural
@@ -60,7 +61,8 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
     """Compare two or more studies (folders or Parquet files); A is the first."""
     paths = _study_paths(paths)
     rans: dict[str, Ran] = {}
-    loaded = [_load(tag, path, rans) for tag, path in zip(string.ascii_uppercase, paths)]
+    bases: dict[str, NameBasis] = {}  # what each study's config names are relative to
+    loaded = [_load(tag, path, rans, bases) for tag, path in zip(string.ascii_uppercase, paths)]
     refs = [ref for ref, _, _ in loaded]
     same = duplicates([(ref, df) for ref, df, _ in loaded])
     if same:  # every ratio would be 1: a mistake, not a comparison
@@ -76,6 +78,13 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
         for i, (ref, df, ok) in enumerate(loaded):
             df = _labelled(df, ref.workload, differ)
             loaded[i] = (ref, df, df.loc[ok.index])
+    # Every study's configs named against A's workload: "default" is the same run in each.
+    apart = [k for k in _RAN_WITH if len({repr(ref.workload.get(k)) for ref in refs}) > 1]
+    if apart:
+        for i, (ref, df, ok) in enumerate(loaded):
+            df = _named_as_a(df, ref.workload, apart, dataclasses.replace(
+                bases[ref.tag], **{k: getattr(bases["A"], k) for k in apart}))
+            loaded[i] = (ref, df, df.loc[ok.index])
 
     # Every batch size any study tried: one that failed everywhere is said so, not left out.
     sizes = sorted({int(b) for _, df, _ in loaded for b in df["batch_size"].dropna().unique()})
@@ -90,7 +99,8 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
         for tag, rows in front.items():
             if not rows.empty:
                 fronts[tag][bs] = [Point(str(r["label"]), float(r[LATENCY]),
-                                         _num(r["peak_memory_bytes"])) for _, r in rows.iterrows()]
+                                         _num(r["peak_memory_bytes"]), str(r[NAME]))
+                                   for _, r in rows.iterrows()]
         # A study with no verified config here is not in the table: why, in words.
         absent[bs] = [_absent(bs, ref.tag, tried[ref.tag]) for ref in refs if at[ref.tag].empty]
         for objective in OBJECTIVES:
@@ -107,8 +117,8 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
         for source in refs:
             for target in refs:
                 if source.tag != target.tag and not at[source.tag].empty:
-                    transfers.append(transfer(bs, source.tag, target.tag, at, tried, front,
-                                              rans))
+                    transfers.append(_named(transfer(bs, source.tag, target.tag, at, tried,
+                                                     front, rans), at))
     return Comparison(refs, sizes, bests, transfers, confounders(refs), fronts,
                       {bs: lines for bs, lines in absent.items() if lines})
 
@@ -132,12 +142,13 @@ def _study_paths(paths: Iterable[str | Path]) -> list[str | Path]:
     return paths
 
 
-def _load(tag: str, path: str | Path, rans: dict[str, Ran]
+def _load(tag: str, path: str | Path, rans: dict[str, Ran], bases: dict[str, NameBasis]
           ) -> tuple[StudyRef, pd.DataFrame, pd.DataFrame]:
     """One study, tagged: what the comparison says of it, its rows and its eligible rows;
-    how its rows read goes to ``rans`` (:class:`tuner.data.equivalent.Ran`)."""
+    how its rows read goes to ``rans`` (:class:`tuner.data.equivalent.Ran`), what its config
+    names are relative to to ``bases``."""
     df, meta, file = files.load(path)
-    rans[tag] = Ran(meta)
+    rans[tag], bases[tag] = Ran(meta), basis_of(meta)
     df = df.assign(**{RAN: ran_keys(df, meta), IS_PLAIN: plain_mask(df, meta)})
     ok = eligible(df)
     kinds = ok["memory_kind"].dropna().unique()
@@ -229,6 +240,26 @@ def _labelled(df: pd.DataFrame, workload: dict[str, Any], keys: list[str]) -> pd
     return df.assign(label=df.apply(label, axis=1)) if len(df) else df
 
 
+def _named_as_a(df: pd.DataFrame, workload: dict[str, Any], keys: list[str],
+                basis: NameBasis) -> pd.DataFrame:
+    """``df`` with each config named against ``basis`` (A's workload for each of ``keys``),
+    the study's own workload's value standing where a config left one of them unset."""
+    configs = []
+    for _, row in df.iterrows():
+        config = config_of(row)
+        configs.append(dataclasses.replace(config, **{
+            k: workload[k] for k in keys if getattr(config, k) is None
+            and workload.get(k) is not None}))
+    return df.assign(**{NAME: config_names(configs, basis)}) if len(df) else df
+
+
+def _named(t: Transfer, at: dict[str, pd.DataFrame]) -> Transfer:
+    """A transfer with its configs' names (:func:`tuner.domain.naming.config_name`)."""
+    top = best(at[t.target], "latency") if not at[t.target].empty else None
+    return dataclasses.replace(t, name=str(best(at[t.source], "latency")[NAME]),
+                               target_best_name=None if top is None else str(top[NAME]))
+
+
 def _ran_with(df: pd.DataFrame, workload: dict[str, Any]) -> dict[str, list[Any]]:
     """Per key of :data:`_RAN_WITH`, the values the rows of ``df`` ran with, in the order first
     seen: the config's own, else the workload's."""
@@ -273,6 +304,7 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
     same_memory = first is not None and first.get("memory_kind") == row.get("memory_kind")
     return Best(
         batch_size=bs, objective=objective, study=tag, label=str(row["label"]),
+        name=str(row[NAME]),
         config_key=str(row["config_key"]), trial_number=int(row["trial_number"]),
         latency_ms_p50_median=_num(row[LATENCY]), throughput_per_s=_num(row["throughput_per_s"]),
         peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),

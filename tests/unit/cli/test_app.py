@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import ROOT
 from tests.support.cli import STUDY, assert_one_line_error, invoke, search_args
 from tests.support.json_contract import assert_contract
 from tuner.cli.app import main
@@ -38,13 +39,13 @@ def test_search_prints_the_table_on_stdout_and_progress_on_stderr(study):
     root, result = study
     assert "batch size 1: Pareto-optimal configs" in result.stdout
     assert "batch size 8: Pareto-optimal configs" in result.stdout
-    assert "inductor:default" in result.stdout and "faster than eager" in result.stdout
-    assert "[1]" not in result.stdout and "running" not in result.stdout
+    assert "batch size 8: default is 1.25x faster than eager" in result.stdout
+    assert "[1/" not in result.stdout and "running" not in result.stdout
     assert "running eager bs=1 ..." in result.stderr
     # of the configs in the space, and the trial's own number, as its row and trials/<N>/ have it
     trial = {r["label"] + f" bs={r['batch_size']}": r["trial_number"]
              for _, r in pd.read_parquet(root / STUDY / layout.TRIALS_FILE).iterrows()}
-    assert f"[4/4] trial {trial['inductor:default bs=8']} inductor:default bs=8: " \
+    assert f"[4/4] trial {trial['inductor:default bs=8']} default bs=8: " \
         in result.stderr and "stopped: every config" in result.stderr
     assert "p50" not in result.stderr.split("stopped:")[1]  # the table is not on stderr
     for name in (layout.TRIALS_FILE, layout.PARETO_FILE):
@@ -257,9 +258,9 @@ def test_show_lists_the_shape_schedule_replay_of_every_trial(tmp_path):
     assert result.exit_code == 0, result.stderr
     shown = invoke("show", str(tmp_path / "sched"))
     assert "shape schedule 1,8,1 replayed" in shown.stdout
-    table = shown.stdout.split("shape schedule 1,8,1 replayed")[1].splitlines()
-    assert "1 ms" in table[1] and "8 ms" in table[1]
-    rows = [line for line in table[2:] if line.strip() and line.split()[0].isdigit()]
+    table = shown.stdout.split("counted apart):\n")[1].splitlines()
+    assert "1 ms" in table[0] and "8 ms" in table[0]
+    rows = [line for line in table[1:] if line.strip() and line.split()[0].isdigit()]
     assert len(rows) == 6  # eager + inductor default dynamic=False/True, at 2 batch sizes
     data = json.loads(invoke("show", str(tmp_path / "sched"), "--json").stdout)["shape_schedule"]
     assert len(data) == 6
@@ -286,3 +287,27 @@ def test_ctrl_c_before_a_search_begins_exits_130_with_one_line_not_aborted(tmp_p
     assert result.exit_code == 130, result.output
     # CliRunner names the program "main"; the installed command, "tuner"
     assert re.fullmatch(r"stopped by Ctrl-C \(\w+ search\)", result.stderr.strip()), result.stderr
+
+
+def test_a_search_records_what_this_torch_runs_for_the_options_it_searches(tmp_path, fake_cli):
+    # The names of show, recommend and compare come from it, without importing torch there.
+    result = invoke(*search_args(tmp_path, "--inductor-option", "freezing=true,false",
+                                 batch_sizes="1"))
+    assert result.exit_code == 0, result.stderr
+    trials, meta = files.read(tmp_path / STUDY)
+    assert meta["option_defaults"] == {"default": {"freezing": False}}  # torch 2.14.1's
+    assert sorted(trials["name"]) == ["default", "default +freezing", "eager"]
+    assert re.search(r"^\[\d/3\] trial \d default \+freezing bs=1: ", result.stderr, re.M)
+    assert "  running default +freezing bs=1 ..." in result.stderr
+
+
+def test_show_names_configs_without_importing_torch():
+    study = str(ROOT / "studies" / "h200-resnet50-bf16-extended")
+    code = ("import sys; from tuner.cli.app import main; "
+            f"main(['show', {study!r}, '--wide'], standalone_mode=False); "
+            "print('torch' in sys.modules)")
+    piped = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # 120 columns
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=piped)
+    assert "reduce-overhead +channels_last -epilogue_fusion +freezing -shape_padding" in out.stdout
+    assert out.stdout.splitlines()[-1] == "False"

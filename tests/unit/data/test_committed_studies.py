@@ -78,3 +78,34 @@ def test_a_new_study_names_its_embedded_storage_relative_to_its_folder(tmp_path)
     Search(make_spec(tmp_path), FakeRunner()).run()
     _, meta = files.read(tmp_path / "s")
     assert meta["storage"] == "study.db" and str(tmp_path) not in json.dumps(meta)
+
+
+def _too_wide(args: list[str], width: int | None) -> list[str]:
+    """The lines of ``tuner ARGS`` longer than ``width`` (None: COLUMNS unset, stdout no
+    terminal: 120)."""
+    out = CliRunner().invoke(main, args, env={"COLUMNS": None if width is None else str(width)})
+    assert out.exit_code == 0, out.output
+    return [line for line in out.stdout.splitlines() if len(line) > (width or 120)]
+
+
+@pytest.mark.parametrize("width", [None, 120, 100])
+@pytest.mark.parametrize("study", COMMITTED, ids=[p.name for p in COMMITTED])
+def test_show_of_a_committed_study_fits_the_terminal(study, width):
+    assert _too_wide(["show", str(study)], width) == []
+    if width == 120:  # every trial's table, and the importances
+        for view in (["--all"], ["--importance"]):
+            assert _too_wide(["show", str(study), *view], width) == [], view
+
+
+@pytest.mark.parametrize("study", COMMITTED, ids=[p.name for p in COMMITTED])
+def test_recommend_of_a_committed_study_fits_120_columns(study):
+    trials, _ = files.read(study)
+    for batch_size in sorted(set(select.eligible(trials)["batch_size"])):
+        assert _too_wide(["recommend", str(study), "--batch-size", str(batch_size)], 120) == []
+
+
+def test_compare_of_the_h100_and_h200_studies_fits_120_columns():
+    pair = [str(ROOT / f"{gpu}-resnet50-bf16-extended") for gpu in ("h100", "h200")]
+    assert _too_wide(["compare", *pair], 120) == []
+    assert _too_wide(["compare", str(ROOT / "h200-resnet18"), str(ROOT / "cpu-resnet18")],
+                     120) == []

@@ -477,7 +477,7 @@ def test_a_compiled_config_that_ran_eager_is_no_compiled_speedup_and_not_on_the_
     assert report.notes(row).startswith("RAN EAGER")
     verdict = report.verdicts(df)[1]
     assert verdict.startswith("compiling does not pay at batch size 1")
-    assert "inductor:default produced no compiled graph" in verdict
+    assert "Use eager. default produced no compiled graph" in verdict
 
 
 def test_flops_give_achieved_tflops_and_the_fraction_of_the_machines_measured_peak():

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from tests.support.json_contract import at_batch_size
 from tests.support.synthetic import configs, write_study
+from tests.support.text import flat
 from tuner.cli.app import main
 from tuner.data import files
 from tuner.data.noise import interval
@@ -48,12 +49,12 @@ def test_show_recommend_and_compare_all_choose_eager_within_noise(study, tmp_pat
     shown = invoke("show", str(study))
     assert shown.exit_code == 0 and "Use eager." in shown.stdout
     # show names the study's folder in the command, to paste as it is; from a file too
-    assert f"`tuner confirm {study} --repeats 5`" in shown.stdout
+    assert f"`tuner confirm {study} --repeats 5`" in flat(shown.stdout)
     as_json = json.loads(invoke("show", str(study / "trials.parquet"), "--json").stdout)
     assert f"`tuner confirm {study} --repeats 5`" in at_batch_size(as_json["verdicts"], 1)
 
     rec = recommend(study, batch_size=1)
-    assert rec.config.label == "eager" and rec.within_noise == ("inductor:default",)
+    assert rec.config.label == "eager" and rec.within_noise == ("default",)
     cli = json.loads(invoke("recommend", str(study), "--batch-size", "1", "--json").stdout)
     assert cli["label"] == "eager"
 
@@ -81,10 +82,10 @@ def test_a_noisy_fastest_config_within_noise_of_eager_does_not_hide_one_measurab
         "inductor:default": _measured_again([5.0, 5.0, 5.05]),
         "inductor:reduce-overhead": _measured_again([3.75, 4.9, 6.4])})
     assert report.verdicts(files.read(study)[0])[1].startswith(
-        "batch size 1: inductor:default is 1.25x faster than eager (5.000 vs 6.250 ms)")
+        "batch size 1: default is 1.25x faster than eager (5.000 vs 6.250 ms)")
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "inductor:default"
-    assert rec.within_noise == ("inductor:reduce-overhead",)
+    assert rec.within_noise == ("reduce-overhead",)
     other = write_study(tmp_path, "other", trial_configs=configs((1,), ("eager", "inductor:default")))
     assert [b.label for b in compare([study, other]).best
             if b.objective == "latency" and b.study == "A"] == ["inductor:default"]
@@ -106,14 +107,14 @@ def test_the_suggested_confirm_names_the_storage_a_study_lives_in(tmp_path, stor
     study = write_study(tmp_path, "elsewhere", columns=WITHIN_NOISE, storage=storage,
                         trial_configs=configs((1,), ("eager", "inductor:default")))
     command = f"`tuner confirm {study}{given} --repeats 5`"
-    assert command in invoke("show", str(study)).stdout
+    assert command in flat(invoke("show", str(study)).stdout)
     assert command in at_batch_size(
         json.loads(invoke("show", str(study), "--json").stdout)["verdicts"], 1)
 
 
 def test_without_intervals_the_faster_compiled_config_wins_everywhere(tmp_path):
     study = write_study(tmp_path, "once", trial_configs=configs((1,), ("eager", "inductor:default")))
-    assert report.verdicts(files.read(study)[0])[1].startswith("batch size 1: inductor:default is")
+    assert report.verdicts(files.read(study)[0])[1].startswith("batch size 1: default is")
     assert recommend(study, batch_size=1).config.label == "inductor:default"
     other = write_study(tmp_path, "other", trial_configs=configs((1,), ("eager", "inductor:default")))
     assert [b.label for b in compare([study, other]).best
@@ -163,7 +164,7 @@ def test_a_finalist_is_chosen_by_its_median_over_processes_not_its_first(tmp_pat
 
     trials = files.read(study)[0]
     assert report.verdicts(trials)[1] == (
-        "batch size 1: inductor:default is 1.25x faster than eager (5.000 vs 6.250 ms); its "
+        "batch size 1: default is 1.25x faster than eager (5.000 vs 6.250 ms); its "
         f"{trials.loc[trials['label'] == 'inductor:default', 'time_to_steady_s'].iloc[0]:.1f} s "
         "warm-up pays back after "
         f"{trials.loc[trials['label'] == 'inductor:default', 'break_even_calls'].iloc[0]:,.0f} "
@@ -253,15 +254,17 @@ def test_a_p99_limit_holds_a_finalist_to_its_median_tail_over_processes(tmp_path
                              "--json").stdout)["label"] == "inductor:default"
     refused = invoke("recommend", str(study), "--batch-size", "1", "--max-p99-ms", "4")
     assert refused.exit_code == 1
-    assert "the closest is inductor:default (batch size 1, trial 1), which takes 5.100 ms at " \
+    assert "the closest is default (batch size 1, trial 1), which takes 5.100 ms at " \
         "p99 where --max-p99-ms=4: relax --max-p99-ms" in refused.output  # the option's name
 
     table = invoke("show", str(study)).stdout
     assert "median p99" in table and "which recommend --max-p99-ms bounds" in table
-    lines = {label: next(line for line in table.splitlines() if line.startswith(label + " "))
-             for label in ("inductor:default", "inductor:reduce-overhead")}
-    assert "p99 of 50 calls: about the slowest one" in lines["inductor:reduce-overhead"]
-    assert "calls: about" not in lines["inductor:default"]
+    lines = {name: next(line for line in table.splitlines() if line.startswith(name + " "))
+             for name in ("default", "reduce-overhead")}
+    # a long note: a footnote, under the table
+    footnote = next(line for line in table.splitlines() if line.startswith("[1] "))
+    assert footnote == "[1] p99 of 50 calls: about the slowest one"
+    assert lines["reduce-overhead"].endswith("[1]") and "[1]" not in lines["default"]
     shown = json.loads(invoke("show", str(study), "--json").stdout)["pareto"]
     assert {r["label"]: r["latency_ms_p99_median"] for r in shown}[
         "inductor:reduce-overhead"] == 9.0
@@ -296,7 +299,7 @@ def test_a_config_faster_in_every_process_is_called_faster_though_the_intervals_
         "eager": _measured_again([2.032, 2.292, 3.277]),
         "inductor:reduce-overhead": _measured_again([1.198, 1.286, 1.203])})
     assert report.verdicts(files.read(study)[0])[1].startswith(
-        "batch size 1: inductor:reduce-overhead is 1.91x faster than eager (1.203 vs 2.292 ms)")
+        "batch size 1: reduce-overhead is 1.91x faster than eager (1.203 vs 2.292 ms)")
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "inductor:reduce-overhead" and rec.within_noise == ()
     assert rec.confirmed and rec.to_dict()["within_noise"] == []  # known: none
@@ -334,11 +337,11 @@ def test_show_json_says_what_the_text_says_beside_its_tables(tmp_path):
     text = invoke("show", str(study)).stdout
     shown = json.loads(invoke("show", str(study), "--json").stdout)
     assert [u["batch_size"] for u in shown["unranked"]] == [8]
-    assert at_batch_size(shown["unranked"], 8) in text
+    assert at_batch_size(shown["unranked"], 8) in flat(text)
     assert at_batch_size(shown["unranked"], 8).startswith(
         "batch size 8: no config to rank or recommend")
     assert len(shown["failures"]) == 3 and all(f"  {f}" in text for f in shown["failures"])
-    assert shown["left_out"] == ["inductor:reduce-overhead bs=1 (trial 2): 2 re-measurements "
+    assert shown["left_out"] == ["reduce-overhead bs=1 (trial 2): 2 re-measurements "
                                  "failed"]
     assert shown["slow_core"] is None
     every = json.loads(invoke("show", str(study), "--all", "--json").stdout)
@@ -351,14 +354,14 @@ def test_compare_never_calls_a_config_the_fastest_where_noise_made_eager_the_bes
     other = write_study(tmp_path, "other", trial_configs=configs((1,), ("eager", "inductor:default")))
     shown = invoke("compare", str(other), str(study))
     assert shown.exit_code == 0, shown.output
-    assert ("A's inductor:default on B: on B's Pareto front, 5.000 ms, below B's best, eager "
+    assert ("A's default on B: on B's Pareto front, 5.000 ms, below B's best, eager "
             "(6.250 ms), by median only: B did not measure it faster than eager beyond noise"
-            in shown.stdout)
+            in flat(shown.stdout))
     assert "the fastest there" not in shown.stdout
     # Where it is the best, it says so.
     twin = write_study(tmp_path, "twin", trial_configs=configs((1,), ("eager", "inductor:default")))
-    assert "A's inductor:default on B: on B's Pareto front, 5.000 ms, the fastest there" in \
-        invoke("compare", str(other), str(twin)).stdout
+    assert "A's default on B: on B's Pareto front, 5.000 ms, the fastest there" in \
+        flat(invoke("compare", str(other), str(twin)).stdout)
 
 
 def test_show_says_which_configs_of_a_front_were_measured_in_one_process(tmp_path):
@@ -371,7 +374,7 @@ def test_show_says_which_configs_of_a_front_were_measured_in_one_process(tmp_pat
     assert shown.exit_code == 0, shown.output
     assert ("2 of the 3 configs here were measured in one process (median ms -), ordered by "
             "their own p50: a gap to them may be one process's noise, and "
-            f"`tuner confirm {study}` measures them again." in shown.stdout)
+            f"`tuner confirm {study}` measures them again." in flat(shown.stdout))
     assert "measured in one process (median" not in invoke("show", str(study), "--all").stdout
     confirmed = write_study(tmp_path, "all", trial_configs=configs((1,), ("eager", "cudagraphs")),
                             columns={"eager": _measured_again([6.25, 6.2, 6.3]),
@@ -387,7 +390,7 @@ def test_two_processes_each_3_6x_apart_choose_the_compiled_config_everywhere(tmp
         "eager": _measured_again([7.649, 4.469]),
         "inductor:reduce-overhead": _measured_again([1.243, 1.217])})
     verdict = report.verdicts(files.read(study)[0])[1]
-    assert verdict.startswith("batch size 1: inductor:reduce-overhead is 4.93x faster than eager (1.230 vs 6.059 ms)")
+    assert verdict.startswith("batch size 1: reduce-overhead is 4.93x faster than eager (1.230 vs 6.059 ms)")
     assert "Undecided" not in verdict and "Use eager" not in verdict
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "inductor:reduce-overhead"
@@ -404,10 +407,10 @@ def test_undecided_against_eager_picks_the_faster_by_median_and_says_what_would_
         "eager": _measured_again([1.04, 1.05]),
         "inductor:reduce-overhead": _measured_again([1.00, 1.02])})
     verdict = report.verdicts(files.read(study)[0])[1]
-    assert verdict.startswith("batch size 1: inductor:reduce-overhead is 1.03x faster than eager (1.010 vs 1.045 ms)")
+    assert verdict.startswith("batch size 1: reduce-overhead is 1.03x faster than eager (1.010 vs 1.045 ms)")
     assert "does not measurably pay" not in verdict and "Use eager" not in verdict
     assert ("Undecided beyond noise: every process of one was faster, but 2 and 2 processes are "
-            "too few to tell inductor:reduce-overhead and eager apart for sure; `tuner confirm "
+            "too few to tell reduce-overhead and eager apart for sure; `tuner confirm "
             "STUDY --repeats 2` measures both in 3 processes each, which would decide if their figures hold.") in verdict
     rec = recommend(study, batch_size=1)
     assert rec.config.label == "inductor:reduce-overhead"
@@ -416,7 +419,7 @@ def test_undecided_against_eager_picks_the_faster_by_median_and_says_what_would_
     assert f"`tuner confirm {study} --repeats 2` measures the finalists in 3 processes each" \
         in rec.describe()
     shown = invoke("show", str(study))
-    assert shown.exit_code == 0 and f"`tuner confirm {study} --repeats 2`" in shown.stdout
+    assert shown.exit_code == 0 and f"`tuner confirm {study} --repeats 2`" in flat(shown.stdout)
     # The other way round: eager faster in every process, by too little; eager is chosen by its
     # median, and that is said to be undecided too.
     flipped = write_study(tmp_path, "flipped", trial_configs=configs(
@@ -424,7 +427,7 @@ def test_undecided_against_eager_picks_the_faster_by_median_and_says_what_would_
         "eager": _measured_again([1.00, 1.02]),
         "inductor:reduce-overhead": _measured_again([1.04, 1.05])})
     rec = recommend(flipped, batch_size=1)
-    assert rec.config.label == "eager" and rec.undecided == ("inductor:reduce-overhead",)
+    assert rec.config.label == "eager" and rec.undecided == ("reduce-overhead",)
     assert rec.why_eager.startswith("eager was fastest here by its median, but undecided")
     assert "Undecided beyond noise" in report.verdicts(files.read(flipped)[0])[1]
 
@@ -438,5 +441,5 @@ def test_processes_that_overlap_are_within_noise_and_eager_is_chosen(tmp_path):
     assert verdict.startswith("compiling does not measurably pay at batch size 1")
     assert "within noise" in verdict and verdict.endswith("Use eager.")
     rec = recommend(study, batch_size=1)
-    assert rec.config.label == "eager" and rec.within_noise == ("inductor:reduce-overhead",)
+    assert rec.config.label == "eager" and rec.within_noise == ("reduce-overhead",)
     assert rec.undecided == ()

@@ -338,7 +338,7 @@ def test_the_cli_counts_skipped_configs_apart(tmp_path, fake_cli):
     assert result.exit_code == 0, result.output
     # eager, the baseline, and max-autotune with epilogue_fusion on and off
     assert "3 configs in the space, target 3 trials" in result.stderr
-    assert "[2/3] trial 2 inductor:max-autotune-no-cudagraphs" in result.stderr
+    assert "[2/3] trial 2 max-autotune-no-cudagraphs bs=1: " in result.stderr
     assert ("2 new trials, 2 in the study (1 config skipped, not run)" in result.stderr), \
         result.stderr
     assert "1 trial failed and 1 config was not run (kept in trials.parquet):" in result.stdout

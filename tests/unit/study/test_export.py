@@ -112,3 +112,55 @@ def test_whole_numbers_read_back_as_integers_where_a_failed_trial_leaves_gaps(tm
         assert str(d[column].dtype) == "Int64", column  # not floats such as 3.0
         compiled = ~failed & (d.backend != "eager")  # eager has no graph breaks
         assert d.loc[failed, column].isna().all() and d.loc[compiled, column].notna().all()
+
+
+# -- what the configs are named against ---------------------------------------------------------
+def _options_spec(tmp_path, **kwargs):
+    """A study that searches epilogue_fusion (off first) with inductor's default mode."""
+    from tuner.domain.space import build_space
+
+    space = build_space(device="cuda", batch_sizes=[1], backends=["eager", "inductor"],
+                        modes=["default"], dynamic=[False], options={
+                            "epilogue_fusion": ["false", "true"]},
+                        available_backends=["eager", "inductor"], available_modes=["default"],
+                        available_options={"epilogue_fusion": bool})
+    return make_spec(tmp_path, space=space, **kwargs)
+
+
+def test_a_search_records_its_option_defaults_and_names_its_configs_by_them(tmp_path):
+    # A torch whose inductor leaves epilogue fusion off (2.14.1 turns it on): its configs are
+    # named by what differs from that, in the files, the report and the progress alike.
+    import dataclasses
+
+    from tuner.data import files
+    from tuner.domain.naming import OptionDefaults
+    from tuner.study.storage import join_spec
+
+    off = OptionDefaults.from_dict({"default": {"epilogue_fusion": False}})
+    events = []
+    Search(_options_spec(tmp_path, option_defaults=off), FakeRunner(),
+           on_trial=events.append).run()
+    trials, meta = files.read(tmp_path / "s")
+    assert meta["option_defaults"] == {"default": {"epilogue_fusion": False}}
+    by_key = dict(zip(trials["config_key"], trials["name"]))
+    assert by_key["inductor|default|dynamic=False|bs=1|opt.epilogue_fusion=False"] == "default"
+    assert by_key["inductor|default|dynamic=False|bs=1|opt.epilogue_fusion=True"] == \
+        "default +epilogue_fusion"
+    assert {e.name for e in events} == {"eager", "default", "default +epilogue_fusion"}
+    # Resumed under another torch, or joined by a worker, the study keeps what it recorded.
+    on = OptionDefaults.from_dict({"default": {"epilogue_fusion": True}})
+    again = Search(dataclasses.replace(_options_spec(tmp_path), option_defaults=on),
+                   FakeRunner())
+    assert again.spec.option_defaults == off
+    assert join_spec("s", None, tmp_path).option_defaults == off
+
+
+def test_a_study_made_before_the_record_is_named_by_the_defaults_known(tmp_path):
+    # No record (tuner before 0.3.0, or a spec that carries none): epilogue fusion's default
+    # is on in every torch the tuner has met, so off is what differs.
+    from tuner.data import files
+
+    Search(_options_spec(tmp_path), FakeRunner()).run()
+    trials, meta = files.read(tmp_path / "s")
+    assert "option_defaults" not in meta
+    assert sorted(trials["name"]) == ["default", "default -epilogue_fusion", "eager"]

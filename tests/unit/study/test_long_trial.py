@@ -22,8 +22,8 @@ def test_a_long_trial_says_it_still_runs_ever_less_often(tmp_path, monkeypatch):
     said: list[str] = []
     spec = make_spec(tmp_path, space=make_space(batch_sizes=(1,), dynamic=(False,)))
     Search(spec, FakeRunner(delay_s=0.5), on_message=said.append).run()
-    for label in ("eager", "inductor:default"):
-        lines = [m for m in said if m.startswith(f"  ... {label} bs=1 still running after ")]
+    for name in ("eager", "default"):
+        lines = [m for m in said if m.startswith(f"  ... {name} bs=1 still running after ")]
         # 0.1, 0.2 and 0.4 s in; a gap that did not grow would say it 5 times
         assert 1 <= len(lines) <= 4, said
 
@@ -34,11 +34,11 @@ def test_the_line_says_the_trial_compiles_while_its_first_call_runs(tmp_path):
         time.sleep(0.08)
         (tmp_path / MARKER_FILE).write_text("{}")
         time.sleep(0.1)
-    assert said[0] == "  ... inductor:max-autotune bs=8 still running after 0 s"
-    assert said[1] == ("  ... inductor:max-autotune bs=8 still running after 0 s (in its first "
+    assert said[0] == "  ... max-autotune bs=8 still running after 0 s"
+    assert said[1] == ("  ... max-autotune bs=8 still running after 0 s (in its first "
                        "call, compiling)")
     assert StillRunning(MAX_AUTOTUNE, tmp_path, said.append).line(150.0) == (
-        "  ... inductor:max-autotune bs=8 still running after 2 min (in its first call, "
+        "  ... max-autotune bs=8 still running after 2 min (in its first call, "
         "compiling)")
     count = len(said)
     time.sleep(0.3)

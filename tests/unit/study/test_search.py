@@ -250,7 +250,7 @@ def test_stop_after_trial_stops_the_loop(tmp_path):
 
 def test_abort_abandons_the_trial_in_flight_and_resume_measures_it(tmp_path):
     search = Search(make_spec(tmp_path), FakeRunner(delay_s=5))
-    search.on_start = lambda number, config: search.abort.set()
+    search.on_start = lambda number, config, name: search.abort.set()
     summary = search.run()
     assert summary.stop_reason.startswith("stopped by the user") and summary.stopped
     assert summary.new == 0 and len(summary.trials) == 0

@@ -48,7 +48,7 @@ def test_a_warm_start_with_the_studys_output_passes(rec):
     found = Check(rec, HIT)
     assert found.passed and found.reasons() == []
     lines = found.lines()
-    assert lines[0] == (f"study fake: trial {rec.trial_number} inductor:default at batch size "
+    assert lines[0] == (f"study fake: trial {rec.trial_number} default at batch size "
                         "1 on cpu")
     assert lines[1].startswith(f"artifacts: {rec.artifacts_path} from ")
     assert "compile artifacts are code" in lines[1] and "written 20" in lines[1]

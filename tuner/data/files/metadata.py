@@ -32,6 +32,7 @@ def peaks(df: pd.DataFrame) -> list[dict[str, Any]]:
 _META_SHAPES: dict[str, tuple[type, type | None]] = {
     "study": (str, None), "storage": (str, None), "workload": (dict, None),
     "space": (dict, None), "protocol": (dict, None), "mode_options": (dict, None),
+    "option_defaults": (dict, None),
     "fingerprints": (list, dict), "peak_tflops": (list, dict)}  # (the value, each item)
 _JSON_KIND: dict[type, str] = {str: "a string", dict: "an object", list: "a list"}
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from tuner.data.derive import FROM_MEDIAN, derive
 from tuner.data.files.arrow import integers
 from tuner.data.files.metadata import misshapen
+from tuner.data.rows import basis_of, named
 from tuner.data.schema import COLUMNS, REQUIRED_COLUMNS, SCHEMA, SCHEMA_VERSION, kind_of
 from tuner.data.select import with_ranks
 from tuner.domain.config import TrialConfig
@@ -48,9 +49,9 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
                             f"{path.parent.name} --studies-dir {path.parent.parent} "
                             f"--export-only` writes it again from {DB_FILE})")
         # A study's name, as the commands take it: from Python, a study is its path.
-        named = STUDIES_DIR / path if len(path.parts) == 1 and path.suffix != ".parquet" \
+        under = STUDIES_DIR / path if len(path.parts) == 1 and path.suffix != ".parquet" \
             else None
-        hint = f": did you mean {str(named)!r}?" if named is not None and named.is_dir() else ""
+        hint = f": did you mean {str(under)!r}?" if under is not None and under.is_dir() else ""
         raise UserError(f"{path}: no such file (give a study folder or a tuner Parquet "
                         f"file){hint}")
     if not path.is_file():  # /dev/null, a pipe: pyarrow says FileNotFoundError
@@ -102,7 +103,7 @@ def read(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any]]:
     # Ranked afresh, so a file written by tuner 0.1.0 before 2026-12-02 (f3a2df6), under the
     # overlapping-intervals rule for "within noise", reads as the verdicts that show, recommend
     # and compare reach now (tuner.data.noise).
-    return with_ranks(df), meta
+    return named(with_ranks(df), basis_of(meta)), meta
 
 
 def _damaged_rows(df: pd.DataFrame, meta: dict[str, Any]) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tuner.data.noise import SLOW_CORE_RATIO
+from tuner.data.rows import NAME
 from tuner.data.select import failed_again
 from tuner.domain.records import Status
 from tuner.words import plural
@@ -20,7 +21,7 @@ def slow_core(trials: pd.DataFrame, listed: int = 5) -> str | None:
     slow = trials[(trials["status"] == Status.OK.value) & (slowdown >= SLOW_CORE_RATIO)]
     if slow.empty:
         return None
-    names = [f"{r['label']} bs={r['batch_size']}" for _, r in slow.head(listed).iterrows()]
+    names = [f"{r[NAME]} bs={r['batch_size']}" for _, r in slow.head(listed).iterrows()]
     more = f" and {len(slow) - listed} more" if len(slow) > listed else ""
     return (f"{len(slow)} of {len(trials)} trials were measured on a slow host core (a fixed "
             f"loop took {SLOW_CORE_RATIO}x as long or more as on this machine's fast cores): "
@@ -32,7 +33,7 @@ def slow_core(trials: pd.DataFrame, listed: int = 5) -> str | None:
 
 def failures(trials: pd.DataFrame) -> list[str]:
     bad = trials[trials["status"] != Status.OK.value]
-    return [f"{r['label']} bs={r['batch_size']}: {r['status']}: {str(r['message'])[:160]}"
+    return [f"{r[NAME]} bs={r['batch_size']}: {r['status']}: {str(r['message'])[:160]}"
             for _, r in bad.iterrows()]
 
 
@@ -40,6 +41,6 @@ def left_out(trials: pd.DataFrame) -> list[str]:
     """Finalists whose trial was fine but a re-measurement failed (tuner.data.select.eligible
     leaves them out), each in a line."""
     rows = trials[(trials["status"] == Status.OK.value) & failed_again(trials)]
-    return [f"{r['label']} bs={r['batch_size']} (trial {r['trial_number']}): "
+    return [f"{r[NAME]} bs={r['batch_size']} (trial {r['trial_number']}): "
             f"{plural(int(r['repeats_failed']), 're-measurement')} failed"
             for _, r in rows.iterrows()]

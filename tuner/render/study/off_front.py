@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tuner.data.rows import NAME
 from tuner.data.select import LATENCY, left_out_counts, throughput_picks_off_front
 from tuner.domain.records import Status
 
@@ -44,7 +45,7 @@ def throughput_off_front(trials: pd.DataFrame, pareto: pd.DataFrame,
     study = "STUDY" if folder is None else shlex.quote(str(folder))
     for _, top in throughput_picks_off_front(trials, pareto).iterrows():
         bs = int(top["batch_size"])
-        out[bs] = (f"batch size {bs}: the most items/s back to back is {top['label']} "
+        out[bs] = (f"batch size {bs}: the most items/s back to back is {top[NAME]} "
                    f"(trial {int(top['trial_number'])}, {top['throughput_per_s']:,.0f} "
                    f"items/s, {top[LATENCY]:.3f} ms p50 per request): it is not on this front, "
                    "which ranks what one request waits, but it is what a server busy "

@@ -4,6 +4,7 @@ beside the fronts, the shape-schedule replay and what went wrong."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pandas as pd
 
 from tuner.data import schema
 from tuner.data.json_contract import document
+from tuner.data.rows import NAME
 from tuner.data.select import not_run
 from tuner.domain.records import SCHEDULE_REPEATS, Status
 from tuner.domain.workload import Workload, shape_label
@@ -18,8 +20,9 @@ from tuner.render.plain import line as plain_line
 from tuner.render.study.failures import failures, left_out, slow_core
 from tuner.render.study.off_front import throughput_off_front, unranked
 from tuner.render.study.schedule import schedule_rows, schedule_table
-from tuner.render.study.trial_table import noise_note, table
+from tuner.render.study.trial_table import COLUMNS, TableColumn, columns_of, noise_note, table
 from tuner.render.study.verdicts import confirm_command, verdicts, vs_plain
+from tuner.render.table import terminal_width, wrap
 from tuner.render.text import describe_fingerprint
 from tuner.words import plural
 
@@ -34,59 +37,65 @@ def _one_value(trials: pd.DataFrame, column: str) -> str | None:
 
 
 def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
-           every_trial: bool = False, folder: Path | None = None) -> str:
+           every_trial: bool = False, folder: Path | None = None, width: int | None = None,
+           columns: Sequence[TableColumn] | None = None) -> str:
     """The whole text report of ``tuner show`` and the end of ``tuner search``; with
     ``every_trial``, ``pareto`` holds every trial (``tuner show --all``). ``folder``: the
-    study's folder, named in the commands the report suggests."""
-    lines = []
+    study's folder, named in the commands the report suggests. ``width``: what the report
+    fits (None: :func:`tuner.render.table.terminal_width`); ``columns``: the tables' (None:
+    the default view, :func:`tuner.render.study.trial_table.columns_of`), where every column
+    shown, the tables are as wide as they need."""
+    width = terminal_width() if width is None else width
+    shown = columns_of() if columns is None else columns
+    tables = None if len(shown) == len(COLUMNS) else width  # --wide: tables as wide as need be
+    lines: list[str] = []
+
+    def say(*texts: str) -> None:
+        lines.extend(wrap(text, width) for text in texts)
+
     workload = meta.get("workload") or {}
     # The precision of the rows: the study's, or every one it searched.
     dtypes = ",".join(str(d) for d in dict.fromkeys(trials["dtype"].dropna())) \
         if "dtype" in trials and trials["dtype"].notna().any() else workload.get("dtype")
     model, device = (workload.get(key) or _one_value(trials, key) for key in ("model", "device"))
     what = " ".join(str(w) for w in (model, dtypes, device and f"on {device}") if w)
-    lines.append(f"study {meta.get('study')}: {what + ', ' if what else ''}"
-                 f"{plural(len(trials), 'trial')}")
-    for fp in meta.get("fingerprints") or []:
-        lines.append(f"measured on {describe_fingerprint(fp)}")
+    say(f"study {meta.get('study')}: {what + ', ' if what else ''}"
+        f"{plural(len(trials), 'trial')}")
+    say(*(f"measured on {describe_fingerprint(fp)}" for fp in meta.get("fingerprints") or []))
     if trials.empty:
-        lines.append(NO_TRIALS)
+        say(NO_TRIALS)
     sentences = verdicts(trials, folder, meta.get("storage"))
     gains = vs_plain(trials, meta)
     off_front = throughput_off_front(trials, pareto, folder)
     for bs, group in pareto.groupby("batch_size"):
-        lines.append("")
-        lines.append(f"batch size {bs}: every trial" if every_trial else
-                     f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
-        lines.append("(p50, p90, p99: what one request waits, each call then synchronize; stream: "
-                     "per call back to back, what a busy server pays)")
-        lines.append(table(group, every_trial))
+        say("", f"batch size {bs}: every trial" if every_trial else
+            f"batch size {bs}: Pareto-optimal configs (latency, memory, warm-up)")
+        if legend := _legend(shown):
+            say(legend)
+        lines.append(table(group, every_trial, tables, shown))
         if note := noise_note(group, None if every_trial else
                                confirm_command(folder, meta.get("storage"))):
-            lines.append(note)
+            say(note)
         if int(bs) in sentences:
-            lines.append(sentences[int(bs)])
+            say(sentences[int(bs)])
         if int(bs) in gains:
-            lines.append(plain_line(gains[int(bs)]))
+            say(plain_line(gains[int(bs)]))
         if not every_trial and int(bs) in off_front:
-            lines.append(off_front[int(bs)])
+            say(off_front[int(bs)])
     if not every_trial:
         for _, sentence in sorted(unranked(trials, pareto).items()):
-            lines.append("")
-            lines.append(sentence)
+            say("", sentence)
     replay = schedule_rows(trials)
     if replay:
         schedule = Workload.from_dict(workload).shape_schedule if workload else ()
         shapes = ",".join(shape_label(s) for s in schedule)
-        lines.append("")
-        lines.append(f"shape schedule {shapes} replayed after each trial's steady state "
-                     f"(replay s: all {SCHEDULE_REPEATS} replays, every "
-                     "step synchronised; ms: each shape once warm, its compiles and CUDA-graph "
-                     "recordings counted apart):")
-        lines.append(schedule_table(replay))
+        say("", f"shape schedule {shapes} replayed after each trial's steady state "
+            f"(replay s: all {SCHEDULE_REPEATS} replays, every "
+            "step synchronised; ms: each shape once warm, its compiles and CUDA-graph "
+            "recordings counted apart):")
+        lines.append(schedule_table(replay, tables))
     if slow := slow_core(trials):
-        lines.append("")
-        lines.append(slow)
+        say("", slow)
     failed = failures(trials)
     if failed:
         # A config skipped without a trial (its mode compiled past the budget) is no failed trial.
@@ -96,20 +105,27 @@ def render(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             plural(len(failed) - skipped, "trial") + " failed" if len(failed) > skipped else "",
             plural(skipped, "config") + f" {'was' if skipped == 1 else 'were'} not run"
             if skipped else "") if part)
-        lines.append("")
-        lines.append(f"{what} (kept in trials.parquet):")
-        lines += [f"  {f}" for f in failed]
+        say("", f"{what} (kept in trials.parquet):", *(f"  {f}" for f in failed))
     if dropped := left_out(trials):
-        lines.append("")
-        lines.append(f"{plural(len(dropped), 'finalist')} left out of the "
-                     "fronts and recommendations: a re-measurement in a fresh process failed")
-        lines += [f"  {d}" for d in dropped]
+        say("", f"{plural(len(dropped), 'finalist')} left out of the "
+            "fronts and recommendations: a re-measurement in a fresh process failed",
+            *(f"  {d}" for d in dropped))
     return "\n".join(lines)
+
+
+def _legend(columns: Sequence[TableColumn]) -> str:
+    """What the latencies of the table's columns are: per request or back to back."""
+    keys = {c.key for c in columns}
+    request = [c.header.split()[0] for c in columns if c.key in ("p50", "p90", "p99")]
+    parts = ([f"{', '.join(request)}: what one request waits, each call then synchronize"]
+             if request else []) + (["stream: per call back to back, what a busy server pays"]
+                                    if "stream" in keys else [])
+    return f"({'; '.join(parts)})" if parts else ""
 
 
 def as_json(trials: pd.DataFrame, pareto: pd.DataFrame, meta: dict[str, Any],
             folder: Path | None = None) -> dict[str, Any]:
-    keep = ["batch_size", "label", "backend", "mode", "dynamic", "latency_ms_p50",
+    keep = ["batch_size", "label", NAME, "backend", "mode", "dynamic", "latency_ms_p50",
             "latency_ms_p90", "latency_ms_p99", "speedup_vs_eager", "throughput_per_s",
             "compile_s_cold", "time_to_steady_s", "peak_memory_bytes", "memory_kind",
             "peak_vram_bytes", "break_even_calls", "noisy", "graph_breaks", "recompiles",

@@ -7,7 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from tuner.data.rows import NAME
 from tuner.domain.records import Status
+from tuner.render.table import Column, grid
 from tuner.render.text import cell, is_list
 
 
@@ -23,7 +25,7 @@ def schedule_rows(trials: pd.DataFrame) -> list[dict[str, Any]]:
         if not is_list(labels) or len(labels) == 0:
             labels = r["schedule_batch_sizes"]
         rows.append({
-            "batch_size": int(r["batch_size"]), "label": r["label"],
+            "batch_size": int(r["batch_size"]), "label": r["label"], "name": r[NAME],
             "trial_number": int(r["trial_number"]),
             "recompiles": None if pd.isna(r["schedule_recompiles"]) else int(r["schedule_recompiles"]),
             "recompile_s": None if pd.isna(r["schedule_recompile_s"]) else float(r["schedule_recompile_s"]),
@@ -39,14 +41,12 @@ def _listed(row: pd.Series, column: str) -> list[Any]:
     return list(value) if is_list(value) else []
 
 
-def schedule_table(rows: list[dict[str, Any]]) -> str:
+def schedule_table(rows: list[dict[str, Any]], width: int | None = None) -> str:
+    """The replays as a table within ``width`` characters (:func:`tuner.render.table.grid`)."""
     shapes = list(dict.fromkeys(k for r in rows for k in r["latency_ms"]))
-    head = (f"{'batch':>5}  {'config':<40} {'recompiles':>10} {'recompile s':>11} "
-            f"{'replay s':>8}  " + " ".join(f"{s + ' ms':>10}" for s in shapes))
-    out = [head]
-    for r in rows:
-        cells = " ".join(f"{cell(r['latency_ms'].get(s), '{:.3f}'):>10}" for s in shapes)
-        out.append(f"{r['batch_size']:>5}  {r['label']:<40} {cell(r['recompiles'], '{:d}'):>10} "
-                   f"{cell(r['recompile_s'], '{:.1f}'):>11} {r['replay_s']:>8.1f}  {cells}")
-    return "\n".join(out)
-
+    columns = [Column("batch"), Column("config", text=True), Column("recompiles"),
+               Column("recompile s"), Column("replay s"), *(Column(f"{s} ms") for s in shapes)]
+    body = [[str(r["batch_size"]), r["name"], cell(r["recompiles"], "{:d}"),
+             cell(r["recompile_s"], "{:.1f}"), f"{r['replay_s']:.1f}",
+             *(cell(r["latency_ms"].get(s), "{:.3f}") for s in shapes)] for r in rows]
+    return grid(columns, body, width)

@@ -3,44 +3,77 @@ the columns of finalists measured again, and what their medians and ranks mean."
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from tuner.data.derive import listed, ran_eager
 from tuner.data.noise import INTERFERENCE_CORES, SLOW_CORE_RATIO, p99_of_few_calls
+from tuner.data.rows import NAME
 from tuner.data.select import LATENCY, eligible, why_left_out
+from tuner.errors import UserError
+from tuner.render.table import Column, grid, wrap
 from tuner.render.text import cell, is_list
 from tuner.words import plural
 
-# (column, header, format) of the Pareto table.
-_TABLE = [
-    ("label", "config", "{}"),
-    ("latency_ms_p50", "p50 ms", "{:.3f}"),
-    ("latency_ms_p90", "p90 ms", "{:.3f}"),
-    ("latency_ms_p99", "p99 ms", "{:.3f}"),
-    ("stream_ms_p50", "stream ms", "{:.3f}"),
-    ("speedup_vs_eager", "vs eager", "{:.2f}x"),
-    ("throughput_per_s", "items/s", "{:,.0f}"),
-    ("achieved_tflops", "TFLOP/s", "{:.3g}"),
-    ("fraction_of_peak", "of peak", "{:.1%}"),
-    ("compile_s_cold", "compile s", "{:.1f}"),
-    ("time_to_steady_s", "warm-up s", "{:.1f}"),
-    ("peak_memory_bytes", "memory", "bytes"),
-]
 
-# Finalists measured again in fresh processes (tuner.study.finalists): shown after the column named,
-# when a row of the table has them.
-_CONFIRMED = {
-    "latency_ms_p99": [("p50_median_ms", "median ms", "{:.3f}"),
-                       ("p99_median_ms", "median p99", "{:.3f}"),
-                       ("rank_within_noise", "rank", "{:.0f}"),
-                       ("p50_ci_ms", "p50 95% CI ms", "{}"),
-                       ("latency_spread_pct", "spread", "{:.1f}%")],
-    "stream_ms_p50": [("stream_median_ms", "median stream", "{:.3f}")],
-    "compile_s_cold": [("compile_s_warm", "warm s", "{:.1f}"),
-                       ("compile_s_artifacts", "artifacts s", "{:.1f}")],
-}
+@dataclasses.dataclass(frozen=True)
+class TableColumn:
+    """A column of the table of trials: what ``--columns`` calls it, the frame's column, its
+    header and format; ``shown``: in the default view (the rest with ``--wide``); ``again``: a
+    column of finalists measured again in fresh processes, there only where a row has it."""
+
+    key: str
+    column: str
+    header: str
+    fmt: str
+    shown: bool = False
+    again: bool = False
+
+
+# In table order. The default view answers "which config, how fast, how sure, at what cost":
+# the p50 (and where measured again, the median of the processes, the rank and the p50's
+# interval), the speedup over eager, the warm-up and the memory (docs/cli.md says why).
+COLUMNS = (
+    TableColumn("p50", "latency_ms_p50", "p50 ms", "{:.3f}", shown=True),
+    TableColumn("p90", "latency_ms_p90", "p90 ms", "{:.3f}"),
+    TableColumn("p99", "latency_ms_p99", "p99 ms", "{:.3f}"),
+    TableColumn("median", "p50_median_ms", "median ms", "{:.3f}", shown=True, again=True),
+    TableColumn("median-p99", "p99_median_ms", "median p99", "{:.3f}", again=True),
+    TableColumn("rank", "rank_within_noise", "rank", "{:.0f}", shown=True, again=True),
+    TableColumn("ci", "p50_ci_ms", "p50 95% CI ms", "{}", shown=True, again=True),
+    TableColumn("spread", "latency_spread_pct", "spread", "{:.1f}%", again=True),
+    TableColumn("stream", "stream_ms_p50", "stream ms", "{:.3f}"),
+    TableColumn("median-stream", "stream_median_ms", "median stream", "{:.3f}", again=True),
+    TableColumn("vs-eager", "speedup_vs_eager", "vs eager", "{:.2f}x", shown=True),
+    TableColumn("items", "throughput_per_s", "items/s", "{:,.0f}"),
+    TableColumn("tflops", "achieved_tflops", "TFLOP/s", "{:.3g}"),
+    TableColumn("of-peak", "fraction_of_peak", "of peak", "{:.1%}"),
+    TableColumn("compile", "compile_s_cold", "compile s", "{:.1f}"),
+    TableColumn("warm", "compile_s_warm", "warm s", "{:.1f}", again=True),
+    TableColumn("artifacts", "compile_s_artifacts", "artifacts s", "{:.1f}", again=True),
+    TableColumn("warm-up", "time_to_steady_s", "warm-up s", "{:.1f}", shown=True),
+    TableColumn("memory", "peak_memory_bytes", "memory", "bytes", shown=True),
+)
+COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+# A note this long or shorter stands in the notes column; a longer one is a numbered footnote
+# under the table, so that a row keeps to its line.
+SHORT_NOTE = 20
+
+
+def columns_of(keys: Sequence[str] | None = None, wide: bool = False) -> tuple[TableColumn, ...]:
+    """The table's columns: those named by ``keys`` (``--columns``, in table order), every one
+    with ``wide``, else the default view's. An unknown name is a one-line error."""
+    if keys is not None:
+        unknown = [k for k in keys if k not in COLUMN_KEYS]
+        if unknown:
+            raise UserError(f"unknown column {unknown[0]!r} in --columns: choose from "
+                            f"{', '.join(COLUMN_KEYS)} (config and notes are always shown)",
+                            about="--columns")
+        return tuple(c for c in COLUMNS if c.key in keys)
+    return COLUMNS if wide else tuple(c for c in COLUMNS if c.shown)
 
 
 _CACHE_START_NOTES = {"warm": "compile s from a warm cache",
@@ -93,27 +126,32 @@ def notes(row: pd.Series) -> str:
     return "; ".join(out)
 
 
-def table(rows: pd.DataFrame, every_trial: bool = False) -> str:
-    """Fixed-width text table of some rows (one batch size, typically). ``every_trial``
-    (``tuner show --all``): the rows no view compares say why, first in their notes."""
-    rows, columns = _with_confirmed(rows)
-    headers = [h for _, h, _ in columns] + ["notes"]
+def table(rows: pd.DataFrame, every_trial: bool = False, width: int | None = None,
+          columns: Sequence[TableColumn] | None = None) -> str:
+    """The table of some rows (one batch size, typically) within ``width`` characters
+    (:func:`tuner.render.table.grid`; None: each column as wide as it needs), then the
+    footnotes its notes column points to. ``columns``: those to show beside the config and
+    the notes (default: :func:`columns_of`'s default view). ``every_trial`` (``tuner show
+    --all``): the rows no view compares say why, first in their notes."""
+    rows, shown = _with_confirmed(rows, columns_of() if columns is None else columns)
     why: dict[Any, str] = {}
     if every_trial:
         left = rows[~rows.index.isin(eligible(rows).index)]
         why = dict(zip(left.index, why_left_out(left)))
-    body = [[_table_cell(r, c, f) for c, _, f in columns]
-            + ["; ".join(filter(None, (f"left out: {why[i]}" if i in why else "", notes(r))))]
+    footnotes: dict[str, int] = {}
+
+    def noted(i: Any, row: pd.Series) -> str:
+        said = [f"left out: {why[i]}"] if i in why else []
+        said += [n for n in notes(row).split("; ") if n]
+        return "; ".join(n if len(n) <= SHORT_NOTE else
+                        f"[{footnotes.setdefault(n, len(footnotes) + 1)}]" for n in said)
+
+    body = [[str(r[NAME]), *(_table_cell(r, c.column, c.fmt) for c in shown), noted(i, r)]
             for i, r in rows.iterrows()]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-              for i, h in enumerate(headers)]
-    # config and notes are text, left-aligned under their headers; the figures are right-aligned
-    lines = ["  ".join(h.ljust(w) if i in (0, len(headers) - 1) else h.rjust(w) for i, (h, w) in
-                       enumerate(zip(headers, widths))).rstrip()]
-    for b in body:
-        lines.append("  ".join(c.ljust(w) if i in (0, len(b) - 1) else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(b, widths))).rstrip())
-    return "\n".join(lines)
+    text = grid([Column("config", text=True), *(Column(c.header) for c in shown),
+                 Column("notes", text=True)], body, width)
+    return "\n".join([text, *(wrap(f"[{n}] {note}", width, hang=len(f"[{n}] "))
+                              for note, n in footnotes.items())])
 
 
 def _table_cell(row: pd.Series, column: str, fmt: str) -> str:
@@ -127,8 +165,10 @@ def _table_cell(row: pd.Series, column: str, fmt: str) -> str:
     return cell(share, fmt)
 
 
-def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, str, str]]]:
-    """The table's columns, with those of re-measured finalists where any row has them."""
+def _with_confirmed(rows: pd.DataFrame, columns: Sequence[TableColumn]
+                    ) -> tuple[pd.DataFrame, list[TableColumn]]:
+    """The rows with the columns of re-measured finalists, and of ``columns`` those to show:
+    a column of re-measured finalists only where a row has it."""
     if "latency_ms_p50_ci_low" in rows:
         low = pd.to_numeric(rows["latency_ms_p50_ci_low"], errors="coerce")
         high = pd.to_numeric(rows["latency_ms_p50_ci_high"], errors="coerce")
@@ -143,12 +183,8 @@ def _with_confirmed(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[tuple[str, s
     if "latency_ms_p99_median" in rows:
         rows = rows.assign(p99_median_ms=pd.to_numeric(
             rows["latency_ms_p99_median"], errors="coerce").where(_again(rows, "latency_ms_p99")))
-    columns = []
-    for column in _TABLE:
-        columns.append(column)
-        columns += [extra for extra in _CONFIRMED.get(column[0], [])
-                    if extra[0] in rows and rows[extra[0]].notna().any()]
-    return rows, columns
+    return rows, [c for c in columns
+                  if not c.again or (c.column in rows and rows[c.column].notna().any())]
 
 
 def _again(rows: pd.DataFrame, column: str) -> pd.Series:

@@ -12,6 +12,7 @@ import pandas as pd
 from tuner.data.derive import baseline_of, listed, ran_eager_only
 from tuner.data.noise import UNDECIDED, p50s_of, verdict
 from tuner.data.plain import PlainGain, gain_over_plain
+from tuner.data.rows import NAME
 from tuner.data.select import LATENCY, best, comparable, left_out_counts
 from tuner.domain.layout import DB_FILE
 from tuner.domain.records import Status
@@ -56,7 +57,7 @@ def _undecided(top: pd.Series, eager: pd.Series, eager_name: str, confirm: str) 
     each = (f"in {n} processes each, which would decide if their figures hold" if v.processes
             else "in more processes, which may decide")
     return (f"Undecided beyond noise: every process of one was faster, but {len(mine)} and "
-            f"{len(theirs)} processes are too few to tell {top['label']} and {eager_name} "
+            f"{len(theirs)} processes are too few to tell {top[NAME]} and {eager_name} "
             f"apart for sure; `{confirm} --repeats {n - 1}` measures both {each}.")
 
 
@@ -76,7 +77,7 @@ def _sides(compiled: pd.DataFrame, eager: pd.DataFrame
         return None
     fastest_eager = best(eager[same], "latency")
     # Where eager ran in several precisions, the sentence names the one it compares with.
-    eager_name = "eager" if same.all() else str(fastest_eager["label"])
+    eager_name = "eager" if same.all() else str(fastest_eager[NAME])
     winner = best(pd.concat([compiled, eager[same]]), "latency")
     if winner["backend"] != "eager":  # the fastest compiled one may be within noise of eager
         top = winner
@@ -131,7 +132,7 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
             # More processes sharpen the test: say how many would be the next step.
             done = max(listed(r.get("latency_ms_p50_repeats")) for r in (top, fastest_eager)) - 1
             out[int(bs)] = (f"compiling does not measurably pay at batch size {bs}: the best "
-                            f"compiled config, {top['label']} ({t:.3f} ms), "
+                            f"compiled config, {top[NAME]} ({t:.3f} ms), "
                             f"and {eager_name} ({e:.3f} ms) are within noise of each other "
                             "(their fresh processes' p50s overlap), and it costs "
                             f"{warmup} to warm up; `{confirm} --repeats {max(5, done + 3)}` "
@@ -139,7 +140,7 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
                             "apart. Use eager.")
         elif winner["backend"] == "eager":
             out[int(bs)] = (f"compiling does not pay at batch size {bs}: {eager_name} ({e:.3f} ms) is "
-                            f"faster than the best compiled config, {top['label']} "
+                            f"faster than the best compiled config, {top[NAME]} "
                             f"({t:.3f} ms), and that one costs {warmup} to "
                             f"warm up. {'Use eager.' if not undecided else undecided}")
         else:
@@ -152,14 +153,14 @@ def verdicts(trials: pd.DataFrame, folder: Path | None = None,
                        f"`{confirm}` measures them again before you rely on this."
                        if unconfirmed and _flag(top.get("noisy"))
                        and _flag(fastest_eager.get("noisy")) else "")
-            out[int(bs)] = (f"batch size {bs}: {top['label']} is "
+            out[int(bs)] = (f"batch size {bs}: {top[NAME]} is "
                             f"{e / t:.2f}x faster than {eager_name} "
                             f"({t:.3f} vs {e:.3f} ms){payback}.{caution}"
                             + (f" {undecided}" if undecided else ""))
     # Configs that ran eager under a compiled label are named, never counted as compiled.
     done = trials[(trials["status"] == Status.OK.value) & ran_eager_only(trials)]
     for bs, group in done.groupby("batch_size"):
-        labels = ", ".join(sorted(set(group["label"])))
+        labels = ", ".join(sorted(set(group[NAME])))
         note = (f"{labels} produced no compiled graph (every call ran eager), so "
                 f"{'it is' if len(group) == 1 else 'they are'} not counted as compiled.")
         out[int(bs)] = f"{out[int(bs)]} {note}" if int(bs) in out else f"batch size {bs}: {note}"

@@ -19,6 +19,7 @@ from tuner.study.storage.attrs import (
     KEY_ATTR,
     LIMITS_ATTR,
     MESSAGE_ATTR,
+    OPTION_DEFAULTS_ATTR,
     OWNER_ATTR,
     PROTOCOL_ATTR,
     REQUEUED_ATTR,
@@ -41,14 +42,19 @@ from tuner.study.storage.errors import storage_failure
 from tuner.study.storage.folder import ensure_folder
 from tuner.study.storage.join import join_spec
 from tuner.study.storage.opening import open_study
-from tuner.study.storage.resume import resumed_protocol, resumed_space
+from tuner.study.storage.resume import (
+    resumed_option_defaults,
+    resumed_protocol,
+    resumed_space,
+    resumed_spec,
+)
 
 __all__ = [
     "CONFIG_ATTR", "DUPLICATE_ATTR", "HEARTBEAT_GRACE_S", "HEARTBEAT_INTERVAL_S",
-    "INTERRUPTED_ATTR", "KEY_ATTR", "LIMITS_ATTR", "MESSAGE_ATTR", "OWNER_ATTR", "PROTOCOL_ATTR",
-    "REQUEUED_ATTR", "RESULT_ATTR", "RETRY_ATTR", "SAMPLER_ATTR", "SPACE_ATTR", "START_FROM_ATTR",
-    "STARTED_FROM_ATTR", "STATUS_ATTR",
+    "INTERRUPTED_ATTR", "KEY_ATTR", "LIMITS_ATTR", "MESSAGE_ATTR", "OPTION_DEFAULTS_ATTR",
+    "OWNER_ATTR", "PROTOCOL_ATTR", "REQUEUED_ATTR", "RESULT_ATTR", "RETRY_ATTR", "SAMPLER_ATTR",
+    "SPACE_ATTR", "START_FROM_ATTR", "STARTED_FROM_ATTR", "STATUS_ATTR",
     "WORKLOAD_ATTR",
     "ensure_folder", "import_ahead", "join_spec", "make_storage", "open_study",
-    "resumed_protocol", "resumed_space", "storage_failure",
+    "resumed_option_defaults", "resumed_protocol", "resumed_space", "resumed_spec", "storage_failure",
 ]

@@ -27,3 +27,7 @@ SAMPLER_ATTR, LIMITS_ATTR = "tuner.sampler", "tuner.limits"
 # ... and the studies it started from, with the configs they gave (tuner.study.start_from.StartFrom,
 # as a dict); a study made without --start-from has none.
 START_FROM_ATTR = "tuner.start_from"
+# ... and what its configs are named against: the value each searched inductor option takes in
+# each searched mode where a config leaves it unset (tuner.domain.naming.OptionDefaults, as a
+# dict), stored by the first run of tuner 0.3.0 or later; the files carry it as option_defaults.
+OPTION_DEFAULTS_ATTR = "tuner.option_defaults"

@@ -11,13 +11,19 @@ from typing import Any
 import optuna
 
 from tuner.domain.layout import STUDIES_DIR, StudyLayout
+from tuner.domain.naming import OptionDefaults
 from tuner.domain.records import TrialProtocol
 from tuner.domain.space import SearchSpace
 from tuner.domain.workload import Workload
 from tuner.errors import UserError
 from tuner.study.redact import redact
 from tuner.study.spec import StudySpec
-from tuner.study.storage.attrs import PROTOCOL_ATTR, SPACE_ATTR, WORKLOAD_ATTR
+from tuner.study.storage.attrs import (
+    OPTION_DEFAULTS_ATTR,
+    PROTOCOL_ATTR,
+    SPACE_ATTR,
+    WORKLOAD_ATTR,
+)
 from tuner.study.storage.engine import make_storage, with_driver
 from tuner.study.storage.errors import cannot_open
 from tuner.study.storage.sqlite_file import sqlite_file
@@ -64,7 +70,13 @@ def join_spec(name: str, storage: str | None, root: Path = STUDIES_DIR,
     return StudySpec(name=name, workload=Workload.from_dict(attrs[WORKLOAD_ATTR]),
                      space=SearchSpace.from_dict(attrs[SPACE_ATTR]),
                      protocol=TrialProtocol.from_dict(attrs[PROTOCOL_ATTR]),
+                     option_defaults=_option_defaults(attrs.get(OPTION_DEFAULTS_ATTR)),
                      root=root, storage=storage, **run)
+
+
+def _option_defaults(stored: Any) -> OptionDefaults | None:
+    """The study's stored option defaults (a study made before tuner 0.3.0 has none)."""
+    return OptionDefaults.from_dict(stored) if isinstance(stored, dict) else None
 
 
 def _has_schema(url: str) -> bool:

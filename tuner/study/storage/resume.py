@@ -10,6 +10,7 @@ from typing import Any
 import optuna
 
 from tuner.data.select import Constraints
+from tuner.domain.naming import OptionDefaults
 from tuner.domain.records import TrialProtocol
 from tuner.domain.space import SearchSpace
 from tuner.errors import UserError
@@ -17,6 +18,7 @@ from tuner.study.sampler import DEFAULT_SAMPLER, check_sampler
 from tuner.study.spec import StudySpec
 from tuner.study.storage.attrs import (
     LIMITS_ATTR,
+    OPTION_DEFAULTS_ATTR,
     PROTOCOL_ATTR,
     SAMPLER_ATTR,
     SPACE_ATTR,
@@ -133,6 +135,31 @@ def _protocol_keys(stored: dict[str, Any], wanted: dict[str, Any]) -> set[str]:
     """The protocol fields both sides know: a study stored by tuner 0.1.0 before 2026-11-30
     (79eef4c) lacks compile_timeout_s, and resumes as long as the fields it has agree."""
     return (set(stored) & set(wanted)) - _PER_TRIAL_PROTOCOL_KEYS
+
+
+def resumed_spec(study: optuna.Study, spec: StudySpec) -> StudySpec:
+    """The spec a run of ``study`` follows: fields a study of tuner 0.1.0 before 2026-11-30
+    (79eef4c) lacks keep their old meaning (no compile budget), as for a worker that joins it
+    (:func:`resumed_protocol`); backends and modes listed in another order are searched in the
+    study's order (:func:`resumed_space`); its configs are named against the option defaults
+    stored with it (:func:`resumed_option_defaults`)."""
+    return dataclasses.replace(
+        spec, protocol=resumed_protocol(study, spec.protocol),
+        space=resumed_space(study, spec.space),
+        option_defaults=resumed_option_defaults(study, spec.option_defaults))
+
+
+def resumed_option_defaults(study: optuna.Study,
+                            asked: OptionDefaults | None) -> OptionDefaults | None:
+    """The option defaults the study's configs are named against: those stored with it; where
+    none are (a study made before tuner 0.3.0), ``asked`` (this run's torch, which measures its
+    trials from now on), stored now. None where neither is known."""
+    stored = study.user_attrs.get(OPTION_DEFAULTS_ATTR)
+    if isinstance(stored, dict):
+        return OptionDefaults.from_dict(stored)
+    if asked is not None:
+        study.set_user_attr(OPTION_DEFAULTS_ATTR, asked.to_dict())
+    return asked
 
 
 def resumed_protocol(study: optuna.Study, asked: TrialProtocol) -> TrialProtocol:

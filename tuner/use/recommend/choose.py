@@ -16,7 +16,7 @@ from tuner.data import files
 from tuner.data.measured import Measured
 from tuner.data.noise import UNDECIDED, p50s_of, row_verdict, within_noise
 from tuner.data.plain import gain_over_plain
-from tuner.data.rows import config_of, plain
+from tuner.data.rows import NAME, config_of, plain
 from tuner.data.select import OBJECTIVES, Constraints, best, eligible
 from tuner.domain.records import FINGERPRINT_FIELDS
 from tuner.domain.space import SearchSpace
@@ -176,16 +176,16 @@ def _unmeasured_compiled(meta: dict[str, Any], df: pd.DataFrame) -> int:
 
 
 def _within_noise_of(chosen: pd.Series, feasible: pd.DataFrame) -> tuple[str, ...]:
-    """Labels of the other feasible configs at the same batch size within noise of
+    """Names of the other feasible configs at the same batch size within noise of
     ``chosen`` (:func:`tuner.data.noise.within_noise`)."""
     same = feasible[(feasible["batch_size"] == chosen["batch_size"])
                     & (feasible["trial_number"] != chosen["trial_number"])]
-    return tuple(str(r["label"]) for _, r in same.iterrows() if within_noise(chosen, r))
+    return tuple(str(r[NAME]) for _, r in same.iterrows() if within_noise(chosen, r))
 
 
 def _undecided_of(chosen: pd.Series, feasible: pd.DataFrame
                   ) -> tuple[tuple[str, ...], int | None]:
-    """Labels of the other feasible configs at the same batch size that ``chosen`` is undecided
+    """Names of the other feasible configs at the same batch size that ``chosen`` is undecided
     against, both measured in two processes or more (:func:`tuner.data.noise.verdict`: neither
     faster beyond noise, and their processes do not overlap), and the processes each would need
     to decide them all (None where not known)."""
@@ -193,11 +193,11 @@ def _undecided_of(chosen: pd.Series, feasible: pd.DataFrame
         return (), None
     same = feasible[(feasible["batch_size"] == chosen["batch_size"])
                     & (feasible["trial_number"] != chosen["trial_number"])]
-    found = [(str(r["label"]), v) for _, r in same.iterrows()
+    found = [(str(r[NAME]), v) for _, r in same.iterrows()
              if len(p50s_of(r)) >= 2 and (v := row_verdict(chosen, r)).outcome == UNDECIDED]
     needed = [v.processes for _, v in found]
     known = None if not needed or None in needed else max(n for n in needed if n is not None)
-    return tuple(label for label, _ in found), known
+    return tuple(name for name, _ in found), known
 
 
 def _workload(meta: dict[str, Any], row: pd.Series) -> Workload:

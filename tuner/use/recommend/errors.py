@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from tuner.data.rows import NAME
 from tuner.data.select import Constraints, rank
 from tuner.errors import UserError
 
@@ -47,7 +48,7 @@ class LimitsUnmet(UserError):
         limits = ", ".join(f"{called(k)}={v:g}" for k, v in self.constraints.to_dict().items()
                            if v is not None)
         return (f"no config of {self.where} meets {limits} ({self.checked} checked); the "
-                f"closest is {row['label']} (batch size {int(row['batch_size'])}, trial "
+                f"closest is {row[NAME]} (batch size {int(row['batch_size'])}, trial "
                 f"{int(row['trial_number'])}), which {' and '.join(s for _, _, s in broken)}: "
                 f"relax {' and '.join(called(n) for n, _, _ in broken)}")
 

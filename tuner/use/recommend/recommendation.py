@@ -22,8 +22,10 @@ import pandas as pd
 from tuner.data.measured import Measured
 from tuner.data.noise import p50s_of
 from tuner.data.plain import PlainGain
+from tuner.data.rows import NAME
 from tuner.data.select import Constraints
 from tuner.domain.config import TrialConfig, uses_cudagraphs
+from tuner.domain.naming import config_name
 from tuner.domain.workload import Workload, tensor_dtype
 from tuner.errors import UserError
 from tuner.use.environment import MismatchWarning
@@ -103,13 +105,19 @@ class Recommendation:
 
     def __repr__(self) -> str:
         return (f"Recommendation(study={self.study!r}, batch_size={self.config.batch_size}, "
-                f"config={self.config.label!r}, p50_ms={_p50(self.measured):.3f})")
+                f"config={self.name!r}, p50_ms={_p50(self.measured):.3f})")
 
     def _repr_html_(self) -> str:
         """A small table for notebooks (Jupyter calls it)."""
         from tuner.render.notebook import html_table
 
         return html_table(self)
+
+    @property
+    def name(self) -> str:
+        """The config as people read it (:func:`tuner.domain.naming.config_name`): its backend
+        and mode, then what differs from what that mode runs by itself."""
+        return str(self.row.get(NAME) or config_name(self.config))
 
     def breaks_search_limits(self, called: Callable[[str], str] = str) -> list[str]:
         """How the config breaks each of :attr:`search_limits` it is measured over, in words
@@ -304,7 +312,8 @@ class Recommendation:
             "study": self.study, "path": str(self.path), "objective": self.objective,
             "batch_size": self.config.batch_size,
             "constraints": self.constraints.to_dict(), "config": self.config.to_dict(),
-            "label": self.config.label, "compile_kwargs": self.config.compile_kwargs(),
+            "label": self.config.label, "name": self.name,
+            "compile_kwargs": self.config.compile_kwargs(),
             "workload": self.workload.to_dict(), "measured": dataclasses.asdict(self.measured),
             "vs_plain": None if self.vs_plain is None else self.vs_plain.to_dict(),
             "trial_number": self.trial_number, "candidates": self.candidates,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tuner.data.noise import UNDECIDED, p50s_of, row_verdict
+from tuner.data.rows import NAME
 from tuner.data.select import Constraints, best, failed_again, left_out_counts, rank
 from tuner.domain.config import EAGER
 from tuner.words import plural
@@ -32,14 +33,14 @@ def why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
                 [unlimited["trial_number"]]).any():
             broken = " and ".join(s for _, _, s in constraints.violations(unlimited))
             size = "" if one_size else f" at batch size {int(unlimited['batch_size'])}"
-            return (f"eager was best within the limits: {unlimited['label']}{size} (trial "
+            return (f"eager was best within the limits: {unlimited[NAME]}{size} (trial "
                     f"{int(unlimited['trial_number'])}) does better, but {broken}")
         if objective in ("latency", "throughput"):
             top = rank(compiled_at(feasible), objective).iloc[0]
             if row_verdict(chosen, top).outcome == UNDECIDED and min(
                     len(p50s_of(chosen)), len(p50s_of(top))) >= 2:
                 return (f"eager was fastest here by its median, but undecided against "
-                        f"{top['label']}: too few processes to say so beyond noise")
+                        f"{top[NAME]}: too few processes to say so beyond noise")
         return {"warmup": "eager was best here: it compiles nothing, so it warms up first",
                 "memory": "eager was best here: no compiled config needs less memory"}.get(
                     objective, "eager was best here: compiling does not pay off")
@@ -48,7 +49,7 @@ def why_eager(chosen: pd.Series, df: pd.DataFrame, candidates: pd.DataFrame,
         broken = " and ".join(s for _, _, s in constraints.violations(row))
         size = "" if one_size else f" at batch size {int(row['batch_size'])}"
         return (f"eager is the only config within the limits: the best compiled one, "
-                f"{row['label']}{size} (trial {int(row['trial_number'])}), {broken}")
+                f"{row[NAME]}{size} (trial {int(row['trial_number'])}), {broken}")
     tried = compiled_at(df)
     if tried.empty:
         left = (f" yet: {plural(unmeasured, 'compiled config')} of its search space "
