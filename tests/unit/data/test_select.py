@@ -246,7 +246,7 @@ def test_a_p99_limit_holds_a_finalist_to_its_median_tail_over_processes(tmp_path
     cli = invoke("recommend", str(study), "--batch-size", "1", "--max-p99-ms", "6")
     assert cli.exit_code == 0, cli.output
     assert "5.000 ms p50 per request, 5.050 ms p90, 5.100 ms p99 (medians over fresh " \
-        "processes; its search trial: 5.000 ms p50, 5.050 ms p90, 5.100 ms p99)" in cli.stdout
+        "processes; its search trial: 5.000 ms p50, 5.050 ms p90, 5.100 ms p99)" in flat(cli.stdout)
     assert "its p99 is of" not in cli.stdout
     fewest = invoke("recommend", str(study), "--batch-size", "1").stdout  # reduce-overhead
     assert "its p99 is of 50 calls a process: about the slowest one, not a tail" in fewest
@@ -288,7 +288,8 @@ def test_a_file_without_the_tail_columns_limits_each_row_by_its_own_p99(tmp_path
     assert "median p99" not in invoke("show", str(study)).stdout
     # Its p50 is still a median over processes; its tail is only the search trial's, and says so.
     assert "3.750 ms p50 per request (median over fresh processes; its search trial: 3.750 ms " \
-        "p50, 3.788 ms p90, 3.825 ms p99)" in invoke("recommend", str(study), "--batch-size", "1").stdout
+        "p50, 3.788 ms p90, 3.825 ms p99)" in flat(invoke("recommend", str(study), "--batch-size",
+                                                          "1").stdout)
 
 
 def test_a_config_faster_in_every_process_is_called_faster_though_the_intervals_overlap(tmp_path):
@@ -417,7 +418,7 @@ def test_undecided_against_eager_picks_the_faster_by_median_and_says_what_would_
     assert rec.undecided == ("eager",) and rec.processes_to_decide == 3
     assert rec.to_dict()["undecided"] == ["eager"] and rec.within_noise == ()
     assert f"`tuner confirm {study} --repeats 2` measures the finalists in 3 processes each" \
-        in rec.describe()
+        in flat(rec.describe())
     shown = invoke("show", str(study))
     assert shown.exit_code == 0 and f"`tuner confirm {study} --repeats 2`" in flat(shown.stdout)
     # The other way round: eager faster in every process, by too little; eager is chosen by its

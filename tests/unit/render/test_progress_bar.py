@@ -29,7 +29,7 @@ def event(number: int, trial: int, eta_s: float | None, budget_left_s: float | N
     result = TrialResult(Status.OK, latency_ms_p50=12.0, compile_s_cold=9.0, warmup_s=1.0)
     return TrialEvent(number=number, target=8, config=TrialConfig("inductor", 8, "default", False),
                       result=result, trial_number=trial, eta_s=eta_s,
-                      best={1: ("eager", 6.25), 8: ("inductor:default", 12.0)},
+                      best={1: ("eager", 6.25), 8: ("default", 12.0)},
                       budget_left_s=budget_left_s)
 
 
@@ -43,18 +43,18 @@ def test_the_bar_shows_trials_done_the_best_per_batch_size_and_the_eta_counted_d
     said: list[str] = []
     with SearchBar(Console(file=out, force_terminal=True, width=100), clock=clock) as bar:
         on = bar.callbacks(said.append)
-        on["on_start"](5, TrialConfig("inductor", 8, "default", False))
+        on["on_start"](5, TrialConfig("inductor", 8, "default", False), "default")
         clock.now += 40
         on["on_trial"](event(3, 5, eta_s=100.0, budget_left_s=900.0))
         clock.now += 30  # the ETA and the budget count down between trials
         on["on_message"]("confirming 2 finalists")
     lines = shown(out)
-    assert "[3/8] trial 5 inductor:default bs=8: p50 12.000 ms, warm-up 10.0 s" in lines
+    assert "[3/8] trial 5 default bs=8: p50 12.000 ms, warm-up 10.0 s" in lines
     bar_line = [line for line in lines if "trials" in line][-1]
     assert bar_line.endswith("3/8 trials · 1 min elapsed · budget left 14 min · ETA 1 min")
     at = lines.index(bar_line)
     assert lines[at + 1:at + 4] == ["best so far bs=1: eager 6.250 ms",
-                                    "            bs=8: inductor:default 12.000 ms",
+                                    "            bs=8: default 12.000 ms",
                                     "confirming 2 finalists"]
     assert said == ["confirming 2 finalists"]  # the message itself, printed by the CLI
 

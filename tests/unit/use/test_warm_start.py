@@ -128,7 +128,7 @@ def test_apply_warns_when_the_file_is_gone_or_unreadable(fake_study):
     assert "load_cache_artifacts" not in rec.snippet()
     # tuner recommend says so too, rather than name a file apply() cannot load
     assert f"none: the study saved compile artifacts for it, but {rec.artifacts_path} is " \
-        "missing" in rec.describe()
+        "missing" in rec.describe(width=400)  # a line wide enough for the whole path
     assert f"apply() loads {rec.artifacts_path}" not in rec.describe()
     assert rec.to_dict()["artifacts_found"] is False
 

@@ -330,12 +330,13 @@ class Recommendation:
             "breaks_search_limits": self.breaks_search_limits(),
         })
 
-    def describe(self, called: Callable[[str], str] = str) -> str:
-        """A few lines for humans (``tuner recommend``); ``called`` names each limit, as in
-        :meth:`LimitsUnmet.message` (the CLI: ``--max-compile-s``)."""
+    def describe(self, called: Callable[[str], str] = str, width: int | None = None) -> str:
+        """A few lines for humans (``tuner recommend``), within ``width`` characters (None: the
+        terminal's, :func:`tuner.render.table.terminal_width`); ``called`` names each limit,
+        as in :meth:`LimitsUnmet.message` (the CLI: ``--max-compile-s``)."""
         from tuner.render.recommendation import describe
 
-        return describe(self, called)
+        return describe(self, called, width)
 
 
 def _p50(m: Measured) -> float:
