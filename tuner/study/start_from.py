@@ -30,6 +30,7 @@ import pandas as pd
 from tuner.data import files
 from tuner.data.derive import listed
 from tuner.data.equivalent import Ran, mode_options
+from tuner.data.rows import NAME
 from tuner.data.select import LATENCY, eligible, pareto
 from tuner.domain.config import TrialConfig
 from tuner.domain.layout import TRIALS_FILE, StudyLayout
@@ -140,7 +141,7 @@ def _from_one(source: str, df: pd.DataFrame, meta: dict[str, Any],
     ran = Ran(meta)
     merit = order_of_merit(df)
     per_size: dict[int, list[TrialConfig]] = {bs: [] for bs in space.batch_sizes}
-    outside: dict[str, list[int]] = {}  # label -> batch sizes
+    outside: dict[str, list[int]] = {}  # config name -> batch sizes
     elsewhere: dict[int, int] = {}  # batch size not searched here -> its configs
     for _, row in merit.iterrows():
         bs = int(row["batch_size"])
@@ -149,7 +150,7 @@ def _from_one(source: str, df: pd.DataFrame, meta: dict[str, Any],
             continue
         config = here.get(ran.key(row))
         if config is None:
-            outside.setdefault(str(row["label"]), []).append(bs)
+            outside.setdefault(str(row[NAME]), []).append(bs)
         else:
             per_size[bs].append(config)
     picked: list[Started] = []
@@ -172,8 +173,8 @@ def _from_one(source: str, df: pd.DataFrame, meta: dict[str, Any],
                      f"{', '.join(map(str, sizes))} {'is' if len(sizes) == 1 else 'are'} not "
                      f"searched here: {plural(sum(elsewhere.values()), 'config')} there skipped")
     if outside:
-        named = "; ".join(f"{label} (bs {', '.join(map(str, sizes))})"
-                          for label, sizes in outside.items())
+        named = "; ".join(f"{name} (bs {', '.join(map(str, sizes))})"
+                          for name, sizes in outside.items())
         count = sum(len(sizes) for sizes in outside.values())
         notes.append(f"{OPTION} {source}: {plural(count, 'config')} outside this search's "
                      f"space, skipped: {named}")
