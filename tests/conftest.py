@@ -11,6 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # too.
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+# pytest-xdist's workers run with COLUMNS=80 (the controller's terminal width): the tests read
+# output as a pipe gets it (COLUMNS unset: 120 columns), and a test that wants a width sets it.
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture
