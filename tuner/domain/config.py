@@ -27,6 +27,16 @@ INDUCTOR = "inductor"
 
 DEFAULT_MODE = "default"
 
+# Inductor modes whose compile searches kernels and takes minutes (max-autotune of resnet18 had
+# no result after 380 s on the H200): measured after the others, and probed first
+# (tuner.study.probe).
+MAX_AUTOTUNE = "max-autotune"
+
+
+def is_max_autotune(mode: str | None) -> bool:
+    """Whether ``mode`` is one of inductor's max-autotune modes (its name starts so)."""
+    return mode is not None and mode.startswith(MAX_AUTOTUNE)
+
 
 # Inductor modes that record CUDA graphs; on the CPU they are the same as their graph-less twin.
 CUDAGRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})

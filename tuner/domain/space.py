@@ -25,6 +25,7 @@ from tuner.domain.config import (
     WHOLE,
     OptionValue,
     TrialConfig,
+    is_max_autotune,
 )
 from tuner.domain.inductor_options import check_options, cuda_graph_option
 from tuner.domain.workload import MAX_BATCH_SIZE, check_cudnn_benchmark, check_precision
@@ -148,16 +149,18 @@ class SearchSpace:
     def baselines(self) -> list[TrialConfig]:
         """What is measured first, in this order: eager at every batch size (in every precision
         searched: each row's accuracy and speed against it), then, where inductor is in the
-        space, inductor in each mode at every batch size, inductor's default first (each row's
-        speedup against the plain modes). Each with the first value of the other dimensions
-        (list the default first)."""
+        space, inductor in each mode at every batch size, inductor's default first and the
+        max-autotune modes last, whose compile takes minutes (each row's speedup against the
+        plain modes). Each with the first value of the other dimensions (list the default
+        first)."""
         first: _Formats = {
             "channels_last": self.channels_last[0] if self.channels_last else None,
             "cudnn_benchmark": self.cudnn_benchmark[0] if self.cudnn_benchmark else None}
         out = [TrialConfig(EAGER, bs, dtype=dt, **first)
                for bs in self.batch_sizes for dt in self.dtypes or (None,)]
         if INDUCTOR in self.backends:
-            modes = sorted(self.modes, key=lambda m: m != DEFAULT_MODE)  # stable: default first
+            # stable: default first, max-autotune last
+            modes = sorted(self.modes, key=lambda m: (m != DEFAULT_MODE, is_max_autotune(m)))
             dyn = False if False in self.dynamic else self.dynamic[0]
             dtype = self.dtypes[0] if self.dtypes else None
             options = tuple((name, values[0]) for name, values in self.options)
@@ -361,7 +364,7 @@ def _checked_modes(modes: Sequence[str] | None, have_modes: list[str], backends:
         modes = [m for m in have_modes if on_cuda or m not in CUDAGRAPH_MODES]
         # max-autotune compiles for minutes per config; the user opts in, or gets it on the GPU.
         if not on_cuda:
-            modes = [m for m in modes if not m.startswith("max-autotune")]
+            modes = [m for m in modes if not is_max_autotune(m)]
     for m in modes:
         if m not in have_modes:
             raise UserError(f"unknown mode {m!r}: this torch's inductor offers "

@@ -1,5 +1,7 @@
 """The baselines, measured first and in their order (eager at every batch size, then inductor in
-each mode: :meth:`tuner.domain.space.SearchSpace.baselines`), on a resume too.
+each mode: :meth:`tuner.domain.space.SearchSpace.baselines`; with a compile budget, a
+max-autotune mode's at one batch size until its compile is known to fit it,
+:meth:`tuner.study.probe.Probes.baselines`), on a resume too.
 
 A run queues those no trial holds. The queue is Optuna's: each batch size's study hands out its
 oldest waiting trial, and the search asks the study whose oldest is oldest
@@ -11,25 +13,26 @@ give up their places (failed unrun, marked ``REQUEUED_ATTR``) and are queued aga
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import optuna
 from optuna.trial import TrialState
 
-from tuner.domain.space import SearchSpace
-from tuner.study.claims import Claims
+from tuner.domain.config import TrialConfig
+from tuner.study.claims import Claims, StudyState
 from tuner.study.fronts import StoredTrial
 from tuner.study.storage import KEY_ATTR, REQUEUED_ATTR
 
 
-def queue_baselines(claims: Claims, space: SearchSpace, retry_failed: bool) -> bool:
-    """Queue the space's baselines that no trial holds yet, in order (see the module's
-    docstring); with ``retry_failed``, at the batch sizes the study holds broken too. Whether
-    any was queued: what is queued after the baselines (:mod:`tuner.study.start_from`) then
-    queues again behind them."""
-    state = claims.state()
-    held = {} if retry_failed else state.broken
+def queue_baselines(claims: Claims, state: StudyState, baselines: list[TrialConfig],
+                    held: Container[int]) -> bool:
+    """Queue the ``baselines`` that no trial holds in ``state`` (the study's, read just
+    before), in order (see the module's docstring), but not at the batch sizes ``held``
+    (broken: the model fails there in eager). Whether any was queued: what is queued after the
+    baselines (:mod:`tuner.study.start_from`) then queues again behind them."""
     waiting = waiting_trials(claims)
     behind = False  # a baseline before this one was queued anew
-    for config in space.baselines():
+    for config in baselines:
         # Not at a batch size the study holds broken: the run would only prune them.
         if config.batch_size in held:
             continue

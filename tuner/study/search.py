@@ -1,9 +1,10 @@
 """The search: an Optuna study that asks for configs, runs them as trials, and tells results.
 
-Baselines first (eager, and inductor in each mode, at every batch size), then, at the batch size
-with the fewest trials, what that batch size's sampler proposes (:mod:`tuner.study.fronts`); no
-config is measured twice (:mod:`tuner.study.claims` keeps workers apart). The Parquet files are
-written again after every trial, so an interrupted search loses nothing.
+Baselines first (eager, and inductor in each mode, at every batch size; a max-autotune mode's
+once a probe fits the compile budget: :mod:`tuner.study.probe`), then, at the batch size with
+the fewest trials, what that batch size's sampler proposes (:mod:`tuner.study.fronts`); no config
+is measured twice (:mod:`tuner.study.claims` keeps workers apart). The Parquet files are written
+again after every trial, so an interrupted search loses nothing.
 
 Beside it: configs skipped without a trial (:mod:`tuner.study.skips`), telling Optuna
 (:mod:`tuner.study.tell`), what it reports (:mod:`tuner.study.progress`, :mod:`tuner.study.eta`),
@@ -38,6 +39,7 @@ from tuner.study.fronts import StoredTrial
 from tuner.study.host_warnings import host_warnings
 from tuner.study.long_trial import StillRunning
 from tuner.study.params import nearest, suggest
+from tuner.study.probing import Probing
 from tuner.study.progress import Progress, SearchSummary, any_ok, counted
 from tuner.study.record import store_result
 from tuner.study.remeasurements import forget
@@ -58,6 +60,7 @@ class _Run:
     configs: list[TrialConfig]  # the space's, made once: asked for after every trial
     rng: random.Random
     progress: Progress
+    probing: Probing  # which max-autotune configs wait for their mode's probe
     skipped: skips.Skipped = dataclasses.field(default_factory=skips.Skipped)
     new: int = 0  # trials this run measured
     stop_reason: str = ""
@@ -74,8 +77,7 @@ class Search:
                  on_trial: Callable[[TrialEvent], None] | None = None,
                  on_message: Callable[[str], None] | None = None,
                  on_start: Callable[[int, TrialConfig, str], None] | None = None) -> None:
-        self.spec = spec
-        self.runner = runner
+        self.spec, self.runner = spec, runner
         self.on_trial = on_trial or (lambda event: None)
         self.on_message = on_message or (lambda text: None)
         # called as a trial starts, with its number, config and the config's name
@@ -132,11 +134,12 @@ class Search:
         run = _Run(spec.space.configs(), random.Random(spec.seed),
                    Progress(deadline, spec.n_trials,
                             confirm_each=finalists.Repeats.parse(spec.confirm_repeats).each,
-                            names=spec.names))
+                            names=spec.names),
+                   Probing(spec, self.claims, self.fronts.start_from, self.on_message))
         while True:
             state = self._between_trials(run)
-            remaining = [c for c in run.configs
-                         if not state.taken(c.key) and c.batch_size not in run.skipped.broken]
+            remaining = [c for c in run.configs if not state.taken(c.key) and
+                         c.batch_size not in run.skipped.broken and not run.probing.held(c)]
             # Other workers measure the last configs: wait for them rather than stop, since the
             # trial of one that dies goes stale and its config comes back to the queue.
             nothing_to_start = (not remaining and not state.waiting) or (
@@ -153,8 +156,8 @@ class Search:
 
     def _between_trials(self, run: _Run) -> StudyState:
         """The study's state as the next trial starts, once the last trial's heartbeat has ended,
-        dead workers' trials are failed, and what the study holds broken or past
-        --compile-timeout is skipped."""
+        dead workers' trials are failed, what the study holds broken or past --compile-timeout
+        is skipped, and what max-autotune probes found is acted on (:mod:`tuner.study.probing`)."""
         claims = self.claims
         claims.stop_heartbeat()  # the trial of the last round is told
         claims.reap_dead()  # a worker killed beside this one on this host: found at once
@@ -164,9 +167,8 @@ class Search:
         skips.held_broken(state, run.skipped.broken, self._retrying, self.spec.retry_failed,
                     self.on_message)
         told = skips.timed_out_elsewhere(state, run.configs, run.skipped)
-        if sum(self._skip_mode(config, number, run.skipped.not_run) for number, config in told):
-            state = claims.state()
-        return state
+        rows = sum(self._skip_mode(c, n, run.skipped.not_run) for n, c in told)
+        return claims.state() if run.probing.between_trials(state, run.skipped) or rows else state
 
     def _stops(self, run: _Run, state: StudyState, nothing_to_start: bool) -> bool:
         """Whether the run ends here, its stop reason set: the --trials reached, every config
@@ -214,7 +216,8 @@ class Search:
                                                       broken[config.batch_size]))  # says why
             not_run.add(config.key)
             return None
-        if state.taken_by_another(config.key, number) or config.batch_size in broken:
+        if state.taken_by_another(config.key, number) or config.batch_size in broken or \
+                run.probing.held(config):  # a max-autotune config waits for its mode's probe
             claims.step_back(trial, config)
             if remaining and not state.waiting:
                 # The sampler proposed a measured config: hand it the unmeasured one nearest
@@ -308,8 +311,7 @@ class Search:
                              stopped=user_stopped, skipped=skipped)
 
     def _skip_mode(self, config: TrialConfig, number: int, not_run: set[str]) -> int:
-        """After a compile past --compile-timeout: the other configs of its mode there are
-        rows, not trials (:func:`tuner.study.skips.skip_mode`); returns how many."""
+        """How many configs :func:`tuner.study.skips.skip_mode` skips: its mode's, there."""
         return skips.skip_mode(self.claims, self.spec.space, config, number, not_run,
                                self.on_message, self.spec.names)
 
@@ -317,8 +319,7 @@ class Search:
         """Forget every trial's re-measurements (``--redo``), saying how many had some."""
         if forgotten := forget(self.study, self.claims.storage):
             self.on_message(f"--redo: the re-measurements of {plural(forgotten, 'trial')} are "
-                            "forgotten; a stop from here "
-                            "on resumes without --redo")
+                            "forgotten; a stop from here on resumes without --redo")
 
     def confirm(self, repeats: int | str | finalists.Repeats, redo: bool = False,
                 resumes: str = finalists.RESUMES
@@ -376,8 +377,7 @@ class Search:
                            self._rows)
 
     def _warn_of_neighbours(self) -> None:
-        """Say what else shares this host's CPU or GPUs as the search starts
-        (:func:`tuner.study.host_warnings.host_warnings`)."""
+        """Say what else shares this host's CPU or GPUs (:mod:`tuner.study.host_warnings`)."""
         for text in host_warnings(self.fronts, self.spec.workload.device, self.claims.gpus):
             self.on_message(text)
 

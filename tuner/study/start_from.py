@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from tuner.domain.workload import Workload
 from tuner.errors import UserError
 from tuner.study.baselines import give_up, queue_baselines, waiting_trials
 from tuner.study.claims import Claims
+from tuner.study.probe import Probes
 from tuner.study.spec import StudySpec
 from tuner.study.storage import STARTED_FROM_ATTR
 from tuner.words import plural
@@ -242,34 +243,43 @@ def _torch_note(source: str, fingerprints: list[dict[str, Any]]) -> str | None:
 
 
 def queue_first(claims: Claims, spec: StudySpec, stored: dict[str, Any] | None,
-                say: Callable[[str], None]) -> None:
+                say: Callable[[str], None], broken: Container[int] | None = None) -> None:
     """Queue what a run of ``spec`` measures first: the baselines
     (:func:`tuner.study.baselines.queue_baselines`), then the configs of the studies it starts
-    from (``stored``, the study's :class:`StartFrom` as a dict; None: none). Their notes are
-    said where the run asked for them (a search with --start-from, not a worker)."""
-    behind = queue_baselines(claims, spec.space, spec.retry_failed)
+    from (``stored``, the study's :class:`StartFrom` as a dict; None: none), but none that waits
+    for a max-autotune probe (:mod:`tuner.study.probe`). Their notes are said where the run
+    asked for them (a search with --start-from, not a worker). ``broken``: the batch sizes
+    where the model fails in eager, to queue nothing at; None: those the study holds (none with
+    --retry-failed). A run calls it again once a probe's compile fits the budget
+    (:class:`tuner.study.probing.Probing`)."""
+    state = claims.state()
+    held = broken if broken is not None else {} if spec.retry_failed else state.broken
+    probes = Probes.read(claims.fronts, spec.space, spec.protocol.compile_timeout_s, held)
+    behind = queue_baselines(claims, state, probes.baselines(spec.space), held)
     if stored is not None:
-        queue_started(claims, StartFrom.from_dict(stored), behind, spec.retry_failed,
+        queue_started(claims, StartFrom.from_dict(stored), behind, (held, probes.held),
                       say if spec.start_from is not None else lambda text: None)
 
 
-def queue_started(claims: Claims, plan: StartFrom, behind: bool, retry_failed: bool,
+def queue_started(claims: Claims, plan: StartFrom, behind: bool,
+                  skip: tuple[Container[int], Callable[[TrialConfig], bool]],
                   say: Callable[[str], None]) -> None:
     """Queue the ``plan``'s configs that no trial holds, in order, behind the baselines, each
     marked with the study it came from, and say the plan's notes. ``behind``: a baseline was
     queued anew on this run, after the plan's configs that still wait: those give up their
     places and are queued again behind it (as :mod:`tuner.study.baselines` does for
-    baselines)."""
+    baselines). ``skip``: the batch sizes not to queue at (broken), and which configs wait
+    for a probe."""
     for note in plan.notes:
         say(note)
     if not plan.configs:
         return
     state = claims.state()
-    held = {} if retry_failed else state.broken
+    held, waits = skip
     waiting = waiting_trials(claims) if behind else {}
     for started in plan.configs:
         config = started.config
-        if config.batch_size in held:
+        if config.batch_size in held or waits(config):
             continue  # the run would only prune it
         queued = waiting.get(config.key, [])
         if queued:

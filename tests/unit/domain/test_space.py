@@ -133,6 +133,16 @@ def test_baselines_are_eager_then_inductor_in_each_mode_default_first_at_every_b
         TrialConfig("inductor", 32, "reduce-overhead", False)]
 
 
+def test_the_max_autotune_baselines_come_after_every_other_mode_s():
+    # Their compile takes minutes: the cheap results first, whatever order the modes are given.
+    s = space(batch_sizes=(1, 8), modes=["max-autotune", "reduce-overhead", "default",
+                                         "max-autotune-no-cudagraphs"], dynamic=[False])
+    assert [(c.mode, c.batch_size) for c in s.baselines() if c.backend == "inductor"] == [
+        ("default", 1), ("default", 8), ("reduce-overhead", 1), ("reduce-overhead", 8),
+        ("max-autotune", 1), ("max-autotune", 8), ("max-autotune-no-cudagraphs", 1),
+        ("max-autotune-no-cudagraphs", 8)]
+
+
 def test_baselines_without_inductor_are_eager_only():
     s = space(backends=["eager", "aot_eager"])
     assert s.baselines() == [TrialConfig("eager", 1), TrialConfig("eager", 8)]

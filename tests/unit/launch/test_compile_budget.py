@@ -275,52 +275,56 @@ def test_a_resume_skips_the_mode_of_a_compile_past_the_budget_that_a_killed_run_
                f"its {skipped} skipped" in m for m in said)
 
 
-def _autotune_space():
-    """Batch sizes 1 and 8: eager, and inductor default and max-autotune-no-cudagraphs, each
-    with dynamic and epilogue_fusion off and on."""
+# A mode past the budget at every batch size. Not a max-autotune one: those are probed at one
+# batch size and skipped at the others once the probe runs past it (tests/unit/study/test_probe.py).
+SLOW = "reduce-overhead"  # FakeRunner.COMPILE_S: 17 s cold, default 15 s
+SLOW_BUDGET = TrialProtocol(compile_timeout_s=16.0)
+
+
+def _slow_space():
+    """Batch sizes 1 and 8: eager, and inductor default and reduce-overhead, each with dynamic
+    and epilogue_fusion off and on."""
     return build_space(device="cuda", batch_sizes=[1, 8], backends=["eager", "inductor"],
-                       modes=["default", "max-autotune-no-cudagraphs"], dynamic=[False, True],
+                       modes=["default", SLOW], dynamic=[False, True],
                        options={"epilogue_fusion": ["true", "false"]},
                        available_backends=BACKENDS, available_modes=MODES,
                        available_options={"epilogue_fusion": bool})
 
 
 def test_a_mode_that_compiled_past_the_budget_is_not_tried_again_at_that_batch_size(tmp_path):
-    # A night must not go to max-autotune timeouts: once a config of a mode ran past the compile
+    # A night must not go to compile timeouts: once a config of a mode ran past the compile
     # budget at a batch size, that mode's other configs there are rows saying so, not trials.
-    # Fake cold compiles: default 15 s, max-autotune-no-cudagraphs 60 s, budget 30 s.
-    space = _autotune_space()
-    spec = make_spec(tmp_path, space=space, protocol=BUDGET)
+    space = _slow_space()
+    spec = make_spec(tmp_path, space=space, protocol=SLOW_BUDGET)
     runner = FakeRunner()
     summary = Search(spec, runner).run()
     df = summary.trials
-    autotune = df[df["mode"] == "max-autotune-no-cudagraphs"]
-    assert len(autotune) == 8 and (autotune["status"] == "compile_timeout").all()
-    ran = autotune[~autotune["message"].str.startswith("not run")]
+    slow = df[df["mode"] == SLOW]
+    assert len(slow) == 8 and (slow["status"] == "compile_timeout").all()
+    ran = slow[~slow["message"].str.startswith("not run")]
     assert sorted(ran["batch_size"]) == [1, 8]  # one trial a batch size spent the budget
-    autotune_keys = {c.key for c in space.configs() if c.mode == "max-autotune-no-cudagraphs"}
-    assert sum(key in autotune_keys for key in runner.calls) == 2
-    skipped = autotune[autotune["message"].str.startswith("not run")]
+    slow_keys = {c.key for c in space.configs() if c.mode == SLOW}
+    assert sum(key in slow_keys for key in runner.calls) == 2
+    skipped = slow[slow["message"].str.startswith("not run")]
     assert skipped["message"].str.contains("compiled past --compile-timeout at batch size").all()
     # Everything else ran, once.
     assert sorted(runner.calls) == sorted(
-        c.key for c in space.configs() if c.mode != "max-autotune-no-cudagraphs" or
-        c.key in set(ran["config_key"]))
-    assert (df[df["mode"] != "max-autotune-no-cudagraphs"]["status"] == "ok").all()
+        c.key for c in space.configs() if c.mode != SLOW or c.key in set(ran["config_key"]))
+    assert (df[df["mode"] != SLOW]["status"] == "ok").all()
     assert summary.stop_reason.startswith("every config in the search space is measured")
 
 
 def test_configs_skipped_for_the_compile_budget_do_not_count_toward_trials(tmp_path):
-    # --trials 10 stopped after 4 trials where a max-autotune compile past the budget skipped
-    # its mode's other configs: each not-run row counted as a measured trial.
-    space = _autotune_space()
+    # --trials 10 stopped after 4 trials where a compile past the budget skipped its mode's
+    # other configs: each not-run row counted as a measured trial.
+    space = _slow_space()
     runner = FakeRunner()
     events = []
-    search = Search(make_spec(tmp_path, space=space, protocol=BUDGET, n_trials=10), runner,
+    search = Search(make_spec(tmp_path, space=space, protocol=SLOW_BUDGET, n_trials=10), runner,
                     on_trial=events.append)
     summary = search.run()
     assert len(runner.calls) == 10 and summary.new == 10 and summary.measured == 10
-    assert summary.skipped == 6  # 4 max-autotune configs a batch size, one of them run
+    assert summary.skipped == 6  # 4 reduce-overhead configs a batch size, one of them run
     assert summary.stop_reason == "reached 10 trials"
     assert [e.number for e in events] == list(range(1, 11))
     assert {e.target for e in events} == {10}
