@@ -11,7 +11,8 @@ MODEL=${MODEL:-resnet50}
 W=/tmp/warm; rm -rf $W; mkdir -p "$W/studies"
 for name in warm-a warm-b; do
   python3 -m tuner search --model "$MODEL" --dtype bfloat16 --batch-sizes 1 --device cuda \
-      --backend eager,inductor --mode reduce-overhead --confirm 2 --name "$name" \
+      --backend eager,inductor --mode reduce-overhead --inductor-option none --channels-last false \
+      --confirm 2 --name "$name" \
       --studies-dir "$W/studies" >> "$W/warm.log" 2>&1
   echo "search $name: exit $?"
   for n in 1 2; do

@@ -147,16 +147,64 @@ def warm(model: Any, inputs: tuple[Any, ...], work: Workload) -> str:
                 torch.cuda.empty_cache()
 
 
-def _knobs() -> tuple[Any, ...]:
+# The process-wide settings readying may change (tuner.runtime.knobs), restored afterwards,
+# each assigned only where it differs. Where torch has the fp32_precision settings (2.9 on),
+# they are the state and the legacy switches (allow_tf32, set_float32_matmul_precision) follow
+# from them: assigning a legacy switch its own value turns matmul's fp32_precision from "none"
+# (a fresh process's) into "ieee", and inductor keys its FX-graph cache on it, so the trial
+# compiled under another key than production's apply() in a fresh process and its saved
+# artifacts missed there (tuner check on the H100, torch 2.11, 2026-12-07).
+_PRECISIONS = ("backends", "backends.cuda.matmul", "backends.cudnn", "backends.cudnn.conv",
+               "backends.cudnn.rnn", "backends.mkldnn", "backends.mkldnn.matmul",
+               "backends.mkldnn.conv", "backends.mkldnn.rnn")
+_LEGACY = ("backends.cudnn.allow_tf32", "backends.cuda.matmul.allow_tf32")
+_MATMUL = "float32_matmul_precision"  # torch.get/set_float32_matmul_precision, legacy
+
+
+def _knobs() -> dict[str, Any]:
     import torch
 
-    return (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
-            torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+    out: dict[str, Any] = {"backends.cudnn.benchmark": torch.backends.cudnn.benchmark}
+    try:  # torch keeps it beside the fp32_precision settings, and may refuse to say it
+        out[_MATMUL] = torch.get_float32_matmul_precision()
+    except RuntimeError:  # "a mix of the legacy and new APIs": left as it is
+        pass
+    if not hasattr(torch.backends, "fp32_precision"):
+        for name in _LEGACY:
+            owner, _, attr = name.rpartition(".")
+            out[name] = getattr(_resolve(torch, owner), attr)
+        return out
+    for name in _PRECISIONS:  # last: restored after the legacy matmul precision
+        holder = _resolve(torch, name)
+        if holder is not None and hasattr(holder, "fp32_precision"):
+            out[name + ".fp32_precision"] = holder.fp32_precision
+    return out
 
 
-def _set_knobs(knobs: tuple[Any, ...]) -> None:
+def _set_knobs(knobs: dict[str, Any]) -> None:
     import torch
 
-    (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
-     torch.backends.cuda.matmul.allow_tf32, precision) = knobs
-    torch.set_float32_matmul_precision(precision)
+    for name, value in knobs.items():
+        if name == _MATMUL:
+            try:
+                now = torch.get_float32_matmul_precision()
+            except RuntimeError:
+                now = None
+            if now != value:
+                torch.set_float32_matmul_precision(value)
+            continue
+        owner, _, attr = name.rpartition(".")
+        holder = _resolve(torch, owner)
+        if holder is not None and getattr(holder, attr) != value:
+            setattr(holder, attr, value)
+
+
+def _resolve(torch: Any, dotted: str) -> Any:
+    """``torch.backends.cudnn.conv`` from ``backends.cudnn.conv``, or None where this torch
+    lacks it."""
+    holder = torch
+    for part in dotted.split("."):
+        holder = getattr(holder, part, None)
+        if holder is None:
+            return None
+    return holder
