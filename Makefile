@@ -34,8 +34,14 @@ demo: install
 # which on a disk cost several ms each (about 10 % of a study test).
 TEST_TMP ?= $(shell test -w /dev/shm && echo /dev/shm/tuner-tests-$$(id -u))
 
+# A module's tests stay together (--dist loadfile: module fixtures are made once), the modules
+# handed out in the order collected (--no-loadscope-reorder), integration first: xdist's
+# default hands out the modules with the most tests first, so the few-test modules of real
+# compiles and processes (test_warm_start: 4 tests, over a minute) came last, with little left
+# for the other worker to run beside them.
 test: install
-	$(BIN)/python -m pytest -q -m "not gpu" -n 2 --dist loadfile $(if $(TEST_TMP),--basetemp=$(TEST_TMP))  # a module's tests stay together
+	$(BIN)/python -m pytest -q -m "not gpu" -n 2 --dist loadfile --no-loadscope-reorder \
+	    $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
 
 lint: install
 	$(BIN)/ruff check tuner tests benchmarks
