@@ -501,7 +501,9 @@ def test_a_worker_joins_with_the_studys_workload_space_and_protocol(tmp_path):
 
 def test_export_only_writes_the_parquet_files_and_measures_nothing(tmp_path):
     spec = workers.create(tmp_path, "exported", storage=None, space=workers.SPACE_SMALL)
-    workers.finish(workers.start(spec, "--trials", "2"))
+    measured = CliRunner().invoke(main, ["worker", "--study", "exported", "--studies-dir",
+                                         str(tmp_path), "--trials", "2"])  # in this process
+    assert measured.exit_code == 0, measured.stderr
     (tmp_path / "exported" / layout.TRIALS_FILE).unlink()
     workers.finish(workers.start(spec, "--export-only"))
     df, _ = files.read(tmp_path / "exported")

@@ -12,6 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.support.cli import invoke
 from tests.support.processes import wait_until_gone
 from tuner.data import files
 from tuner.domain import layout
@@ -24,12 +25,26 @@ CONFIGS = 6
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
-def command(root, delay_s: float) -> list[str]:
-    return [sys.executable, "-m", "tuner.fake", "--fake-delay", str(delay_s),
-            "--export-every-trial", "search",
-            "--model", "resnet18", "--device", "cpu",
+def search(root) -> list[str]:
+    return ["search", "--model", "resnet18", "--device", "cpu",
             "--backend", "eager,inductor", "--mode", "default", "--dynamic", "false,true",
             "--batch-sizes", "1,2", "--studies-dir", str(root)]
+
+
+def command(root, delay_s: float) -> list[str]:
+    """The search in a process of its own, to be killed or signalled; each fake trial takes
+    ``delay_s``."""
+    return [sys.executable, "-m", "tuner.fake", "--fake-delay", str(delay_s),
+            "--export-every-trial", *search(root)]
+
+
+def run_here(*args: str):
+    """A command that no signal reaches (the one that resumes, or makes a study to confirm),
+    run in this process with the fake runner behind it (the fake_cli fixture), its trials
+    instant: a process of its own would prove nothing more and import torch again (seconds)."""
+    result = invoke(*args)
+    assert result.exit_code == 0, result.stderr
+    return result
 
 
 def env() -> dict[str, str]:
@@ -50,7 +65,7 @@ def stored_trials(url: str) -> list[tuple[str, optuna.trial.FrozenTrial]]:
             for t in optuna.load_study(study_name=name, storage=url).get_trials()]
 
 
-def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
+def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path, fake_cli):
     # Each fake trial takes 1 s; the search is killed as its third trial starts (claimed, then
     # announced), so that trial is left running.
     proc = subprocess.Popen(command(tmp_path, 1.0), stdout=subprocess.DEVNULL,
@@ -77,12 +92,10 @@ def test_a_killed_search_resumes_without_losing_or_repeating_a_trial(tmp_path):
     where, dead = left_running[0]
     key = dead.user_attrs[KEY_ATTR]
 
-    again = subprocess.run(command(tmp_path, 0.0), capture_output=True, text=True, env=env(),
-                           cwd=tmp_path, timeout=120)
-    assert again.returncode == 0, again.stderr
+    resumed = run_here(*search(tmp_path))
     # The new search notices it, fails it and queues its config again, which it then measures.
     assert (f"({key}) was left running by search process {proc.pid}, which died; it will be "
-            "measured again" in again.stderr)
+            "measured again" in resumed.stderr)
     trials = stored_trials(url)
     [now] = [t for name, t in trials if name == where and t.number == dead.number]
     assert now.state == TrialState.FAIL and now.user_attrs.get(INTERRUPTED_ATTR) is True
@@ -145,7 +158,8 @@ def test_ctrl_c_finishes_the_trial_in_flight_saves_it_and_exits_130(tmp_path):
     assert leftovers == []
 
 
-def test_ctrl_c_during_the_last_trial_says_the_same_command_measures_the_finalists(tmp_path):
+def test_ctrl_c_during_the_last_trial_says_the_same_command_measures_the_finalists(tmp_path,
+                                                                                   fake_cli):
     # The loop ended as the space did, so the stop line said only "the finalists are not
     # measured again yet", not what measures them, though the run exited 130.
     proc = subprocess.Popen(command(tmp_path, 0.5), stdout=subprocess.DEVNULL,
@@ -154,9 +168,8 @@ def test_ctrl_c_during_the_last_trial_says_the_same_command_measures_the_finalis
     assert proc.returncode == 130, rest
     assert (f"stopped: every config in the search space is measured; the finalists are not "
             f"measured again yet; the same command resumes; {CONFIGS} new trials") in rest, rest
-    again = subprocess.run(command(tmp_path, 0.0), capture_output=True, text=True, env=env(),
-                           cwd=tmp_path, timeout=120)
-    assert again.returncode == 0 and "[confirm 1]" in again.stderr, again.stderr
+    resumed = run_here(*search(tmp_path))
+    assert "[confirm 1]" in resumed.stderr, resumed.stderr
 
 
 def test_ctrl_c_while_a_search_confirms_its_finalists_stops_after_the_re_measurement(tmp_path):
@@ -177,10 +190,8 @@ def test_sigterm_abandons_the_trial_in_flight_and_exits_143(tmp_path):
     assert "stopped by the user (the trial in flight was abandoned)" in rest
 
 
-def test_sigterm_stops_tuner_confirm_with_143(tmp_path):
-    searched = subprocess.run([*command(tmp_path, 0.0), "--confirm", "0", "-q"],
-                              capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
-    assert searched.returncode == 0, searched.stderr
+def test_sigterm_stops_tuner_confirm_with_143(tmp_path, fake_cli):
+    run_here(*search(tmp_path), "--confirm", "0", "-q")  # the study to confirm
     proc = subprocess.Popen([sys.executable, "-m", "tuner.fake", "--fake-delay", "30",
                              "confirm", STUDY, "--studies-dir", str(tmp_path), "--repeats", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -200,7 +211,7 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
+def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path, fake_cli):
     # SIGKILL (or SIGHUP, whose default kills) to `tuner search --gpus 0,1` left both workers,
     # in their own sessions, measuring on: a rerun beside them found their trials running.
     argv = ["search", "--model", "resnet18", "--backend", "eager,inductor", "--mode", "default",
@@ -229,15 +240,13 @@ def test_a_fleets_workers_stop_when_its_search_is_killed_outright(tmp_path):
         assert (f"{gpu} stopped: the search that started this worker died (the trial in flight "
                 "was abandoned); the same command resumes; 0 new trials") in rest, rest
 
-    again = subprocess.run([sys.executable, "-m", "tuner.fake", "--fake-delay", "0", *argv],
-                           capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=120)
-    assert again.returncode == 0, again.stderr
+    run_here(*argv)
     trials, _ = files.read(tmp_path / "resnet18-cuda")
     assert len(trials) == 4 and trials["config_key"].is_unique and (trials["status"] == "ok").all()
 
 
 def test_a_first_trial_abandoned_by_ctrl_c_twice_resumes_with_eager_first_and_no_folder_left(
-        tmp_path):
+        tmp_path, fake_cli):
     # The abandoned eager trial's config was queued again behind the other baselines, so the
     # same command measured inductor before eager; and its folder, trials/1, was left behind.
     proc = subprocess.Popen(command(tmp_path, 30.0), stdout=subprocess.DEVNULL,
@@ -259,15 +268,13 @@ def test_a_first_trial_abandoned_by_ctrl_c_twice_resumes_with_eager_first_and_no
     assert proc.returncode == 130 and "the trial in flight was abandoned" in rest, seen + [rest]
     assert not (tmp_path / STUDY / "trials").exists()  # no folder of the abandoned trial
 
-    again = subprocess.run(command(tmp_path, 0.0), capture_output=True, text=True, env=env(),
-                           cwd=tmp_path, timeout=120)
-    assert again.returncode == 0, again.stderr
-    started = [line.strip() for line in again.stderr.splitlines()
+    resumed = run_here(*search(tmp_path))
+    started = [line.strip() for line in resumed.stderr.splitlines()
                if line.startswith("  running ")]
     # eager at every batch size, then inductor's default at every batch size
     assert started[:4] == ["running eager bs=1 ...", "running eager bs=2 ...",
                            "running default bs=1 ...",
-                           "running default bs=2 ..."], again.stderr
+                           "running default bs=2 ..."], resumed.stderr
     trials, _ = files.read(tmp_path / STUDY)
     by_number = trials.sort_values("trial_number")
     assert list(by_number["backend"])[:2] == ["eager", "eager"]

@@ -124,6 +124,9 @@ def test_a_prestarted_process_that_died_is_replaced_and_deadlines_still_hold(tmp
                            tmp_path / "0")
         os.killpg(runner._spare.proc.pid, signal.SIGKILL)  # dies while waiting for its trial
         runner._spare.proc.wait()
+        # The template has imported: the replacement is forked in milliseconds, so a deadline
+        # of seconds holds it as one of minutes would, without the test waiting for one.
+        runner.timeout_s = 3
         late = runner.run(request("tests.support.models:sleeps", TrialConfig("eager", 1)),
                           tmp_path / "1")
         waiting = runner._spare.proc

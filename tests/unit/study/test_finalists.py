@@ -43,12 +43,22 @@ def search(tmp_path, runner=None, repeats=2, on_message=None, **kwargs):
     return s, s.run()
 
 
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    """One search of SPACE, its finalists measured twice, for the tests that only read it: its
+    studies folder, the Search, its summary and what it said."""
+    root = tmp_path_factory.mktemp("searched")
+    said: list[str] = []
+    s, summary = search(root, on_message=said.append)
+    return root, s, summary, said
+
+
 def front_numbers(df) -> set[int]:
     return set(select.pareto(df)["trial_number"].astype(int))
 
 
-def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp_path):
-    s, summary = search(tmp_path)
+def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(searched):
+    _, s, summary, _ = searched
     front = select.pareto(summary.trials)
     assert len(front) >= 4  # at each batch size: eager (no compile) and a faster compiled one
     # Measured trials: one per config, as without confirmation; repeats are not trials.
@@ -63,10 +73,9 @@ def test_each_finalist_is_measured_again_and_kept_on_the_study_not_as_trials(tmp
             int(row["trial_number"])])
 
 
-def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
-    said: list[str] = []
-    s, summary = search(tmp_path, on_message=said.append)
-    df, _ = files.read(tmp_path / "s" / layout.TRIALS_FILE)
+def test_the_finalist_columns_say_what_the_fresh_processes_measured(searched):
+    root, s, summary, said = searched
+    df, _ = files.read(root / "s" / layout.TRIALS_FILE)
     front, off = df[df["trial_number"].isin(front_numbers(df))], df[
         ~df["trial_number"].isin(front_numbers(df))]
     assert len(off) >= 1
@@ -101,11 +110,11 @@ def test_the_finalist_columns_say_what_the_fresh_processes_measured(tmp_path):
         assert row["compile_s_warm"] == pytest.approx(cold * FakeRunner.WARM_FACTOR)
         assert row["compile_s_artifacts"] == pytest.approx(cold * FakeRunner.ARTIFACTS_FACTOR + 0.05)
         assert row["artifacts_file"] == layout.artifacts_relative(row["config_key"])
-        assert (tmp_path / "s" / row["artifacts_file"]).read_bytes().startswith(b"fake artifacts")
+        assert (root / "s" / row["artifacts_file"]).read_bytes().startswith(b"fake artifacts")
         assert row["artifacts_torch"] == "2.11.0"
     for column, _ in schema.FINALIST_FIELDS:  # trials that are not finalists: all empty
         assert off[column].map(pd_none).all(), column
-    pareto, _ = files.read(tmp_path / "s" / layout.PARETO_FILE)
+    pareto, _ = files.read(root / "s" / layout.PARETO_FILE)
     assert pareto["rank_within_noise"].notna().all()
 
 
@@ -113,8 +122,8 @@ def pd_none(value) -> bool:
     return value is None or (not hasattr(value, "__len__") and pd.isna(value))
 
 
-def test_the_search_keeps_the_compile_caches_of_the_front_only(tmp_path):
-    s, summary = search(tmp_path)
+def test_the_search_keeps_the_compile_caches_of_the_front_only(searched):
+    _, s, summary, _ = searched
     runner, spec = s.runner, s.spec
     compiled = [(r.config, c) for r, c in zip(runner.requests[:CONFIGS],
                                               runner.cache_dirs[:CONFIGS])]
@@ -707,8 +716,8 @@ def test_repeats_parse_auto_or_a_number():
         Repeats.parse("lots")
 
 
-def test_finalists_measured_again_load_the_eager_references_the_search_kept(tmp_path):
-    s, summary = search(tmp_path)
+def test_finalists_measured_again_load_the_eager_references_the_search_kept(searched):
+    _, s, summary, _ = searched
     trials, repeats = s.runner.requests[:CONFIGS], s.runner.requests[CONFIGS:]
     assert len(repeats) == 2 * len(select.pareto(summary.trials))
     kept = str(s.spec.layout.references_dir)
