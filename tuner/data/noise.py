@@ -165,6 +165,9 @@ GAP_SPREADS = 2.0
 RESOLVE_RATIO, MOST_PROCESSES = 1.05, 50
 # What verdict says of config A against B.
 FASTER, SLOWER, WITHIN, UNDECIDED = "faster", "slower", "within noise", "undecided"
+# Where the two sides are one config (a pick that is the best plain mode, a transfer whose
+# fastest is the other's best): nothing to compare.
+SAME = "same config"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.data.equivalent import option_defaults
-from tuner.data.noise import FASTER, SLOWER, WITHIN, p50s_of, verdict
+from tuner.data.noise import FASTER, SAME, SLOWER, WITHIN, p50s_of, verdict
 from tuner.data.rows import NAME, config_of, num
 from tuner.data.select import LATENCY, eligible, rank
 from tuner.domain.config import INDUCTOR, TrialConfig
@@ -42,7 +42,6 @@ from tuner.domain.config import INDUCTOR, TrialConfig
 PLAIN_MODES = ("default", "reduce-overhead", "max-autotune")
 # What PlainGain.noise says: the pick against the best plain mode.
 BEYOND, WITHIN_NOISE, UNDECIDED = "beyond noise", WITHIN, "undecided"
-SAME = "same config"  # the pick is the best plain mode itself
 NONE = "no plain mode measured"  # none verified at the pick's batch size
 _RAN_WITH = ("dtype", "channels_last", "cudnn_benchmark")
 

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 from tuner.data.comparison import Best, Comparison, StudyRef, Transfer
-from tuner.data.noise import UNDECIDED, WITHIN
+from tuner.data.noise import SAME, UNDECIDED, WITHIN
 from tuner.render.plain import PLAIN
 from tuner.render.plain import cell as plain_cell
 from tuner.render.table import Column, grid, terminal_width, wrap
 from tuner.render.text import cell, describe_fingerprint
-from tuner.use.transfer import SAME
 
 
 def render(c: Comparison, width: int | None = None) -> str:

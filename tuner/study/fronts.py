@@ -69,7 +69,7 @@ class Fronts:
         self.sampler: str = DEFAULT_SAMPLER
         self.limits = Constraints()
         # The studies it started from and the configs they gave
-        # (tuner.study.start_from.StartFrom, as a dict); None: none.
+        # (tuner.study.start_plan.StartFrom, as a dict); None: none.
         self.start_from: dict[str, Any] | None = None
 
     @classmethod

@@ -20,7 +20,7 @@ class Probing:
 
     def __init__(self, spec: StudySpec, claims: Claims, start_from: dict[str, object] | None,
                  say: Callable[[str], None]) -> None:
-        """``start_from``: the study's :class:`tuner.study.start_from.StartFrom`, as a dict
+        """``start_from``: the study's :class:`tuner.study.start_plan.StartFrom`, as a dict
         (its configs that waited for a probe are queued once it fits)."""
         self.spec, self.claims, self.start_from, self.say = spec, claims, start_from, say
         self.budget_s = spec.protocol.compile_timeout_s

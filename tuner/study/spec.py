@@ -14,7 +14,7 @@ from tuner.domain.workload import Workload
 
 if TYPE_CHECKING:
     from tuner.data.select import Constraints
-    from tuner.study.start_from import StartFrom
+    from tuner.study.start_plan import StartFrom
 
 
 @dataclasses.dataclass(frozen=True)

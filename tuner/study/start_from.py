@@ -18,7 +18,6 @@ it came from (``started_from``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Container, Sequence
 from importlib import metadata
@@ -41,41 +40,11 @@ from tuner.study.baselines import give_up, queue_baselines, waiting_trials
 from tuner.study.claims import Claims
 from tuner.study.probe import Probes
 from tuner.study.spec import StudySpec
+from tuner.study.start_plan import Started, StartFrom
 from tuner.study.storage import STARTED_FROM_ATTR
 from tuner.words import plural
 
 OPTION = "--start-from"
-
-
-@dataclasses.dataclass(frozen=True)
-class Started:
-    """A config of this space to measure first, and the study it came from."""
-
-    config: TrialConfig
-    source: str  # that study's name: the row's started_from
-
-
-@dataclasses.dataclass(frozen=True)
-class StartFrom:
-    """What ``--start-from`` gives a study: the studies' names in the order given, the configs
-    to measure first in order, and what to say of them (one line each)."""
-
-    studies: tuple[str, ...]
-    configs: tuple[Started, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"studies": list(self.studies),
-                "configs": [{"config": s.config.to_dict(), "from": s.source}
-                            for s in self.configs],
-                "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StartFrom:
-        return cls(tuple(data.get("studies") or ()),
-                   tuple(Started(TrialConfig.from_dict(c["config"]), str(c["from"]))
-                         for c in data.get("configs") or ()),
-                   tuple(data.get("notes") or ()))
 
 
 def read_start_from(given: Sequence[str], studies_dir: Path, name: str, workload: Workload,

@@ -18,12 +18,10 @@ import pandas as pd
 
 from tuner.data.comparison import Transfer
 from tuner.data.equivalent import RAN, Ran
-from tuner.data.noise import UNDECIDED, p50s_of, row_verdict
+from tuner.data.noise import SAME, UNDECIDED, p50s_of, row_verdict
 from tuner.data.select import LATENCY, best, why_left_out
 from tuner.domain.config import EAGER, INDUCTOR, WHOLE
 from tuner.domain.records import NOT_RUN
-
-SAME = "same config"  # Transfer.verdict where the source's fastest is the target's best
 
 
 def transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],

@@ -24,7 +24,7 @@ WORKLOAD_ATTR, SPACE_ATTR, PROTOCOL_ATTR = "tuner.workload", "tuner.space", "tun
 # ... and how it samples: the sampler's kind (tuner.study.sampler), the limits its trials'
 # constraints were set under (tuner.data.select.Constraints, as a dict).
 SAMPLER_ATTR, LIMITS_ATTR = "tuner.sampler", "tuner.limits"
-# ... and the studies it started from, with the configs they gave (tuner.study.start_from.StartFrom,
+# ... and the studies it started from, with the configs they gave (tuner.study.start_plan.StartFrom,
 # as a dict); a study made without --start-from has none.
 START_FROM_ATTR = "tuner.start_from"
 # ... and what its configs are named against: the value each searched inductor option takes in

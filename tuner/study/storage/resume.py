@@ -71,7 +71,7 @@ def _sampler_of(study: optuna.Study, asked: str | None) -> str:
 def check_start_from(study: optuna.Study, asked: dict[str, Any] | None,
                      made: Callable[[], bool]) -> dict[str, Any] | None:
     """The studies the study started from, with the configs they gave
-    (:class:`tuner.study.start_from.StartFrom` as a dict): stored when the study is made
+    (:class:`tuner.study.start_plan.StartFrom` as a dict): stored when the study is made
     (``made()``: it holds trials already). After that, a run that asks for other studies is
     refused, since the study's first trials followed the ones it was made with; a run that
     asks for none (``asked`` None: a search without --start-from, a worker) keeps them."""
