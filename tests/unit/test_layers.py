@@ -12,7 +12,7 @@ from tests.support import ROOT
 PACKAGE = ROOT / "tuner"
 # Lowest first; a module may import from its own package and any package of a lower floor.
 FLOORS = (("words", "version", "errors", "files"), ("domain",), ("data", "runtime"),
-          ("render", "trial"), ("use", "launch"), ("study", "__init__"), ("cli", "check"),
+          ("render", "trial"), ("use", "launch"), ("study", "check", "__init__"), ("cli",),
           ("fake", "__main__", "examples"))
 FLOOR = {name: n for n, names in enumerate(FLOORS) for name in names}
 
