@@ -105,7 +105,9 @@ def _output(check: Check) -> str:
     against = ("the study's eager output" if r.reference == "study"
                else "eager, run here on the study's model and inputs")
     said = {True: "matches", False: "DIFFERS from", None: "not checked against"}[r.correct]
-    error = (f" (max abs error {r.max_abs_error:.3g}, tolerance {r.tolerance:g})"
+    # the tolerance is relative: to each value and to the output's largest (tuner.trial.checks)
+    error = (f" (max abs error {r.max_abs_error:.3g}, tolerance {r.tolerance:g} of the "
+             "output's scale)"
              if r.max_abs_error is not None and r.tolerance is not None else "")
     return f"{said} {against}{error}" + (f"; {r.reference_note}" if r.reference_note else "")
 

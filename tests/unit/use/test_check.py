@@ -56,7 +56,7 @@ def test_a_warm_start_with_the_studys_output_passes(rec):
                                "in 0.10 s; first call: 1 graph from the cache, 0 graphs "
                                "compiled, in 2.0 s (the study's first call: cold ")
     assert lines[3] == ("output: matches the study's eager output (max abs error 1e-07, "
-                        "tolerance 0.001)")
+                        "tolerance 0.001 of the output's scale)")
     assert lines[4].startswith("latency: p50 0.500 ms per request (study ")
     assert lines[-1] == "verdict: warm start and output as the study's"
     data = found.to_dict()
