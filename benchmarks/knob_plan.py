@@ -151,7 +151,8 @@ def recording(root: Path, left: Mapping[str, tuple[int, int]],
         "moved most in the screens, before a grid's first call), for search_quality.py and "
         "the gains. The slow arms last: the GEMM search, persistent TMA matmul and plain "
         "max-autotune compile for minutes (a 4-minute budget each; one past it is a "
-        "`compile_timeout` row, its effect \"compile > 4 min\"). Not in the plan: `compile_scope` "
-        "(regional compile), a dimension still to come, and the H200 (`kind=\"nvidia-h200\"`: "
+        "`compile_timeout` row, its effect \"compile > 4 min\"). Not in the plan yet: `compile_scope` "
+        "(regional compile, `tuner search --compile-scope whole,regional`), for the transformer "
+        "models, and the H200 (`kind=\"nvidia-h200\"`: "
         "the same commands make `...-h200` studies)."]
     return lines
