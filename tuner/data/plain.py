@@ -8,10 +8,10 @@ A row is **plain** (:func:`is_plain`, the one definition) when its config is:
   ``max-autotune``);
 * static shapes, ``dynamic=False`` (what the search runs first, and the tuner's default);
 * no inductor option at a value other than torch's: each option it sets holds the value its
-  mode runs without it, the mode's own (``torch._inductor.list_mode_options``, as the study's
-  files record it) else the first value the study listed, which is what its baselines ran
-  and, for the options a CUDA search adds by itself, the installed torch's value
-  (:func:`tuner.data.equivalent.option_defaults`, as ``tuner compare`` matches configs);
+  mode runs without it, as the config's name reads it (:func:`plain_defaults`: torch's values
+  as the search recorded them, else as known of torch), and for an option neither knows,
+  the first value the study listed (:func:`tuner.data.equivalent.option_defaults`). A plain
+  config is one whose name is its mode alone;
 * in the workload's precision, memory format and cudnn.benchmark: the config leaves them
   unset or sets the workload's value.
 
@@ -35,7 +35,7 @@ import pandas as pd
 
 from tuner.data.equivalent import option_defaults
 from tuner.data.noise import FASTER, SAME, SLOWER, WITHIN, p50s_of, verdict
-from tuner.data.rows import NAME, config_of, num
+from tuner.data.rows import NAME, basis_of, config_of, num
 from tuner.data.select import LATENCY, eligible, rank
 from tuner.domain.config import INDUCTOR, TrialConfig
 
@@ -61,9 +61,19 @@ def is_plain(config: TrialConfig, workload: dict[str, Any],
     return all(name in unset and unset[name] == value for name, value in config.options)
 
 
+def plain_defaults(meta: dict[str, Any]) -> Callable[[str | None], dict[str, Any]]:
+    """What each option is under each mode with torch's settings, for one study (its files'
+    metadata): the values its config names are relative to (:func:`tuner.data.rows.basis_of`:
+    what its search recorded of torch, else the values known of torch), and for an option
+    neither knows, the first value the study listed. So a config is plain exactly where its
+    name is its mode alone, even where the study listed a non-default value first."""
+    basis, listed = basis_of(meta), option_defaults(meta)
+    return lambda mode: {**listed(mode), **(basis.defaults.of_mode(mode) or {})}
+
+
 def plain_mask(df: pd.DataFrame, meta: dict[str, Any]) -> pd.Series:
     """Per row of one study (its rows and files' metadata), whether it is a plain mode."""
-    workload, defaults = dict(meta.get("workload") or {}), option_defaults(meta)
+    workload, defaults = dict(meta.get("workload") or {}), plain_defaults(meta)
     return pd.Series([is_plain(config_of(row), workload, defaults) for _, row in df.iterrows()],
                      index=df.index, dtype=bool)
 

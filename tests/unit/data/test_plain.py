@@ -121,3 +121,17 @@ def test_compare_gives_each_best_config_its_gain_over_its_own_plain_mode(tmp_pat
                                                 "--json"]).stdout)
     first = next(b for b in data["best"] if b["objective"] == "latency" and b["tag"] == "A")
     assert first["vs_plain"]["speedup_vs_plain"] == pytest.approx(1.5)
+
+
+def test_plain_is_torchs_value_even_where_the_study_listed_another_first():
+    """A study that listed epilogue_fusion=false first ran its baselines with it off; torch's
+    own value is on, so the config with it off is a knob (named `-epilogue_fusion`), not plain."""
+    from tuner.data.plain import plain_defaults
+    from tuner.data.rows import basis_of
+    from tuner.domain.naming import config_name
+
+    meta = {**META, "space": {"options": {"epilogue_fusion": [False, True]}}}
+    assert is_plain(KNOB, WORKLOAD, plain_defaults(meta)) is False
+    assert is_plain(PLAIN_RO, WORKLOAD, plain_defaults(meta)) is True
+    assert config_name(KNOB, basis_of(meta)) == "reduce-overhead -epilogue_fusion"
+    assert config_name(PLAIN_RO, basis_of(meta)) == "reduce-overhead"
