@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tuner.data.rows import plain as rows_plain
 from tuner.data.schema import SCHEMA
 
 JSON_SCHEMA = 1
@@ -59,19 +60,9 @@ def plain(value: Any, key: str = "") -> Any:
                                              and getattr(value, "ndim", 0) > 0):
         items = value.tolist() if hasattr(value, "tolist") else value
         return [plain(v, key) for v in items]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if value is None or isinstance(value, (bool, str)):
-        return value
+    value = rows_plain(value)  # numpy and pandas scalars as Python's, NA as None
     if isinstance(value, float):
         if not math.isfinite(value):
             return None
         return round(value) if key and is_count(key) else value
-    try:
-        import pandas as pd
-
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
     return value

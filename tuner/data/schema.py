@@ -87,8 +87,7 @@ class Column:
             b"unit": self.unit.encode(), b"description": self.description.encode()})
 
 
-def _c(name: str, type_: pa.DataType, unit: str, description: str) -> Column:
-    return Column(name, type_, unit, description)
+_c = Column  # the catalogue below, one column a line
 
 
 def _per_process(stat: str, what: str) -> str:
@@ -129,7 +128,8 @@ CATALOGUE = (
     _c("study", _str, "", "the study's name"),
     _c("trial_number", _i64, "", "the trial's number in the study (its folder trials/N/)"),
     _c("config_key", _str, "", "a stable key of the config: equal keys measured the same thing"),
-    _c("label", _str, "", "the config's name, as tables print it"),
+    _c("label", _str, "", "every setting of the config in words (tables print its "
+       "short name: tuner.domain.naming)"),
     _c("backend", _str, "", "torch.compile backend; eager = no torch.compile at all"),
     _c("mode", _str, "", "inductor mode (default, reduce-overhead, max-autotune ...)"),
     _c("dynamic", _bool, "", "torch.compile's dynamic; empty for eager and for dynamic=None"),

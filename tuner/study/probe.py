@@ -33,7 +33,8 @@ from tuner.domain.records import NOT_RUN, Status, TrialResult
 from tuner.domain.space import SearchSpace
 from tuner.study.claims import Claims
 from tuner.study.fronts import Fronts
-from tuner.study.record import record_not_run, stored_result, was_run
+from tuner.study.record import stored_result, was_run
+from tuner.study.skips import record_skipped
 from tuner.study.storage import CONFIG_ATTR
 from tuner.words import plural
 
@@ -137,12 +138,9 @@ def skip_elsewhere(claims: Claims, space: SearchSpace, verdict: Verdict, budget_
         Status.COMPILE_TIMEOUT, f"{NOT_RUN}{reason} (trial {verdict.number}, "
         f"{config_name(verdict.config, names)}); the mode is skipped at every batch size (a new study with "
         "a larger --compile-timeout measures it)")
-    taken = claims.state()
-    skipped = [c for c in space.configs() if c.backend == INDUCTOR and c.mode == verdict.mode
-               and c.batch_size != batch_size and not taken.taken(c.key)]
-    for config in skipped:
-        record_not_run(claims.fronts, space, config, why)
-        not_run.add(config.key)
+    skipped = record_skipped(
+        claims, space, (c for c in space.configs() if c.backend == INDUCTOR
+                        and c.mode == verdict.mode and c.batch_size != batch_size), why, not_run)
     if skipped:
         say(f"{reason} (trial {verdict.number}): it is skipped at "
             f"{batch_sizes(sorted({c.batch_size for c in skipped}))} too "

@@ -5,7 +5,7 @@ whose compile ran past --compile-timeout there."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from tuner.domain.config import TrialConfig
 from tuner.domain.naming import PLAIN, NameBasis, config_name
@@ -85,6 +85,18 @@ def timed_out_elsewhere(state: StudyState, configs: list[TrialConfig],
             if any(not state.taken(o.key) for o in same_mode(c, configs))]
 
 
+def record_skipped(claims: Claims, space: SearchSpace, candidates: Iterable[TrialConfig],
+                   why: TrialResult, not_run: set[str]) -> list[TrialConfig]:
+    """Those of ``candidates`` no trial has taken, each written as a row saying ``why`` (a
+    ``not run`` failure) and added to ``not_run``; returns them."""
+    taken = claims.state()
+    skipped = [c for c in candidates if not taken.taken(c.key)]
+    for config in skipped:
+        record_not_run(claims.fronts, space, config, why)
+        not_run.add(config.key)
+    return skipped
+
+
 def skip_mode(claims: Claims, space: SearchSpace, config: TrialConfig, number: int,
               not_run: set[str], say: Callable[[str], None], names: NameBasis = PLAIN) -> int:
     """After a compile past --compile-timeout, the other configs of that backend and mode at
@@ -98,12 +110,7 @@ def skip_mode(claims: Claims, space: SearchSpace, config: TrialConfig, number: i
         Status.COMPILE_TIMEOUT, f"{NOT_RUN}trial {number}, {name}, compiled past "
         f"--compile-timeout at batch size {config.batch_size}; this mode's other configs "
         "there are skipped (a new study with a larger --compile-timeout measures them)")
-    taken = claims.state()
-    skipped = [other for other in same_mode(config, space.configs())
-               if not taken.taken(other.key)]
-    for other in skipped:
-        record_not_run(claims.fronts, space, other, why)
-        not_run.add(other.key)
+    skipped = record_skipped(claims, space, same_mode(config, space.configs()), why, not_run)
     if skipped:
         say(f"{name} compiled past --compile-timeout at batch size "
             f"{config.batch_size} (trial {number}): its "

@@ -18,7 +18,6 @@ over its processes).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import string
 from collections.abc import Iterable
@@ -32,7 +31,7 @@ from tuner.data.comparison import Best, Comparison, Point, StudyRef, Transfer
 from tuner.data.derive import listed
 from tuner.data.equivalent import RAN, Ran, ran_keys
 from tuner.data.plain import PlainGain, gain_against, plain_mask
-from tuner.data.rows import NAME, basis_of, config_of
+from tuner.data.rows import NAME, basis_of, config_of, num
 from tuner.data.select import (
     LATENCY,
     OBJECTIVES,
@@ -99,7 +98,7 @@ def compare(paths: Iterable[str | Path]) -> Comparison:
         for tag, rows in front.items():
             if not rows.empty:
                 fronts[tag][bs] = [Point(str(r["label"]), float(r[LATENCY]),
-                                         _num(r["peak_memory_bytes"]), str(r[NAME]))
+                                         num(r["peak_memory_bytes"]), str(r[NAME]))
                                    for _, r in rows.iterrows()]
         # A study with no verified config here is not in the table: why, in words.
         absent[bs] = [_absent(bs, ref.tag, tried[ref.tag]) for ref in refs if at[ref.tag].empty]
@@ -294,7 +293,7 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
     def ratio(column: str) -> float | None:
         if first is None or tag == "A":
             return None
-        a, b = _num(first.get(column)), _num(row.get(column))
+        a, b = num(first.get(column)), num(row.get(column))
         return None if a in (None, 0) or b is None else b / a
 
     # Eager's first call compiles nothing: no compile time, on either side of a ratio.
@@ -306,24 +305,17 @@ def _best(bs: int, objective: str, tag: str, row: pd.Series, first: pd.Series | 
         batch_size=bs, objective=objective, study=tag, label=str(row["label"]),
         name=str(row[NAME]),
         config_key=str(row["config_key"]), trial_number=int(row["trial_number"]),
-        latency_ms_p50_median=_num(row[LATENCY]), throughput_per_s=_num(row["throughput_per_s"]),
-        peak_memory_bytes=_num(row["peak_memory_bytes"]), compile_s_cold=_num(row["compile_s_cold"]),
-        time_to_steady_s=_num(row["time_to_steady_s"]), speedup_vs_eager=_num(row["speedup_vs_eager"]),
+        latency_ms_p50_median=num(row[LATENCY]), throughput_per_s=num(row["throughput_per_s"]),
+        peak_memory_bytes=num(row["peak_memory_bytes"]), compile_s_cold=num(row["compile_s_cold"]),
+        time_to_steady_s=num(row["time_to_steady_s"]), speedup_vs_eager=num(row["speedup_vs_eager"]),
         latency_vs_a=ratio(LATENCY), throughput_vs_a=ratio("throughput_per_s"),
         memory_vs_a=ratio("peak_memory_bytes") if same_memory else None,
         compile_vs_a=ratio("compile_s_cold") if compiles else None,
-        latency_ms_p99_median=_num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
-        schedule_total_s=_num(row.get(SCHEDULE)), schedule_vs_a=ratio(SCHEDULE),
+        latency_ms_p99_median=num(row[TAIL_P99]), p99_vs_a=ratio(TAIL_P99),
+        schedule_total_s=num(row.get(SCHEDULE)), schedule_vs_a=ratio(SCHEDULE),
         compiled=compiled, vs_plain=vs_plain)
 
 
 def _pairs(values: dict[str, Any]) -> str:
     return ", ".join(f"{tag} {v}" for tag, v in values.items())
 
-
-def _num(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value

@@ -11,7 +11,6 @@ which they differ in. A config the other study did not measure is said so, not g
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
@@ -19,6 +18,7 @@ import pandas as pd
 from tuner.data.comparison import Transfer
 from tuner.data.equivalent import RAN, Ran
 from tuner.data.noise import SAME, UNDECIDED, p50s_of, row_verdict
+from tuner.data.rows import num
 from tuner.data.select import LATENCY, best, why_left_out
 from tuner.domain.config import EAGER, INDUCTOR, WHOLE
 from tuner.domain.records import NOT_RUN
@@ -36,7 +36,7 @@ def transfer(bs: int, source: str, target: str, at: dict[str, pd.DataFrame],
     theirs = at[target]
     top = best(theirs, "latency") if not theirs.empty else None
     best_label = None if top is None else str(top["label"])
-    best_ms = None if top is None else _num(top[LATENCY])
+    best_ms = None if top is None else num(top[LATENCY])
     measured = not tried[target].empty
     shared, differ = ({}, {}) if top is None else knobs_split(
         (source, mine, rans[source]), (target, top, rans[target]))
@@ -100,10 +100,3 @@ def knobs_split(a: tuple[str, pd.Series, Ran], b: tuple[str, pd.Series, Ran]
             differ[name] = {tag_a: va, tag_b: vb}
     return shared, differ
 
-
-def _num(value: Any) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
