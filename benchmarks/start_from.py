@@ -1,0 +1,192 @@
+"""What ``tuner search --start-from`` buys on a second GPU: trials until within 2 % of the best.
+
+    python benchmarks/start_from.py [WITH WITHOUT ...] [--out FILE.md]
+
+A pair is two studies of the same command on the same GPU: one made with ``--start-from`` a study
+of another GPU (its folder named ``...-from-<gpu>``, as ``scripts/gpu_study.sh`` names it) and
+one made without. Without arguments, every ``studies/*-from-*`` folder is paired with the folder
+of the same name without ``-from-<gpu>``.
+
+For each study, its trials in the order they ran (``trial_number``; rows of configs skipped
+without a trial are not trials), and per batch size the best per-request latency
+(``latency_ms_p50`` of a trial that finished ok and matched eager, :func:`tuner.data.select.eligible`).
+Counted: the trials until, at every batch size, one of them was within 2 % of the best, the
+baselines the tuner queues first included, and their wall time (``wall_s``). Two bests: the
+study's own (what the issue asks: how soon a search settles), and the best either study of the
+pair measured on that GPU (a study that never found it says "not reached").
+
+The report (``--out``, default ``benchmarks/results/start-from.md``) has one row per study and
+ends with a line of exactly this form (the medians over the pairs, own bests):
+``start-from: within 2 % of the best after A trials with --start-from, B without (median over
+landscapes)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import re
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+if __package__ in (None, ""):  # run as a script: the repository root holds `benchmarks`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuner.data.select import eligible, not_run  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+STUDIES = REPO / "studies"
+REPORT = REPO / "benchmarks" / "results" / "start-from.md"
+TARGET = 0.02
+FROM = re.compile(r"-from-[a-z0-9]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reached:
+    """When a study first held, at every batch size, a trial within the target of a best."""
+
+    trials: int | None  # trials until then, that one included; None: never
+    wall_s: float | None  # their wall seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyRun:
+    """One study of a pair, as this benchmark reads it."""
+
+    path: Path
+    trials: int  # trials run (skipped configs left out)
+    started_from: int  # of them, configs taken from the other study
+    best_ms: Mapping[int, float]  # its own best p50 per batch size
+    own: Reached  # within the target of its own best
+    known: Reached  # within the target of the pair's best
+
+
+def trials_in_order(path: Path) -> pd.DataFrame:
+    """A study's trials, in the order they ran, skipped configs left out."""
+    df = pd.read_parquet(path / "trials.parquet")
+    return df[~not_run(df)].sort_values("trial_number").reset_index(drop=True)
+
+
+def best_ms(trials: pd.DataFrame) -> dict[int, float]:
+    """Per batch size, the lowest p50 of the eligible trials."""
+    ok = eligible(trials)
+    latency = pd.to_numeric(ok["latency_ms_p50"])
+    return {int(bs): float(ms) for bs, ms in latency.groupby(ok["batch_size"]).min().items()}
+
+
+def reached(trials: pd.DataFrame, best: Mapping[int, float], target: float = TARGET) -> Reached:
+    """The trials (and their wall time) until every batch size of ``best`` had an eligible
+    trial within ``target`` of it."""
+    ok_index = set(eligible(trials).index)
+    found: set[int] = set()
+    wall = 0.0
+    for count, (index, row) in enumerate(trials.iterrows(), 1):
+        wall += float(row["wall_s"]) if pd.notna(row["wall_s"]) else 0.0
+        bs = int(row["batch_size"])
+        if index in ok_index and bs in best and float(row["latency_ms_p50"]) <= best[bs] * (1 + target):
+            found.add(bs)
+        if found >= set(best):
+            return Reached(count, wall)
+    return Reached(None, None)
+
+
+def counterpart(path: Path) -> Path:
+    """The study made without ``--start-from``: the name without ``-from-<gpu>``."""
+    return path.with_name(FROM.sub("", path.name))
+
+
+def measure_pair(with_path: Path, without_path: Path) -> tuple[StudyRun, StudyRun]:
+    frames = {p: trials_in_order(p) for p in (with_path, without_path)}
+    bests = {p: best_ms(df) for p, df in frames.items()}
+    sizes = set(bests[with_path]) & set(bests[without_path])
+    if not sizes:
+        raise SystemExit(f"{with_path} and {without_path} share no batch size with a best")
+    known = {bs: min(b[bs] for b in bests.values()) for bs in sizes}
+
+    def run(path: Path) -> StudyRun:
+        df, own = frames[path], {bs: bests[path][bs] for bs in sizes}
+        taken = df["started_from"].notna() if "started_from" in df else pd.Series(False, df.index)
+        return StudyRun(path, len(df), int(taken.sum()), own, reached(df, own),
+                        reached(df, known))
+
+    return run(with_path), run(without_path)
+
+
+def summary_line(pairs: Sequence[tuple[StudyRun, StudyRun]]) -> str:
+    def median(runs: Sequence[StudyRun]) -> str:
+        counts = [r.own.trials for r in runs if r.own.trials is not None]
+        value = statistics.median(counts)
+        return f"{value:g}"
+
+    return (f"start-from: within {TARGET * 100:g} % of the best after "
+            f"{median([w for w, _ in pairs])} trials with --start-from, "
+            f"{median([o for _, o in pairs])} without (median over landscapes)")
+
+
+def report(pairs: Sequence[tuple[StudyRun, StudyRun]], command: str) -> str:
+    lines = [
+        "# --start-from on a second GPU", "",
+        f"Written by `{command}` on {datetime.date.today()}, from the committed studies named "
+        "below (their GPU, torch and date are in each study's `fp_*` columns and in `tuner show`). "
+        "Each pair is the same command on the same GPU, with and without `--start-from` the study "
+        "of the other GPU (`scripts/gpu_study.sh`, `START_FROM`). Trials: in the order they ran, "
+        "the baselines included, skipped configs not counted, until every batch size had a trial "
+        f"whose p50 was within {TARGET * 100:g} % of the best (own: the study's own best; pair: the "
+        "best either study measured there). Wall: those trials' `wall_s`.", "",
+        "| study | GPU | torch | trials | started from | batch sizes: own best p50 ms | own: trials (wall s) | pair: trials (wall s) |",
+        "|---|---|---|---|---|---|---|---|"]
+    for pair in pairs:
+        for run in pair:
+            lines.append(_row(run))
+    lines += ["", summary_line(pairs)]
+    return "\n".join(lines) + "\n"
+
+
+def _row(run: StudyRun) -> str:
+    df = pd.read_parquet(run.path / "trials.parquet", columns=["fp_gpu_name", "fp_torch"])
+    gpu, torch = df["fp_gpu_name"].dropna().iloc[0], df["fp_torch"].dropna().iloc[0]
+    best = ", ".join(f"{bs}: {ms:.3f}" for bs, ms in sorted(run.best_ms.items()))
+
+    def cell(r: Reached) -> str:
+        return "not reached" if r.trials is None else f"{r.trials} ({r.wall_s:.0f})"
+
+    name = run.path.relative_to(REPO) if run.path.is_relative_to(REPO) else run.path
+    return (f"| `{name}` | {gpu} | {torch} | {run.trials} | {run.started_from} | {best} | "
+            f"{cell(run.own)} | {cell(run.known)} |")
+
+
+def discover(root: Path = STUDIES) -> list[tuple[Path, Path]]:
+    pairs = []
+    for path in sorted(root.glob("*-from-*")):
+        if (path / "trials.parquet").is_file() and (counterpart(path) / "trials.parquet").is_file():
+            pairs.append((path, counterpart(path)))
+    return pairs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("studies", nargs="*", type=Path, help="WITH WITHOUT, pair by pair")
+    parser.add_argument("--out", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    if len(args.studies) % 2:
+        parser.error("give the studies in pairs: WITH WITHOUT")
+    given = [(args.studies[i].resolve(), args.studies[i + 1].resolve())
+             for i in range(0, len(args.studies), 2)]
+    paths = given or discover()
+    if not paths:
+        parser.error(f"no studies/*-from-* folder with its counterpart under {STUDIES}")
+    pairs = [measure_pair(w, o) for w, o in paths]
+    command = "python benchmarks/start_from.py" + "".join(
+        f" {p}" for p in (argv if argv is not None else sys.argv[1:]))
+    args.out.write_text(report(pairs, command))
+    print(summary_line(pairs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The start-from benchmark (benchmarks/start_from.py) on two synthetic studies of one GPU, the
+trial order and latencies set by hand, so every count below can be worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import start_from
+from tests.support.synthetic import write_study
+from tuner.domain.config import TrialConfig
+from tuner.domain.records import Status
+
+EAGER1, EAGER16 = TrialConfig("eager", 1), TrialConfig("eager", 16)
+
+
+def ro(bs: int, cdt: bool = False, fusion: bool = True) -> TrialConfig:
+    return TrialConfig("inductor", bs, "reduce-overhead", False,
+                       options={"coordinate_descent_tuning": cdt, "epilogue_fusion": fusion})
+
+
+DEFAULT1 = TrialConfig("inductor", 1, "default", False)
+# p50 ms per config: at batch size 1 the best is 1.00 (ro(1, fusion=False)), 1.015 is within 2 %;
+# at batch size 16 the best is 4.00, 4.10 is not within 2 %.
+P50 = {EAGER1.key: 5.0, EAGER16.key: 20.0, DEFAULT1.key: 2.0, ro(1).key: 1.015,
+       ro(1, fusion=False).key: 1.0, ro(16).key: 4.10, ro(16, fusion=False).key: 4.0,
+       ro(16, cdt=True).key: 3.0}
+
+
+def study(root: Path, name: str, order: list[TrialConfig], taken: tuple[TrialConfig, ...] = (),
+          fail: dict[str, Status] | None = None) -> Path:
+    changes = {c.key: {"latency_ms_p50": P50[c.key], "wall_s": 10.0} for c in order}
+    columns = {c.key: {"started_from": "h200-resnet50"} for c in taken}
+    return write_study(root, name, gpu="NVIDIA H100 80GB HBM3", trial_configs=order,
+                       changes=changes, columns=columns, fail=fail)
+
+
+@pytest.fixture
+def pair(tmp_path) -> tuple[Path, Path]:
+    # With --start-from: baselines, then the other GPU's two finalists, then its sampler.
+    with_ = study(tmp_path, "h100-resnet50-from-h200",
+                  [EAGER1, EAGER16, ro(1), ro(16, fusion=False), DEFAULT1, ro(16)],
+                  taken=(ro(1), ro(16, fusion=False)))
+    # Without: the sampler finds the same configs later, and a faster one that fails.
+    without = study(tmp_path, "h100-resnet50",
+                    [EAGER1, EAGER16, DEFAULT1, ro(16), ro(1), ro(1, fusion=False),
+                     ro(16, fusion=False), ro(16, cdt=True)],
+                    fail={ro(16, cdt=True).key: Status.OOM})
+    return with_, without
+
+
+def test_trials_until_within_two_percent_of_the_own_and_the_pairs_best(pair):
+    with_, without = start_from.measure_pair(*pair)
+    assert with_.trials == 6 and with_.started_from == 2
+    assert with_.best_ms == {1: 1.015, 16: 4.0}
+    # Own best: batch size 1 at trial 3 (ro(1) is its own best), 16 at trial 4.
+    assert with_.own == start_from.Reached(4, 40.0)
+    # The pair's best at batch size 1 is 1.00 (the other study's): 1.015 is within 2 %.
+    assert with_.known == start_from.Reached(4, 40.0)
+    # Without: 4.10 is not within 2 % of 4.00, so batch size 16 waits for trial 7; the OOM
+    # trial (faster on paper) is no best.
+    assert without.best_ms == {1: 1.0, 16: 4.0}
+    assert without.own == start_from.Reached(7, 70.0)
+
+
+def test_a_study_that_never_measured_the_pairs_best_has_not_reached_it(tmp_path):
+    with_ = study(tmp_path, "a-from-h200", [EAGER1, EAGER16, DEFAULT1, ro(16)])
+    without = study(tmp_path, "a", [EAGER1, EAGER16, ro(1, fusion=False), ro(16, fusion=False)])
+    first, _ = start_from.measure_pair(with_, without)
+    assert first.own.trials == 4
+    assert first.known == start_from.Reached(None, None)
+
+
+def test_the_report_ends_with_the_issues_line_and_pairs_are_found_by_name(pair, tmp_path):
+    assert start_from.discover(tmp_path) == [pair]
+    out = tmp_path / "start-from.md"
+    assert start_from.main(["--out", str(out), *map(str, pair)]) == 0
+    text = out.read_text()
+    assert text.splitlines()[-1] == ("start-from: within 2 % of the best after 4 trials with "
+                                     "--start-from, 7 without (median over landscapes)")
+    assert "| 4 (40) | 4 (40) |" in text and "not reached" not in text
