@@ -76,6 +76,14 @@ def columns_of(keys: Sequence[str] | None = None, wide: bool = False) -> tuple[T
     return COLUMNS if wide else tuple(c for c in COLUMNS if c.shown)
 
 
+# Short notes that stand in the notes column of each row they concern, said in full once under
+# the table (a footnote per row repeated the same sentence for every config of a busy run).
+HOST_BUSY, VM_STARVED = "host busy", "VM starved"
+LEGENDS = {HOST_BUSY: f"{HOST_BUSY} N cores: other processes used N CPU cores while it measured "
+                      "(a launch-bound latency may read slow)",
+           VM_STARVED: f"{VM_STARVED} N cores: the hypervisor took N CPU cores (steal) while it "
+                       "measured"}
+
 _CACHE_START_NOTES = {"warm": "compile s from a warm cache",
                       "artifacts": "compile s from saved artifacts"}
 
@@ -93,11 +101,10 @@ def notes(row: pd.Series) -> str:
         out.append(started)
     busy = row.get("host_other_cpu_cores")
     if busy is not None and not pd.isna(busy) and busy >= INTERFERENCE_CORES:
-        out.append(f"host busy: other processes used {busy:.1f} CPU cores while it measured")
+        out.append(f"{HOST_BUSY} {busy:.1f} cores")
     steal = row.get("host_steal_cores")
     if steal is not None and not pd.isna(steal) and steal >= INTERFERENCE_CORES:
-        out.append(f"VM starved: the hypervisor took {steal:.1f} CPU cores (steal) while it "
-                   "measured")
+        out.append(f"{VM_STARVED} {steal:.1f} cores")
     slowdown = row.get("host_core_slowdown")
     if slowdown is not None and not pd.isna(slowdown) and slowdown >= SLOW_CORE_RATIO:
         out.append(f"slow host core: a fixed loop took {slowdown:.1f}x as long as on this "
@@ -150,8 +157,11 @@ def table(rows: pd.DataFrame, every_trial: bool = False, width: int | None = Non
             for i, r in rows.iterrows()]
     text = grid([Column("config", text=True), *(Column(c.header) for c in shown),
                  Column("notes", text=True)], body, width)
+    legends = [legend for word, legend in LEGENDS.items()
+               if any(f"{word} " in row[-1] for row in body)]
     return "\n".join([text, *(wrap(f"[{n}] {note}", width, hang=len(f"[{n}] "))
-                              for note, n in footnotes.items())])
+                              for note, n in footnotes.items()),
+                      *(wrap(legend, width, hang=2) for legend in legends)])
 
 
 def _table_cell(row: pd.Series, column: str, fmt: str) -> str:
