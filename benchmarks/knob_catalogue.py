@@ -6,7 +6,7 @@ own settings: one knob (an inductor option, ``channels_last`` or ``dynamic``) se
 other than torch's, on a base mode, with any options it needs beside it held on both sides
 (``fixed``). Its effect is the ratio of a config with the change to the same config without it.
 
-Two designs measure them:
+Three designs measure them:
 
 - ``grid``: a landscape (benchmarks/replay.py): modes default and reduce-overhead times five
   cheap candidates each both ways, plus eager, every config measured: 66 configs per batch size
@@ -14,6 +14,8 @@ Two designs measure them:
 - ``screen``: one small study per candidate (an "arm"): eager, the base mode with torch's
   settings, and the base with the candidate: every candidate measured once on its own. The base
   measured again in each arm is a noise floor.
+- ``sweep`` (benchmarks/knob_sweep.py): every cheap candidate once, in one study per model:
+  eager, the base and the base with each candidate alone, each measured once.
 
 The names are checked against the installed torch when a design is made: a candidate whose
 option or mode this torch lacks is left out with a line saying so (the GPU machine's torch,
@@ -28,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tuner.domain.config import EAGER, INDUCTOR, OptionValue
+from tuner.domain.config import EAGER, INDUCTOR, OptionValue, TrialConfig
 from tuner.domain.space import SearchSpace
 from tuner.errors import UserError
 
@@ -180,20 +182,30 @@ class TorchSettings:
 @dataclasses.dataclass(frozen=True)
 class StudyPlan:
     """One study of a design: where it lives (``folder``/``name`` under the repository root),
-    its space, and for a screen's arm the candidate it measures."""
+    its space, for a screen's arm the candidate it measures, and for a sweep the configs it
+    measures after the baselines (``queue``: each with its candidate), the rest of its space
+    never."""
 
     name: str
     folder: str
     space: SearchSpace
     candidate: str | None = None
     slow: bool = False
+    queue: tuple[tuple[str, TrialConfig], ...] = ()
 
     @property
     def path(self) -> str:
         return f"{self.folder}/{self.name}"
 
+    def configs(self) -> list[TrialConfig]:
+        """What the study measures: every config of its space, or a sweep's baselines (eager
+        and the base at each batch size) and its queue."""
+        if not self.queue:
+            return self.space.configs()
+        return self.space.baselines() + [config for _, config in self.queue]
+
     def keys(self) -> set[str]:
-        return {c.key for c in self.space.configs()}
+        return {c.key for c in self.configs()}
 
     def toml(self) -> str:
         """The space as a ``tuner search --space`` file (a comma inside a value stays one)."""

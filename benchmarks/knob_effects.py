@@ -1,7 +1,10 @@
 """A knob's effect in a recorded study: the ratio of a config with the knob to the same config
 without it (the knob at torch's value), for the report of benchmarks/knobs.py. A :class:`Study`
-is one grid (``benchmarks/landscapes/NAME/``) or one arm of a screen
-(``benchmarks/screens/NAME/ARM/``), read with torch's settings where it was recorded."""
+is one grid (``benchmarks/landscapes/NAME/``), one arm of a screen
+(``benchmarks/screens/NAME/ARM/``) or one sweep (``benchmarks/sweeps/NAME/``), read with torch's
+settings where it was recorded. In a sweep, each config is the base with one candidate set (its
+held options too, one of them perhaps at a value other than torch's), so each is read against
+the base at its batch size (:func:`sweep_effects`)."""
 
 from __future__ import annotations
 
@@ -25,10 +28,10 @@ from tuner.errors import UserError
 
 @dataclasses.dataclass(frozen=True)
 class Study:
-    """One recorded study: a grid (a landscape) or one arm of a screen."""
+    """One recorded study: a grid (a landscape), one arm of a screen, or a sweep."""
 
-    kind: str  # "grid" or "screen"
-    name: str  # the landscape's name, or SCREEN/ARM
+    kind: str  # "grid", "screen" or "sweep"
+    name: str  # the landscape's or sweep's name, or SCREEN/ARM
     trials: pd.DataFrame
     space: SearchSpace
     settings: TorchSettings
@@ -37,11 +40,18 @@ class Study:
     model: str
     dtype: str
     gpu: str
+    # A sweep's configs (its design.json's), of those of its space; None: every one
+    planned: frozenset[str] | None = None
+
+    def keys(self) -> set[str]:
+        """The configs it measures: those planned, else every config of its space."""
+        return set(self.planned) if self.planned is not None else \
+            {c.key for c in self.space.configs()}
 
     @property
     def whole(self) -> bool:
-        """Whether every config of its space has a row."""
-        return {c.key for c in self.space.configs()} <= set(self.trials["config_key"])
+        """Whether every config it measures has a row."""
+        return self.keys() <= set(self.trials["config_key"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,16 +62,17 @@ class Effect:
     model: str
     gpu: str
     batch_size: int
-    kind: str  # "grid" or "screen"
+    kind: str  # "grid", "screen" or "sweep"
     p50_ratio: float | None  # None where the config with the knob failed
     compile_ratio: float | None
     failed: str | None = None  # its status where it failed
 
 
 def load_studies(root: Path, here: TorchSettings) -> list[Study]:
-    """The grids and screens under ``root`` (the benchmarks folder), grids first."""
-    found = [("grid", path, path.parent.name, path.parent / catalogue.DESIGN_FILE)
-             for path in sorted((root / "landscapes").glob("*/trials.parquet"))]
+    """The grids, sweeps and screens under ``root`` (the benchmarks folder), in that order."""
+    found = [(kind, path, path.parent.name, path.parent / catalogue.DESIGN_FILE)
+             for kind, folder in (("grid", "landscapes"), ("sweep", "sweeps"))
+             for path in sorted((root / folder).glob("*/trials.parquet"))]
     found += [("screen", path, f"{path.parent.parent.name}/{path.parent.name}",
                path.parent.parent / catalogue.DESIGN_FILE)
               for path in sorted((root / "screens").glob("*/*/trials.parquet"))]
@@ -73,12 +84,14 @@ def load_studies(root: Path, here: TorchSettings) -> list[Study]:
         design = json.loads(design_file.read_text()) if design_file.is_file() else {}
         recorded = "settings" in design
         arm = (design.get("studies") or {}).get(path.parent.name) if kind == "screen" else None
+        planned = (design.get("planned") or {}).get(path.parent.name)
         gpus = df["fp_gpu_name"].dropna() if "fp_gpu_name" in df else pd.Series(dtype=object)
         studies.append(Study(
             kind, name, df, SearchSpace.from_dict(meta["space"]),
             TorchSettings.from_dict(design["settings"]) if recorded else here, recorded, arm,
             str(meta["workload"]["model"]), str(meta["workload"].get("dtype")),
-            catalogue.gpu_short(str(gpus.iloc[0]) if len(gpus) else None)))
+            catalogue.gpu_short(str(gpus.iloc[0]) if len(gpus) else None),
+            None if planned is None else frozenset(planned)))
     return studies
 
 
@@ -119,10 +132,12 @@ def candidate_of(study: Study, config: TrialConfig, knob: str, value: OptionValu
 
 def effects(study: Study) -> list[Effect]:
     """Every ratio the study holds (see the module's docstring)."""
+    if study.kind == "sweep":
+        return sweep_effects(study)
     rows = {config_of(row).key: row for _, row in study.trials.iterrows()}
     ok = set(eligible(study.trials)["config_key"])
     out = []
-    for key, row in rows.items():
+    for row in rows.values():
         config = config_of(row)
         if config.backend != INDUCTOR:
             continue
@@ -132,16 +147,53 @@ def effects(study: Study) -> list[Effect]:
             partner = with_value(config, knob, torch_value)
             if value == torch_value or partner.key not in rows:
                 continue
-            base = rows[partner.key]
-            good = key in ok and partner.key in ok
-            failed = None if good else _status(row) if key not in ok else \
-                f"its base: {_status(base)}"
-            out.append(Effect(
-                candidate_of(study, config, knob, value), study.model, study.gpu,
-                config.batch_size, study.kind,
-                _ratio(row, base, "latency_ms_p50") if good else None,
-                _ratio(row, base, "compile_s_cold") if good else None, failed))
+            out.append(_effect(study, candidate_of(study, config, knob, value), row,
+                               rows[partner.key], ok))
     return out
+
+
+def sweep_effects(study: Study) -> list[Effect]:
+    """A sweep's ratios: each of its inductor configs against the base (its mode with torch's
+    settings) at its batch size, named by the candidate its differences stand for."""
+    planned = study.keys()  # not the union's not-run rows where the model failed in eager
+    rows = [row for _, row in study.trials.iterrows() if row["config_key"] in planned]
+    bases = {int(row["batch_size"]): row for row in rows
+             if is_plain(config_of(row), study.settings)}
+    ok = set(eligible(study.trials)["config_key"])
+    out = []
+    for row in rows:
+        config = config_of(row)
+        base = bases.get(config.batch_size)
+        if config.backend != INDUCTOR or base is None or base is row:
+            continue
+        out.append(_effect(study, sweep_candidate(config, config_of(base)), row, base, ok))
+    return out
+
+
+def sweep_candidate(config: TrialConfig, base: TrialConfig) -> str:
+    """The catalogue's candidate a sweep's config stands for: one whose knob it sets and whose
+    held options it holds, differing from ``base`` in nothing else; else what differs,
+    KNOB=VALUE each."""
+    names = set(config.option_dict) | set(base.option_dict) | set(catalogue.FORMAT_KNOBS)
+    differ = {k: knob_value(config, k) for k in sorted(names)
+              if knob_value(config, k) != knob_value(base, k)}
+    for candidate in CATALOGUE:
+        wanted = {candidate.knob: candidate.value, **dict(candidate.fixed)}
+        if differ.get(candidate.knob, object()) == candidate.value and set(differ) <= set(wanted) \
+                and all(knob_value(config, k) == v for k, v in wanted.items()):
+            return candidate.name
+    return ", ".join(f"{k}={v}" for k, v in differ.items()) or "the base again"
+
+
+def _effect(study: Study, candidate: str, row: pd.Series, base: pd.Series,
+            ok: set[str]) -> Effect:
+    """One ratio of ``row`` to ``base``, or the status of the one that failed."""
+    key, base_key = str(row["config_key"]), str(base["config_key"])
+    good = key in ok and base_key in ok
+    failed = None if good else _status(row) if key not in ok else f"its base: {_status(base)}"
+    return Effect(candidate, study.model, study.gpu, int(row["batch_size"]), study.kind,
+                  _ratio(row, base, "latency_ms_p50") if good else None,
+                  _ratio(row, base, "compile_s_cold") if good else None, failed)
 
 
 def _ratio(row: pd.Series, base: pd.Series, column: str) -> float | None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from benchmarks import knob_catalogue as catalogue
+from benchmarks import knob_sweep
 from benchmarks.knob_catalogue import StudyPlan, TorchSettings
 from tuner.domain.config import EAGER, TrialConfig
 
@@ -27,7 +28,7 @@ EAGER_S, INDUCTOR_S, DESCENT_S, SLOW_S, START_S = 8.0, 20.0, 45.0, 270.0, 12.0
 class Unit:
     """One design of one model at some batch sizes: one command, run until it is whole."""
 
-    design: str  # grid or screen
+    design: str  # grid, sweep or screen
     model: str
     batch_sizes: tuple[int, ...]
     arms: str = "cheap"  # a screen's
@@ -38,7 +39,7 @@ class Unit:
 
     @property
     def folder(self) -> str:
-        return f"{'landscapes' if self.design == 'grid' else 'screens'}/{self.name}"
+        return f"{FOLDERS[self.design]}/{self.name}"
 
     def env(self) -> str:
         arms = f" ARMS={self.arms}" if self.design == "screen" and self.arms != "cheap" else ""
@@ -46,21 +47,24 @@ class Unit:
                 f"DESIGN={self.design}{arms}")
 
     def plans(self, settings: TorchSettings) -> list[StudyPlan]:
-        make = catalogue.grid if self.design == "grid" else catalogue.screen
-        extra = {} if self.design == "grid" else {"arms": self.arms}
-        return make(self.model, self.batch_sizes, self.name, settings, **extra)[0]
+        if self.design == "screen":
+            return catalogue.screen(self.model, self.batch_sizes, self.name, settings,
+                                    self.arms)[0]
+        make = catalogue.grid if self.design == "grid" else knob_sweep.sweep
+        return make(self.model, self.batch_sizes, self.name, settings)[0]
 
     def what(self) -> str:
         sizes = ("batch sizes " if len(self.batch_sizes) > 1 else "batch size ") + \
             " and ".join(map(str, self.batch_sizes))
         short = self.model.rsplit(":", 1)[-1]
-        if self.design == "grid":
-            return f"{short} grid, {sizes}"
+        if self.design != "screen":
+            return f"{short} {self.design}, {sizes}"
         return f"{short} screen, {self.arms} arms, {sizes}"
 
 
+FOLDERS = {"grid": "landscapes", "sweep": "sweeps", "screen": "screens"}  # under benchmarks/
 PLAN: tuple[Unit, ...] = (
-    *(Unit("screen", m, (1, 16)) for m in MODELS),
+    *(Unit("sweep", m, (1, 16)) for m in MODELS),
     *(Unit("grid", m, (bs,)) for m in MODELS for bs in (16, 1)),
     *(Unit("screen", m, (16,), "slow") for m in MODELS),
     *(Unit("screen", m, (1,), "slow") for m in MODELS),
@@ -78,7 +82,7 @@ def trial_s(config: TrialConfig) -> float:
 
 
 def estimate_calls(plans: list[StudyPlan]) -> int:
-    seconds = sum(START_S + sum(trial_s(c) for c in p.space.configs()) for p in plans)
+    seconds = sum(START_S + sum(trial_s(c) for c in p.configs()) for p in plans)
     return max(1, math.ceil(seconds / CALL_S))
 
 
@@ -90,7 +94,7 @@ def status(unit: Unit, plans: list[StudyPlan], root: Path,
     design = root / unit.folder / catalogue.DESIGN_FILE
     said = json.loads(design.read_text()).get("left_out", []) if design.is_file() else []
     skipped = {line.split(":")[0].removeprefix("skipped ") for line in said}
-    if unit.design == "grid":
+    if unit.design != "screen":  # one study, in the unit's folder
         done, total = left.get(unit.folder, (0, sum(len(p.keys()) for p in plans)))
         plans = []
     else:
@@ -125,7 +129,7 @@ def recording(root: Path, left: Mapping[str, tuple[int, int]],
         "```", "",
         "then, at the repository root here: `tar -xzf FILES_AT/knobs.tgz` (FILES_AT: the "
         "reply's `files_at`), `.venv/bin/python benchmarks/knobs.py`, and commit "
-        "`benchmarks/landscapes`, `benchmarks/screens` and this page. The archive holds only "
+        "`benchmarks/landscapes`, `benchmarks/sweeps`, `benchmarks/screens` and this page. The archive holds only "
         "`study.db`, the Parquet files and `design.json`; once a grid is whole it also holds "
         "`benchmarks/landscapes/NAME.parquet`: then run `.venv/bin/python "
         "benchmarks/search_quality.py` too. The searches' output is `knobs.log` beside it.", "",
@@ -145,11 +149,15 @@ def recording(root: Path, left: Mapping[str, tuple[int, int]],
         "", f"In all about {sum(calls)} calls; the last {optional} rows (the slow arms at batch "
         f"size 1, where the models are launch-bound and CUDA graphs decide) are optional: "
         f"{sum(calls[:-optional])} calls without them.", "",
-        "Screens first: every candidate's effect on each model, and each arm's base "
-        "measured again (the noise above). Then the grids, five cheap knobs each "
+        "Sweeps first: every cheap candidate's effect on each model, one knob at a time on "
+        "reduce-overhead, in one study per model that measures eager and the base once per "
+        "batch size (a screen of the same candidates measures them again in each arm, two of "
+        "every three configs; `DESIGN=screen` still records one, e.g. to see the noise). Then "
+        "the grids, five cheap knobs each "
         "(`knob_catalogue.GRID_KNOBS`; `KNOBS=a,b,c,d,e` picks others, e.g. the five that "
-        "moved most in the screens, before a grid's first call), for search_quality.py and "
-        "the gains. The slow arms last: the GEMM search, persistent TMA matmul and plain "
+        "moved most in the sweeps, before a grid's first call), for search_quality.py and "
+        "the gains. The slow arms last, as screens (each arm's base measured again: the "
+        "noise above): the GEMM search, persistent TMA matmul and plain "
         "max-autotune compile for minutes (a 4-minute budget each; one past it is a "
         "`compile_timeout` row, its effect \"compile > 4 min\"). Not in the plan yet: `compile_scope` "
         "(regional compile, `tuner search --compile-scope whole,regional`), for the transformer "

@@ -3,7 +3,8 @@ benchmarks/knob_catalogue.py as the recorded grids and screens measured them.
 
     python benchmarks/knobs.py [--root benchmarks] [--out benchmarks/results/knobs.md]
 
-Reads every study under ``benchmarks/landscapes/*/`` (grids: every config of its space measured)
+Reads every study under ``benchmarks/landscapes/*/`` (grids: every config of its space measured),
+``benchmarks/sweeps/*/`` (sweeps: every cheap candidate once, one knob at a time, in one study)
 and ``benchmarks/screens/*/*/`` (screens: one small study per candidate), as
 ``benchmarks/record_knobs.py`` records them (``scripts/gpu_landscape.sh`` on the GPU).
 
@@ -11,7 +12,9 @@ A knob's effect is the ratio of a config with it to the same config without it: 
 equal, the knob at torch's own value (the settings recorded in the study's ``design.json``, or
 this torch's for a study without one). In a grid, every pair of configs that differ only in the
 knob is one ratio, and the cell gives their median; in a screen, the knob alone on its base
-mode against that base, measured in the same arm. Both for the per-request p50
+mode against that base, measured in the same arm; in a sweep, the knob alone (its held options
+too) on reduce-overhead against that base at the same batch size, in the same study. Both for
+the per-request p50
 (``latency_ms_p50``) and for the cold compile (``compile_s_cold``). Only configs that finished
 ok and matched eager count (``tuner.data.select.eligible``); a failed config with the knob is
 shown by its status.
@@ -63,7 +66,8 @@ EXPLAINED = (
     "config of its space measured), every pair of configs that differ only in the knob is one "
     "ratio, and a cell gives their median and count; in a screen (one small study per "
     "candidate, an arm), the knob alone on its base mode against that base, measured in the "
-    "same arm. First the per-request p50 (`latency_ms_p50`; below 1 is faster), then the cold "
+    "same arm; in a sweep (every cheap candidate once, in one study), the knob alone on "
+    "reduce-overhead against that base, at the same batch size in the same study. First the per-request p50 (`latency_ms_p50`; below 1 is faster), then the cold "
     "compile (`compile_s_cold`). Only configs that finished ok and matched eager count; where "
     "the config with the knob failed, the cell says how. A candidate moves p50 where one of "
     "its cells is at most 0.98 or at least 1.02; N counts the candidates measured so far.")
@@ -141,7 +145,8 @@ def effect_tables(found: Sequence[Effect]) -> list[str]:
     lines = []
     names = [c.name for c in CATALOGUE] + sorted({e.candidate for e in found} -
                                                  {c.name for c in CATALOGUE})
-    for kind, title in (("screen", "Screens: the knob alone on its base mode"),
+    for kind, title in (("sweep", "Sweeps: the knob alone on reduce-overhead, one study"),
+                        ("screen", "Screens: the knob alone on its base mode"),
                         ("grid", "Grids: the median over the grid's pairs (their count)")):
         mine = [e for e in found if e.kind == kind]
         if not mine:
@@ -278,6 +283,7 @@ def catalogue_table(here: TorchSettings, found: Sequence[Effect]) -> list[str]:
 def report(studies: Sequence[Study], here: TorchSettings, root: Path) -> str:
     grids = [s for s in studies if s.kind == "grid"]
     screens = [s for s in studies if s.kind == "screen"]
+    sweeps = [s.name for s in studies if s.kind == "sweep"]
     found = [e for s in studies for e in effects(s)]
     line = knobs_line(found)
     data = sorted({f"{s.gpu.upper()} torch {_torch(s)}" for s in studies})
@@ -288,6 +294,7 @@ def report(studies: Sequence[Study], here: TorchSettings, root: Path) -> str:
         f"- **Machine:** {platform.node()}, {os.cpu_count()} cores; no GPU is used: the page "
         "reads studies recorded on a GPU (`benchmarks/record_knobs.py`)",
         f"- **Data:** {len(grids)} grid(s) ({', '.join(s.name for s in grids) or 'none'}), "
+        f"{len(sweeps)} sweep(s) ({', '.join(sweeps) or 'none'}), "
         f"{len({s.name.split('/')[0] for s in screens})} screen(s) "
         f"({', '.join(sorted({s.name.split('/')[0] for s in screens})) or 'none'}); "
         f"recorded on {', '.join(data) or 'nothing yet'}",
@@ -311,7 +318,7 @@ def report(studies: Sequence[Study], here: TorchSettings, root: Path) -> str:
 
 
 def still_to_record(studies: Sequence[Study]) -> str:
-    """The plan's models without a whole grid or screen yet (see "Recording")."""
+    """The plan's models without a whole grid, sweep or screen yet (see "Recording")."""
     have = {s.model for s in studies if s.whole}
     missing = [_short(m) for m in knob_plan.MODELS if m not in have]
     return (", ".join(missing) + " (every unit of \"Recording\" below)") if missing else \
@@ -319,10 +326,11 @@ def still_to_record(studies: Sequence[Study]) -> str:
 
 
 def studies_left(studies: Sequence[Study]) -> dict[str, tuple[int, int]]:
-    """Per study folder (landscapes/NAME, screens/NAME/ARM): configs measured, configs in all."""
-    return {("landscapes/" if s.kind == "grid" else "screens/") + s.name:
-            (len(set(s.trials["config_key"]) & {c.key for c in s.space.configs()}),
-             len(s.space.configs())) for s in studies}
+    """Per study folder (landscapes/NAME, sweeps/NAME, screens/NAME/ARM): configs measured,
+    configs it measures in all."""
+    folders = {"grid": "landscapes/", "sweep": "sweeps/", "screen": "screens/"}
+    return {folders[s.kind] + s.name: (len(set(s.trials["config_key"]) & s.keys()),
+                                       len(s.keys())) for s in studies}
 
 
 def _torch(study: Study) -> str:
@@ -335,14 +343,15 @@ def _torch(study: Study) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=HERE,
-                        help="the folder holding landscapes/ and screens/ (default benchmarks)")
+                        help="the folder holding landscapes/, sweeps/ and screens/ "
+                        "(default benchmarks)")
     parser.add_argument("--out", type=Path, default=REPORT)
     args = parser.parse_args(argv)
     try:
         here = TorchSettings.installed()
         studies = load_studies(args.root, here)
         if not studies:
-            raise UserError(f"no grid or screen under {args.root}: record one "
+            raise UserError(f"no grid, sweep or screen under {args.root}: record one "
                             "(scripts/gpu_landscape.sh)")
         text = report(studies, here, args.root)
     except UserError as exc:

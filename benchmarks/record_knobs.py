@@ -4,11 +4,14 @@
         --limit-min 8.5 --out $OUT/knobs.tgz
 
 Run by ``scripts/gpu_landscape.sh`` (its environment variables are these options). It makes the
-design's studies (a grid: one landscape; a screen: one small study per candidate), checked
-against the installed torch, and runs ``tuner search`` on each that is not whole yet, one after
-another, until ``--limit-min`` minutes are nearly spent: a trial is never started that could
-run past them. Studies carried in the repository (``benchmarks/landscapes/NAME``,
-``benchmarks/screens/NAME/ARM``, as an earlier call's archive left them) are resumed.
+design's studies (a grid: one landscape; a screen: one small study per candidate; a sweep: one
+study of every cheap candidate, one knob at a time), checked against the installed torch, and
+runs ``tuner search`` on each that is not whole yet (a sweep: benchmarks/sweep_search.py, which
+builds the same search and queues the sweep's configs), one after another, until
+``--limit-min`` minutes are nearly spent: a trial is never started that could run past them.
+Studies carried in the repository (``benchmarks/landscapes/NAME``,
+``benchmarks/screens/NAME/ARM``, ``benchmarks/sweeps/NAME``, as an earlier call's archive left
+them) are resumed.
 
 The archive ``--out`` holds only what the repository keeps, at its paths in the repository:
 each study's ``study.db`` and Parquet files, ``design.json`` (torch's settings on this machine,
@@ -37,6 +40,7 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `ben
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import knob_catalogue as catalogue  # noqa: E402
+from benchmarks import knob_sweep  # noqa: E402
 from benchmarks.knob_catalogue import StudyPlan, TorchSettings  # noqa: E402
 from tuner.cli.options import parse_duration  # noqa: E402
 from tuner.errors import UserError  # noqa: E402
@@ -48,17 +52,21 @@ COMPILE_TIMEOUT = "4m"  # a slow arm's compile budget: stored with its study, so
 CHEAP_COMPILE_TIMEOUT = "5m"  # the tuner's default
 KEEP = ("study.db", "trials.parquet", "pareto.parquet")
 
-# A search: the tuner's command line (without "tuner") and the seconds it may take; its exit code.
+# What a search runs: Python's arguments, the tuner's command line (``-m tuner search ...``) or
+# a sweep's (``.../sweep_search.py --queue FILE search ...``).
+TUNER = ("-m", "tuner")
+SWEEP_SEARCH = str(Path(__file__).resolve().with_name("sweep_search.py"))
+# A search: those arguments and the seconds it may take; its exit code.
 Search = Callable[[Sequence[str], float], int]
 
 
 def tuner_process(args: Sequence[str], timeout_s: float, log: Path | None = None) -> int:
-    """``python -m tuner ARGS`` in a process, its output appended to ``log`` (default: this
+    """``python ARGS`` in a process, its output appended to ``log`` (default: this
     process's); past ``timeout_s`` it is told to stop after the current trial (SIGINT, as
     Ctrl-C), and killed a minute later."""
     with contextlib.ExitStack() as stack:
         output = stack.enter_context(log.open("a")) if log is not None else None
-        process = subprocess.Popen([sys.executable, "-m", "tuner", *args], stdout=output,
+        process = subprocess.Popen([sys.executable, *args], stdout=output,
                                    stderr=subprocess.STDOUT if output else None)
         return _wait(process, timeout_s)
 
@@ -98,12 +106,22 @@ def carry(repo: Path, work: Path, plans: Sequence[StudyPlan]) -> None:
 
 def search_args(plan: StudyPlan, space_file: Path, model: str, dtype: str, root: Path,
                 budget_s: float) -> list[str]:
-    """The ``tuner search`` command line of one study."""
+    """The ``tuner search`` command line of one study (without ``tuner``)."""
     compile_timeout = COMPILE_TIMEOUT if plan.slow else CHEAP_COMPILE_TIMEOUT
     return ["search", "--model", model, "--dtype", dtype, "--device", "cuda",
             "--space", str(space_file), "--name", plan.name, "--studies-dir",
             str(root / plan.folder), "--confirm", "0", "--min-seconds", f"{MIN_SECONDS:g}",
             "--compile-timeout", compile_timeout, "--budget", f"{max(budget_s, 1.0):.0f}s"]
+
+
+def process_args(plan: StudyPlan, spaces: Path, tuner_args: list[str]) -> list[str]:
+    """Python's arguments that run the study's search: ``tuner search``, or for a sweep
+    benchmarks/sweep_search.py with its queue (written beside the space file)."""
+    if not plan.queue:
+        return [*TUNER, *tuner_args]
+    queue = spaces / f"{plan.name}.queue.json"
+    queue.write_text(json.dumps(knob_sweep.start_from(plan).to_dict(), indent=1) + "\n")
+    return [SWEEP_SEARCH, "--queue", str(queue), *tuner_args]
 
 
 def worst_trial_s(plan: StudyPlan) -> float:
@@ -131,8 +149,8 @@ def run_plans(plans: Sequence[StudyPlan], work: Path, model: str, dtype: str,
         space_file = spaces / f"{plan.name}.toml"
         space_file.write_text(plan.toml())
         before = measured(work, plan)
-        code = search(search_args(plan, space_file, model, dtype, work,
-                                  left - worst_trial_s(plan)), left)
+        code = search(process_args(plan, spaces, search_args(
+            plan, space_file, model, dtype, work, left - worst_trial_s(plan))), left)
         say(f"{plan.path}: {measured(work, plan)} of {total} configs measured "
             f"({measured(work, plan) - before} now; tuner search exit {code})")
 
@@ -164,6 +182,9 @@ def design(args: argparse.Namespace, settings: TorchSettings, gpu: str
         knobs = [k for k in (args.knobs or "").split(",") if k.strip()] or None
         plans, said = catalogue.grid(args.model, sizes, name, settings, knobs)
         return plans, said, f"{catalogue.LANDSCAPES}/{name}"
+    if args.design == "sweep":
+        plans, said = knob_sweep.sweep(args.model, sizes, name, settings)
+        return plans, said, f"{knob_sweep.SWEEPS}/{name}"
     plans, said = catalogue.screen(args.model, sizes, name, settings, args.arms)
     return plans, said, f"{catalogue.SCREENS}/{name}"
 
@@ -174,6 +195,8 @@ def write_design(work: Path, design_dir: str, args: argparse.Namespace,
     data = {"design": args.design, "model": args.model, "dtype": args.dtype,
             "settings": settings.to_dict(names), "left_out": list(said),
             "studies": {plan.name: plan.candidate for plan in plans}}
+    if any(plan.queue for plan in plans):  # a sweep: what it measures, of its union's configs
+        data["planned"] = {plan.name: [c.key for c in plan.configs()] for plan in plans}
     (work / design_dir).mkdir(parents=True, exist_ok=True)
     (work / design_dir / catalogue.DESIGN_FILE).write_text(json.dumps(data, indent=1) + "\n")
 
@@ -183,7 +206,7 @@ def main(argv: Sequence[str] | None = None, search: Search | None = None,
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch-sizes", default="16")
-    parser.add_argument("--design", choices=("grid", "screen"), default="screen")
+    parser.add_argument("--design", choices=("grid", "screen", "sweep"), default="screen")
     parser.add_argument("--name", default="", help="default MODEL-bf16-bsB1-B2-GPU")
     parser.add_argument("--knobs", default="", help="grid: candidate names (default: the "
                         "model kind's five, knob_catalogue.GRID_KNOBS)")

@@ -5,7 +5,11 @@
 #   MODEL        resnet50 | vit_b_16 | tuner.examples:text_transformer | any torchvision name
 #   BATCH_SIZES  1,16 (each study holds them all)
 #   DESIGN       screen: one small study per candidate knob (eager, the base mode, the base
-#                with the knob), under benchmarks/screens/NAME/; grid: the landscape, modes
+#                with the knob), under benchmarks/screens/NAME/; sweep: every cheap candidate
+#                once in ONE study (at each batch size eager, reduce-overhead with torch's
+#                settings, and that base with exactly one candidate set), under
+#                benchmarks/sweeps/NAME/ (benchmarks/knob_sweep.py; ARMS and KNOBS do not
+#                apply; the slow candidates stay screens); grid: the landscape, modes
 #                default and reduce-overhead x five knobs both ways, under benchmarks/landscapes/
 #   NAME         default MODEL-bf16-bsB1-B2-GPU (gpu as nvidia-smi names it: h100, h200)
 #   ARMS         screen: cheap (default), slow (the autotuning searches, 4-minute compile

@@ -4,6 +4,7 @@ by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -40,15 +41,17 @@ def grid_figures(config: TrialConfig) -> dict:
 
 
 def write(root: Path, folder: str, name: str, space: SearchSpace, figures: dict, *,
-          design: dict | None = None, fail: dict | None = None, drop: int = 0) -> None:
-    """The study ``folder/name`` (every config of ``space`` but the last ``drop``), and the
-    design file beside it: in a grid's folder, or in the screen's beside its arms."""
-    configs = space.configs()[:len(space.configs()) - drop]
+          design: dict | None = None, fail: dict | None = None, drop: int = 0,
+          configs: list[TrialConfig] | None = None) -> None:
+    """The study ``folder/name`` (every config of ``space`` but the last ``drop``, or
+    ``configs``), and the design file beside it: in a grid's or a sweep's folder, or in the
+    screen's beside its arms."""
+    configs = configs or space.configs()[:len(space.configs()) - drop]
     study = write_study(root / folder, name, trial_configs=configs,
                         meta={"space": space.to_dict()}, fail=fail,
                         changes={c.key: figures[c.key] for c in configs if c.key in figures})
     if design is not None:
-        target = study if folder == "landscapes" else study.parent
+        target = study if folder in ("landscapes", "sweeps") else study.parent
         (target / "design.json").write_text(json.dumps(design))
 
 
@@ -166,9 +169,12 @@ def test_a_study_without_torchs_settings_is_read_with_this_torchs(tmp_path):
 
 def test_the_recording_plan_names_each_unit_and_its_status(text):
     recording = text[text.index("## Recording"):]
-    assert "| 1 | resnet50 screen, cheap arms, batch sizes 1 and 16 | " \
-           "`MODEL=resnet50 BATCH_SIZES=1,16 DESIGN=screen bash scripts/gpu_landscape.sh` |" \
+    assert "| 1 | resnet50 sweep, batch sizes 1 and 16 | " \
+           "`MODEL=resnet50 BATCH_SIZES=1,16 DESIGN=sweep bash scripts/gpu_landscape.sh` | 1 |" \
         in recording
+    assert "| 10 | resnet50 screen, slow arms, batch size 16 | `MODEL=resnet50 BATCH_SIZES=16 " \
+           "DESIGN=screen ARMS=slow bash scripts/gpu_landscape.sh` |" in recording
+    assert "DESIGN=screen bash" not in recording  # the cheap screens: the sweeps measure them
     assert "`MODEL=tuner.examples:text_transformer BATCH_SIZES=16 DESIGN=grid bash" in recording
     assert "| not started |" in recording
     assert "- **Still to record:** resnet50, vit_b_16, text_transformer" in text
@@ -177,22 +183,75 @@ def test_the_recording_plan_names_each_unit_and_its_status(text):
 def test_no_study_is_a_one_line_error(tmp_path, capsys):
     assert knobs.main(["--root", str(tmp_path), "--out", str(tmp_path / "k.md")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("Error: no grid or screen under") and len(err.strip().splitlines()) == 1
+    assert err.startswith("Error: no grid, sweep or screen under") and len(err.strip().splitlines()) == 1
 
 
 def test_a_units_status_counts_what_its_studies_hold(tmp_path):
-    # The resnet50 screen (unit 1) with its freezing arm whole, made by a torch without
-    # combo_kernels; the resnet50 grid at batch size 16 (unit 4) whole in its own space.
-    screen = "screens/resnet50-bf16-bs1-16-h100"
-    freezing = SearchSpace(("eager", "inductor"), ("reduce-overhead",), (False,), (1, 16),
-                           options={"freezing": (False, True)})
-    write(tmp_path, screen, "freezing", freezing, {}, design={
-        "settings": SETTINGS.to_dict(), "studies": {"freezing": "freezing"},
-        "left_out": ["skipped combo_kernels: torch 2.11.0 has no inductor option combo_kernels"]})
+    # The resnet50 slow screen at batch size 16 (unit 10) with its gemm_search arm whole, made
+    # by a torch without persistent TMA matmul; the resnet50 grid at batch size 16 (unit 4)
+    # whole in its own space.
+    screen = "screens/resnet50-bf16-bs16-h100"
+    gemm = SearchSpace(("eager", "inductor"), ("reduce-overhead",), (False,), (16,),
+                       options={"max_autotune_gemm": (False, True),
+                                "max_autotune_gemm_backends": ("ATEN,TRITON",)})
+    write(tmp_path, screen, "gemm_search", gemm, {}, design={
+        "settings": SETTINGS.to_dict(), "studies": {"gemm_search": "gemm_search"},
+        "left_out": ["skipped persistent_tma_matmul: torch 2.11.0 has no inductor option "
+                     "triton.enable_persistent_tma_matmul"]})
     write(tmp_path, "landscapes", "resnet50-bf16-bs16-h100", GRID, {},
           design={"settings": SETTINGS.to_dict()})
-    text = page(tmp_path, tmp_path / "knobs.md")
-    rows = {int(m.group(1)): m.group(2) for m in
+    rows = statuses(page(tmp_path, tmp_path / "knobs.md"))
+    # Unit 10 plans 5 arms of 3 configs; without persistent_tma_matmul's, 12; gemm_search's 3.
+    assert rows[10] == "3 of 12 configs" and rows[4] == "whole" and rows[5] == "not started"
+
+
+def statuses(text: str) -> dict[int, str]:
+    """The status of each unit of the page's "Recording" table, by its number."""
+    return {int(m.group(1)): m.group(2) for m in
             re.finditer(r"^\| (\d+) \|.*\| ([^|]+) \|$", text, re.M)}
-    # Unit 1 plans 10 arms, 62 configs; without combo_kernels' 6, 56; freezing's 6 are there.
-    assert rows[1] == "6 of 56 configs" and rows[4] == "whole" and rows[5] == "not started"
+
+
+def test_a_sweep_gives_each_knob_against_the_base_at_its_batch_size(tmp_path):
+    # A torch that benchmarks combo kernels: the sweep's combo_kernels config holds
+    # benchmark_combo_kernel=False, which only it sets. Base 2 ms, 10 s; freezing 1.8 ms, 13 s
+    # (0.900, 1.30x); combo_kernels 2.06 ms, 10 s (1.030, 1.00x); cudagraph_trees off fails
+    # to compile; a config of the union outside the plan (freezing and combo_kernels) is left
+    # out whatever it measured.
+    settings = TorchSettings("2.12.0", {**SETTINGS.options, "benchmark_combo_kernel": True,
+                                        "triton.cudagraph_trees": True}, SETTINGS.modes)
+    union = SearchSpace(("eager", "inductor"), ("reduce-overhead",), (False,), (1,), options={
+        "freezing": (False, True), "combo_kernels": (False, True),
+        "benchmark_combo_kernel": (True, False), "triton.cudagraph_trees": (True, False)})
+    eager, base = union.baselines()
+
+    def knobs(**options) -> TrialConfig:
+        return dataclasses.replace(base, options=tuple({**base.option_dict, **options}.items()))
+
+    freezing, combo = knobs(freezing=True), knobs(combo_kernels=True, benchmark_combo_kernel=False)
+    trees = knobs(**{"triton.cudagraph_trees": False})
+    both = knobs(freezing=True, combo_kernels=True)
+    name = "resnet50-bf16-bs1-16-h100"  # unit 1 of "Recording"
+    write(tmp_path, "sweeps", name, union, {
+        eager.key: {"latency_ms_p50": 5.0},
+        base.key: {"latency_ms_p50": 2.0, "compile_s_cold": 10.0},
+        freezing.key: {"latency_ms_p50": 1.8, "compile_s_cold": 13.0},
+        combo.key: {"latency_ms_p50": 2.06, "compile_s_cold": 10.0},
+        both.key: {"latency_ms_p50": 1.0, "compile_s_cold": 10.0}},
+        configs=[eager, base, freezing, combo, trees, both],
+        fail={trees.key: Status.COMPILE_ERROR}, design={
+            "design": "sweep", "settings": settings.to_dict(),
+            "planned": {name: [c.key for c in (eager, base, freezing, combo, trees)]}})
+    text = page(tmp_path, tmp_path / "knobs.md")
+    table = text[text.index("### Sweeps: the knob alone on reduce-overhead, one study"):]
+    table = table[:table.index("\n\n", table.index("|"))]
+    assert table.splitlines()[2:] == ["| candidate | resnet18 bs1 H200 |", "|---|---:|",
+                                      "| freezing | 0.900, 1.30x |",
+                                      "| combo_kernels | 1.030, 1.00x |",
+                                      "| cudagraph_trees | compile_error |"]
+    assert f"1 sweep(s) ({name})" in text
+    line = "knobs: 2 of 3 candidates move p50 by at least 2 % on at least one model"
+    assert text.rstrip().splitlines()[-1] == line
+    assert "- **Moved p50 by at least 2 %:** combo_kernels (resnet18 slower); freezing " \
+           "(resnet18 faster)" in text
+    assert len(union.configs()) == 17
+    assert statuses(text)[1] == "whole"  # the five planned configs, not the union's 17

@@ -8,30 +8,17 @@ from __future__ import annotations
 import json
 import re
 import tarfile
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from benchmarks import knob_catalogue as catalogue
-from benchmarks import record_knobs
 from benchmarks.knob_catalogue import TorchSettings
+from tests.support.knob_search import MODES, OPTIONS, SETTINGS, record
 from tuner.cli.app import main as tuner_main
 from tuner.domain.space_file import read_space_file
 from tuner.errors import UserError
-
-# Torch's values as a test states them (the GPU machine's torch is read there, not here).
-OPTIONS = {"freezing": False, "combo_kernels": False, "benchmark_combo_kernel": False,
-           "conv_1x1_as_mm": False, "layout_optimization": True, "epilogue_fusion": True,
-           "shape_padding": True, "coordinate_descent_tuning": False,
-           "triton.cudagraph_trees": True, "max_autotune_gemm": False,
-           "max_autotune_gemm_backends": "ATEN,TRITON,CPP",
-           "triton.enable_persistent_tma_matmul": False}
-MODES = {"default": {}, "reduce-overhead": {"triton.cudagraphs": True},
-         "max-autotune": {"max_autotune": True, "triton.cudagraphs": True,
-                          "coordinate_descent_tuning": True}}
-SETTINGS = TorchSettings("2.11.0", OPTIONS, MODES)
 
 
 def test_a_cnn_grid_is_two_modes_times_five_knobs_plus_eager_with_torchs_value_first():
@@ -109,27 +96,11 @@ def test_the_default_name_holds_the_model_batch_sizes_and_gpu():
     assert catalogue.gpu_short("NVIDIA H200") == "h200" and catalogue.gpu_short(None) == "cpu"
 
 
-def in_process(calls: list[list[str]]):
-    """A search: the tuner's command line in this process (the fake runner measures)."""
-    def search(args, timeout_s):
-        calls.append(list(args))
-        return CliRunner().invoke(tuner_main, [*args, "-q"]).exit_code
-    return search
-
-
-def record(tmp_path: Path, repo: Path, calls: list[list[str]], *args: str) -> tuple[int, str]:
-    out = tmp_path / "out" / "knobs.tgz"
-    code = record_knobs.main(["--model", "resnet50", "--batch-sizes", "1", "--work",
-                              str(tmp_path / "work"), "--repo", str(repo), "--out", str(out),
-                              *args], search=in_process(calls), settings=SETTINGS, gpu="h100")
-    return code, str(out)
-
-
 def test_a_call_records_a_grid_and_gives_back_only_the_kept_files(tmp_path, fake_cli, capsys):
     calls: list[list[str]] = []
     code, out = record(tmp_path, tmp_path / "repo", calls, "--design", "grid",
                        "--knobs", "freezing")
-    assert code == 0 and len(calls) == 1
+    assert code == 0 and len(calls) == 1 and calls[0][:3] == ["-m", "tuner", "search"]
     assert "--compile-timeout" in calls[0] and calls[0][calls[0].index("--min-seconds") + 1] == "1"
     name = "benchmarks/landscapes/resnet50-bf16-bs1-h100"
     with tarfile.open(out) as tar:

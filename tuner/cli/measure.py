@@ -40,6 +40,7 @@ from tuner.launch import signals
 
 if TYPE_CHECKING:
     from tuner.launch.runner import Runner
+    from tuner.study.new_search import SearchOptions
     from tuner.study.plan import WorkerPlan
 
 
@@ -146,11 +147,7 @@ if TYPE_CHECKING:
                       "longer are infeasible; stored with the study.")
 @output_options
 @user_errors
-def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmark,
-           inductor_options, compile_scopes, space_file, batch_sizes, shape_schedule, backends,
-           modes, dynamic, n_trials, budget_s, timeout_s, compile_timeout_s, prestart, min_calls,
-           min_seconds, warm_cache, confirm_repeats, studies_dir, storage, gpus, retry_failed,
-           seed, sampler, start_from, max_vram_gb, max_compile_s, as_json, quiet) -> None:
+def search(as_json, quiet, **_) -> None:  # the others: search_options reads the context
     """Search torch.compile settings for a model; write the study's Parquet files.
 
     Each trial runs in its own process (timeouts and failures kept as data). Eager and
@@ -176,27 +173,40 @@ def search(model, name, device, dtype, image_size, channels_last, cudnn_benchmar
     """
     from tuner.study import new_search
 
-    ctx = click.get_current_context()
-    options = new_search.SearchOptions(
-        model=model, name=name, device=device, dtype=dtype, image_size=image_size,
-        image_size_given=user_gave(ctx, "image_size"), channels_last=channels_last,
-        cudnn_benchmark=cudnn_benchmark, cudnn_benchmark_given=user_gave(ctx, "cudnn_benchmark"),
-        inductor_options=inductor_options, compile_scopes=compile_scopes,
-        space_file=space_file, batch_sizes=batch_sizes,
-        shape_schedule=shape_schedule, backends=backends, modes=modes, dynamic=dynamic,
-        n_trials=n_trials, budget_s=budget_s, timeout_s=timeout_s,
-        compile_timeout_s=compile_timeout_s, prestart=prestart, min_calls=min_calls,
-        min_seconds=min_seconds, warm_cache=warm_cache, confirm_repeats=confirm_repeats,
-        studies_dir=studies_dir, storage=storage, gpus=gpus, retry_failed=retry_failed,
-        seed=seed, sampler=sampler, max_vram_gb=max_vram_gb, max_compile_s=max_compile_s,
-        quiet=quiet, start_from=start_from)
-    if space_file is not None:
-        options = dataclasses.replace(options, from_file=with_space_file(space_file))
+    options = search_options(click.get_current_context())
     say = output.teller(quiet)
     new = new_search.prepare(options, say)
     with output.progress(say, live=not quiet) as callbacks:
         ended = new_search.run(new, say, callbacks)
     output.end(ended, say, as_json)
+
+
+def search_options(ctx: click.Context) -> SearchOptions:
+    """The options of a parsed ``tuner search`` command line (its context, current), as the
+    search takes them, the --space file read. Also how benchmarks/sweep_search.py reads the
+    same command line, so both build one search from it."""
+    from tuner.study.new_search import SearchOptions
+
+    p = ctx.params
+    options = SearchOptions(
+        model=p["model"], name=p["name"], device=p["device"], dtype=p["dtype"],
+        image_size=p["image_size"], image_size_given=user_gave(ctx, "image_size"),
+        channels_last=p["channels_last"], cudnn_benchmark=p["cudnn_benchmark"],
+        cudnn_benchmark_given=user_gave(ctx, "cudnn_benchmark"),
+        inductor_options=p["inductor_options"], compile_scopes=p["compile_scopes"],
+        space_file=p["space_file"], batch_sizes=p["batch_sizes"],
+        shape_schedule=p["shape_schedule"], backends=p["backends"], modes=p["modes"],
+        dynamic=p["dynamic"], n_trials=p["n_trials"], budget_s=p["budget_s"],
+        timeout_s=p["timeout_s"], compile_timeout_s=p["compile_timeout_s"],
+        prestart=p["prestart"], min_calls=p["min_calls"], min_seconds=p["min_seconds"],
+        warm_cache=p["warm_cache"], confirm_repeats=p["confirm_repeats"],
+        studies_dir=p["studies_dir"], storage=p["storage"], gpus=p["gpus"],
+        retry_failed=p["retry_failed"], seed=p["seed"], sampler=p["sampler"],
+        max_vram_gb=p["max_vram_gb"], max_compile_s=p["max_compile_s"], quiet=p["quiet"],
+        start_from=p["start_from"])
+    if p["space_file"] is not None:
+        options = dataclasses.replace(options, from_file=with_space_file(p["space_file"]))
+    return options
 
 
 @click.command("worker", context_settings=CONTEXT,
