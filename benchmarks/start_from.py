@@ -38,6 +38,7 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `ben
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.data.select import eligible, not_run  # noqa: E402
+from tuner.study.storage.attrs import STARTED_FROM_ATTR  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = REPO / "studies"
@@ -64,6 +65,13 @@ class StudyRun:
     best_ms: Mapping[int, float]  # its own best p50 per batch size
     own: Reached  # within the target of its own best
     known: Reached  # within the target of the pair's best
+    queued: int = 0  # configs of the other study still waiting in its queue (study.db)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every config taken from the other study was measured (or skipped): until
+        then its counts say nothing of what --start-from buys."""
+        return self.queued == 0
 
 
 def trials_in_order(path: Path) -> pd.DataFrame:
@@ -95,6 +103,24 @@ def reached(trials: pd.DataFrame, best: Mapping[int, float], target: float = TAR
     return Reached(None, None)
 
 
+def still_queued(path: Path) -> int:
+    """The configs taken from another study (``--start-from``) that wait unmeasured in the
+    study's queue: a search stopped by its budget before it reached them. 0 without a study.db
+    (the Parquet files hold only what ran)."""
+    db = path / "study.db"
+    if not db.is_file():
+        return 0
+    import optuna  # only here: the rest of the benchmark reads Parquet
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = f"sqlite:///{db}"
+    waiting = optuna.trial.TrialState.WAITING
+    return sum(STARTED_FROM_ATTR in t.user_attrs
+               for name in optuna.get_all_study_names(url)
+               for t in optuna.load_study(study_name=name, storage=url).get_trials(
+                   deepcopy=False, states=(waiting,)))
+
+
 def counterpart(path: Path) -> Path:
     """The study made without ``--start-from``: the name without ``-from-<gpu>``."""
     return path.with_name(FROM.sub("", path.name))
@@ -112,12 +138,20 @@ def measure_pair(with_path: Path, without_path: Path) -> tuple[StudyRun, StudyRu
         df, own = frames[path], {bs: bests[path][bs] for bs in sizes}
         taken = df["started_from"].notna() if "started_from" in df else pd.Series(False, df.index)
         return StudyRun(path, len(df), int(taken.sum()), own, reached(df, own),
-                        reached(df, known))
+                        reached(df, known), still_queued(path))
 
     return run(with_path), run(without_path)
 
 
 def summary_line(pairs: Sequence[tuple[StudyRun, StudyRun]]) -> str:
+    """The issue's line, over the pairs whose --start-from study measured what it took."""
+    done = [pair for pair in pairs if pair[0].complete]
+    if not done:
+        return (f"start-from: no pair yet: {len(pairs)} --start-from "
+                f"{'study has' if len(pairs) == 1 else 'studies have'} configs of the other "
+                "study still queued (run the same command again: it resumes)")
+    pairs = done
+
     def median(runs: Sequence[StudyRun]) -> str:
         counts = [r.own.trials for r in runs if r.own.trials is not None]
         value = statistics.median(counts)
@@ -137,7 +171,9 @@ def report(pairs: Sequence[tuple[StudyRun, StudyRun]], command: str) -> str:
         "of the other GPU (`scripts/gpu_study.sh`, `START_FROM`). Trials: in the order they ran, "
         "the baselines included, skipped configs not counted, until every batch size had a trial "
         f"whose p50 was within {TARGET * 100:g} % of the best (own: the study's own best; pair: the "
-        "best either study measured there). Wall: those trials' `wall_s`.", "",
+        "best either study measured there). Wall: those trials' `wall_s`. A pair counts once its "
+        "`--start-from` study has measured every config it took from the other study (none still "
+        "queued); until then its row says how many wait.", "",
         "| study | GPU | torch | trials | started from | batch sizes: own best p50 ms | own: trials (wall s) | pair: trials (wall s) |",
         "|---|---|---|---|---|---|---|---|"]
     for pair in pairs:
@@ -156,7 +192,8 @@ def _row(run: StudyRun) -> str:
         return "not reached" if r.trials is None else f"{r.trials} ({r.wall_s:.0f})"
 
     name = run.path.relative_to(REPO) if run.path.is_relative_to(REPO) else run.path
-    return (f"| `{name}` | {gpu} | {torch} | {run.trials} | {run.started_from} | {best} | "
+    taken = f"{run.started_from}" + (f", {run.queued} still queued" if run.queued else "")
+    return (f"| `{name}` | {gpu} | {torch} | {run.trials} | {taken} | {best} | "
             f"{cell(run.own)} | {cell(run.known)} |")
 
 

@@ -11,6 +11,7 @@ from benchmarks import start_from
 from tests.support.synthetic import write_study
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
+from tuner.study.storage.attrs import STARTED_FROM_ATTR
 
 EAGER1, EAGER16 = TrialConfig("eager", 1), TrialConfig("eager", 16)
 
@@ -80,3 +81,21 @@ def test_the_report_ends_with_the_issues_line_and_pairs_are_found_by_name(pair, 
     assert text.splitlines()[-1] == ("start-from: within 2 % of the best after 4 trials with "
                                      "--start-from, 7 without (median over landscapes)")
     assert "| 4 (40) | 4 (40) |" in text and "not reached" not in text
+
+
+def test_a_pair_whose_taken_configs_still_wait_in_the_queue_does_not_count(pair, tmp_path):
+    # The --start-from search stopped at its budget before the configs it took ran: they wait
+    # in study.db's queue, so its early "within 2 %" says nothing of --start-from.
+    import optuna
+
+    with_, without = pair
+    study_db = optuna.create_study(study_name=with_.name, storage=f"sqlite:///{with_}/study.db")
+    study_db.enqueue_trial({}, user_attrs={STARTED_FROM_ATTR: "h200-resnet50"})
+    study_db.enqueue_trial({})  # a queued config of its own does not matter
+    first, _ = start_from.measure_pair(with_, without)
+    assert first.queued == 1 and not first.complete
+    out = tmp_path / "start-from.md"
+    start_from.main(["--out", str(out), str(with_), str(without)])
+    text = out.read_text()
+    assert "| 2, 1 still queued |" in text
+    assert text.splitlines()[-1].startswith("start-from: no pair yet: 1 --start-from study has")
