@@ -4,19 +4,24 @@ is one grid (``benchmarks/landscapes/NAME/``), one arm of a screen
 (``benchmarks/screens/NAME/ARM/``) or one sweep (``benchmarks/sweeps/NAME/``), read with torch's
 settings where it was recorded. In a sweep, each config is the base with one candidate set (its
 held options too, one of them perhaps at a value other than torch's), so each is read against
-the base at its batch size (:func:`sweep_effects`)."""
+the base at its batch size (:func:`sweep_effects`): the median of the base's processes where it
+was measured in several (its noise floor), and a config whose p50 lies among theirs is within
+noise."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from pathlib import Path
 
 import pandas as pd
 
 from benchmarks import knob_catalogue as catalogue
+from benchmarks import knob_sweep
 from benchmarks.knob_catalogue import CATALOGUE, TorchSettings
 from tuner.data import files
+from tuner.data.derive import listed
 from tuner.data.plain import PLAIN_MODES
 from tuner.data.rows import config_of, num, plain
 from tuner.data.select import eligible
@@ -50,8 +55,19 @@ class Study:
 
     @property
     def whole(self) -> bool:
-        """Whether every config it measures has a row."""
-        return self.keys() <= set(self.trials["config_key"])
+        """Whether every config it measures has a row, and a sweep its noise floor."""
+        return self.keys() <= set(self.trials["config_key"]) and not self.floor_left
+
+    @property
+    def floor_left(self) -> bool:
+        """A sweep's: whether a base that finished ok lacks its processes
+        (:data:`knob_sweep.NOISE_PROCESSES`, measured after the sweep's configs)."""
+        if self.kind != "sweep":
+            return False
+        ok = eligible(self.trials)
+        return any(listed(row.get("latency_ms_p50_repeats")) < knob_sweep.NOISE_PROCESSES
+                   for _, row in ok[ok["config_key"].isin(self.keys())].iterrows()
+                   if is_plain(config_of(row), self.settings))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +82,9 @@ class Effect:
     p50_ratio: float | None  # None where the config with the knob failed
     compile_ratio: float | None
     failed: str | None = None  # its status where it failed
+    # A sweep's: whether the config's p50 lies within its base's, measured in several processes
+    # (the noise floor, :func:`sweep_effects`); None where the base was measured once
+    within_noise: bool | None = None
 
 
 def load_studies(root: Path, here: TorchSettings) -> list[Study]:
@@ -166,8 +185,22 @@ def sweep_effects(study: Study) -> list[Effect]:
         base = bases.get(config.batch_size)
         if config.backend != INDUCTOR or base is None or base is row:
             continue
-        out.append(_effect(study, sweep_candidate(config, config_of(base)), row, base, ok))
+        out.append(_noise_floor(
+            _effect(study, sweep_candidate(config, config_of(base)), row, base, ok), row, base))
     return out
+
+
+def _noise_floor(effect: Effect, row: pd.Series, base: pd.Series) -> Effect:
+    """A sweep's effect against its base measured in several processes: the ratio to their
+    median p50, within noise where the config's one p50 lies between their fastest and their
+    slowest."""
+    p50s = [float(v) for v in base.get("latency_ms_p50_repeats")
+            if pd.notna(v)] if listed(base.get("latency_ms_p50_repeats")) else []
+    mine = num(row.get("latency_ms_p50"))
+    if len(p50s) < 2 or effect.p50_ratio is None or mine is None:
+        return effect
+    return dataclasses.replace(effect, p50_ratio=mine / statistics.median(p50s),
+                               within_noise=min(p50s) <= mine <= max(p50s))
 
 
 def sweep_candidate(config: TrialConfig, base: TrialConfig) -> str:

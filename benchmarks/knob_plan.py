@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from pathlib import Path
 
 from benchmarks import knob_catalogue as catalogue
@@ -22,6 +22,9 @@ CALL_S = 8.5 * 60 - 30  # a call's usable seconds (scripts/gpu_landscape.sh LIMI
 # 5-10 s, inductor default or reduce-overhead 16-24 s, with coordinate descent 40-50 s; a search
 # process starts in about 12 s. An autotuning config is counted at its 4-minute compile budget.
 EAGER_S, INDUCTOR_S, DESCENT_S, SLOW_S, START_S = 8.0, 20.0, 45.0, 270.0, 12.0
+# A re-measurement of a sweep's base (its noise floor): a fresh process, a warm compile, 1 s of
+# calls; the H100 start-from study of 2026-12-07 made ten of resnet50's in about 90 s.
+REMEASURE_S = 12.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,14 +86,17 @@ def trial_s(config: TrialConfig) -> float:
 
 def estimate_calls(plans: list[StudyPlan]) -> int:
     seconds = sum(START_S + sum(trial_s(c) for c in p.configs()) for p in plans)
+    floors = sum(len(knob_sweep.base_keys(p.space)) for p in plans if p.queue)
+    seconds += floors * (knob_sweep.NOISE_PROCESSES - 1) * REMEASURE_S
     return max(1, math.ceil(seconds / CALL_S))
 
 
 def status(unit: Unit, plans: list[StudyPlan], root: Path,
-           left: Mapping[str, tuple[int, int]]) -> str:
+           left: Mapping[str, tuple[int, int]], floor_left: Container[str] = ()) -> str:
     """How far the unit is: the configs the repository holds of those its studies hold in
     their spaces, or, for those not started, of those it plans (without the candidates its
-    design.json says the recording torch lacked)."""
+    design.json says the recording torch lacked); a sweep in ``floor_left`` (folders under
+    benchmarks/) still has its bases' noise floor to measure."""
     design = root / unit.folder / catalogue.DESIGN_FILE
     said = json.loads(design.read_text()).get("left_out", []) if design.is_file() else []
     skipped = {line.split(":")[0].removeprefix("skipped ") for line in said}
@@ -106,11 +112,14 @@ def status(unit: Unit, plans: list[StudyPlan], root: Path,
         done, total = done + got, total + planned
     if done == 0:
         return "not started"
+    if done >= total and unit.design == "sweep" and unit.folder in floor_left:
+        return "every config; the bases' noise floor left"
     return "whole" if done >= total else f"{done} of {total} configs"
 
 
 def recording(root: Path, left: Mapping[str, tuple[int, int]],
-              settings: TorchSettings | None = None) -> list[str]:
+              settings: TorchSettings | None = None, floor_left: Container[str] = ()
+              ) -> list[str]:
     """The page's "Recording" section: the plan, each unit's status and command."""
     settings = settings or TorchSettings.installed()
     lines = [
@@ -143,16 +152,18 @@ def recording(root: Path, left: Mapping[str, tuple[int, int]],
         calls.append(estimate_calls(plans))
         lines.append(f"| {number} | {unit.what()} | `{unit.env()} bash scripts/gpu_landscape.sh` "
                      f"| {len(plans)} | {configs} | {calls[-1]} | "
-                     f"{status(unit, plans, root, left)} |")
+                     f"{status(unit, plans, root, left, floor_left)} |")
     optional = len(MODELS)  # the slow arms at batch size 1, the last rows
     lines += [
         "", f"In all about {sum(calls)} calls; the last {optional} rows (the slow arms at batch "
         f"size 1, where the models are launch-bound and CUDA graphs decide) are optional: "
         f"{sum(calls[:-optional])} calls without them.", "",
         "Sweeps first: every cheap candidate's effect on each model, one knob at a time on "
-        "reduce-overhead, in one study per model that measures eager and the base once per "
-        "batch size (a screen of the same candidates measures them again in each arm, two of "
-        "every three configs; `DESIGN=screen` still records one, e.g. to see the noise). Then "
+        "reduce-overhead, in one study per model that measures eager once per batch size and "
+        "the base in three processes, its noise floor (on the H100 plain reduce-overhead's p50 "
+        "spread 24 % over three processes at resnet50 batch size 1, 5 % at 16: a knob measured "
+        "once must fall outside the base's processes to count; a screen of the same candidates "
+        "measures eager and the base again in each arm, two of every three configs). Then "
         "the grids, five cheap knobs each "
         "(`knob_catalogue.GRID_KNOBS`; `KNOBS=a,b,c,d,e` picks others, e.g. the five that "
         "moved most in the sweeps, before a grid's first call), for search_quality.py and "

@@ -10,7 +10,12 @@ each candidate's knob both ways with torch's value first, as a grid builds them)
 measures the space's baselines first (eager, and the mode with every option's first value:
 torch's settings), then the one-knob configs, queued as ``tuner search --start-from`` queues
 another study's (:func:`start_from`, run by benchmarks/sweep_search.py), and stops there: the
-rest of the union is never measured.
+rest of the union is never measured. Then the base at each batch size is measured again in fresh
+processes, :data:`NOISE_PROCESSES` in all (``tuner confirm``'s protocol): the noise floor of
+that batch size. Every other config is measured once, so a knob whose p50 falls within the
+base's processes is within noise (benchmarks/knob_effects.py); on the H100 on 2026-12-07 plain
+reduce-overhead's p50 spread 24 % over three processes at resnet50 bf16 batch size 1 and 5 % at
+batch size 16 (studies/h100-resnet50-bf16-extended-from-h200), more than the 2 % a knob must move.
 
 Left out, each with a line: the slow candidates (their screens keep them), what this torch
 lacks, candidates for another kind of model, one on another base mode, and one that holds an
@@ -40,6 +45,7 @@ from tuner.study.start_plan import Started, StartFrom
 
 SWEEPS = "benchmarks/sweeps"  # a study per model and batch sizes, not replayed as a grid
 SOURCE = "knob sweep"  # the study its queue names as where it came from: every run gives it
+NOISE_PROCESSES = 3  # the base's p50 at each batch size: its trial and two re-measurements
 
 
 def sweep(model: str, batch_sizes: Sequence[int], name: str, settings: TorchSettings
@@ -52,9 +58,14 @@ def sweep(model: str, batch_sizes: Sequence[int], name: str, settings: TorchSett
     if not kept:
         raise UserError(f"no candidate to sweep for {model} ({'; '.join(said)})")
     space = _space(kept, batch_sizes, settings)
-    bases = {c.batch_size: c for c in space.baselines() if c.backend == INDUCTOR}
+    bases = {c.batch_size: c for c in space.baselines() if c.key in base_keys(space)}
     queue = tuple((c.name, one_knob(bases[bs], c)) for c in kept for bs in batch_sizes)
     return [StudyPlan(name, SWEEPS, space, queue=queue)], said
+
+
+def base_keys(space: SearchSpace) -> set[str]:
+    """The keys of the sweep's bases: reduce-overhead with torch's settings, each batch size."""
+    return {c.key for c in space.baselines() if c.backend == INDUCTOR}
 
 
 def one_knob(base: TrialConfig, candidate: Candidate) -> TrialConfig:

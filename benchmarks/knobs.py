@@ -55,6 +55,7 @@ from benchmarks.knob_effects import (  # noqa: E402
     is_plain,
     load_studies,
 )
+from tuner.data.derive import listed  # noqa: E402
 from tuner.data.rows import config_of, num  # noqa: E402
 from tuner.data.select import eligible  # noqa: E402
 from tuner.errors import UserError  # noqa: E402
@@ -69,8 +70,11 @@ EXPLAINED = (
     "same arm; in a sweep (every cheap candidate once, in one study), the knob alone on "
     "reduce-overhead against that base, at the same batch size in the same study. First the per-request p50 (`latency_ms_p50`; below 1 is faster), then the cold "
     "compile (`compile_s_cold`). Only configs that finished ok and matched eager count; where "
-    "the config with the knob failed, the cell says how. A candidate moves p50 where one of "
-    "its cells is at most 0.98 or at least 1.02; N counts the candidates measured so far.")
+    "the config with the knob failed, the cell says how. A sweep measures its base at each "
+    "batch size in several fresh processes and every other config once: the ratio is to the "
+    "base's median, and a knob whose p50 lies between the base's fastest and slowest process "
+    "is marked `noise` and moves nothing. A candidate moves p50 where one of its cells not so "
+    "marked is at most 0.98 or at least 1.02; N counts the candidates measured so far.")
 REPORT = HERE / "results" / "knobs.md"
 MOVE = 0.02  # a knob moves p50 where a ratio is at most 0.98 or at least 1.02
 
@@ -93,15 +97,16 @@ def cell(found: Sequence[Effect], kind: str) -> str:
     compile_ = [e.compile_ratio for e in found if e.compile_ratio is not None]
     text = f"{statistics.median(p50):.3f}"
     text += f", {statistics.median(compile_):.2f}x" if compile_ else ""
+    text += ", noise" if all(e.within_noise for e in found if e.p50_ratio is not None) else ""
     return text + (f" ({len(p50)})" if kind == "grid" or len(p50) > 1 else "")
 
 
 def cell_medians(found: Iterable[Effect]) -> dict[str, dict[str, list[float]]]:
     """Per candidate and model, the median p50 ratio of each of its cells (a kind of study, a
-    GPU and a batch size)."""
+    GPU and a batch size), those within a sweep's noise floor left out."""
     groups: dict[tuple[str, str, str, str, int], list[float]] = {}
     for e in found:
-        if e.p50_ratio is not None:
+        if e.p50_ratio is not None and not e.within_noise:
             groups.setdefault((e.candidate, e.model, e.kind, e.gpu, e.batch_size),
                               []).append(e.p50_ratio)
     out: dict[str, dict[str, list[float]]] = {}
@@ -258,6 +263,23 @@ def noise(screens: Sequence[Study]) -> list[str]:
     return lines if len(lines) > 2 else ["No config is measured in two arms of a screen yet."]
 
 
+def sweep_noise(sweeps: Sequence[Study]) -> list[str]:
+    """Each sweep's noise floor: its base's p50 over fresh processes at each batch size."""
+    lines = ["| sweep | base, batch size | processes | p50 ms, fastest-slowest | spread: (max - min) "
+             "/ median |", "|---|---|---:|---:|---:|"]
+    for study in sweeps:
+        for _, row in eligible(study.trials).iterrows():
+            p50 = [float(v) for v in row["latency_ms_p50_repeats"]] \
+                if listed(row.get("latency_ms_p50_repeats")) else []
+            if len(p50) > 1 and is_plain(config_of(row), study.settings):
+                mid = statistics.median(p50)
+                lines.append(f"| {study.name} | inductor:{row['mode']}, bs{row['batch_size']} | "
+                             f"{len(p50)} | {min(p50):.4g}-{max(p50):.4g} | "
+                             f"{(max(p50) - min(p50)) / mid * 100:.1f} % |")
+    return lines if len(lines) > 2 else ["No sweep has measured its bases in several processes "
+                                         "yet."]
+
+
 def _seconds(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f} s"
 
@@ -308,12 +330,15 @@ def report(studies: Sequence[Study], here: TorchSettings, root: Path) -> str:
         "## The candidates", "", *catalogue_table(here, found), "",
         "## Effects (ratio with the knob / without it: < 1 is faster; then cold compile)", "",
         *(effect_tables(found) or ["Nothing recorded yet.", ""]),
+        "## Noise: a sweep's base in several processes", "",
+        *sweep_noise([s for s in studies if s.kind == "sweep"]), "",
         "## Noise: one config measured in several arms of a screen", "", *noise(screens), "",
         "## What the search buys over the plain modes", "",
         "The grid's best is the fastest of configs each measured once, so noise makes it read a "
         "little fast: a gain within the noise above is none.", "",
         *(gains(grids, screens) or ["No grid is recorded yet.", ""]),
-        *knob_plan.recording(root, studies_left(studies)), "", line]
+        *knob_plan.recording(root, studies_left(studies), floor_left=floor_left(studies)), "",
+        line]
     return "\n".join(lines) + "\n"
 
 
@@ -331,6 +356,11 @@ def studies_left(studies: Sequence[Study]) -> dict[str, tuple[int, int]]:
     folders = {"grid": "landscapes/", "sweep": "sweeps/", "screen": "screens/"}
     return {folders[s.kind] + s.name: (len(set(s.trials["config_key"]) & s.keys()),
                                        len(s.keys())) for s in studies}
+
+
+def floor_left(studies: Sequence[Study]) -> set[str]:
+    """The sweeps (sweeps/NAME) whose bases still lack their noise floor."""
+    return {f"sweeps/{s.name}" for s in studies if s.floor_left}
 
 
 def _torch(study: Study) -> str:

@@ -7,7 +7,8 @@ Run by ``scripts/gpu_landscape.sh`` (its environment variables are these options
 design's studies (a grid: one landscape; a screen: one small study per candidate; a sweep: one
 study of every cheap candidate, one knob at a time), checked against the installed torch, and
 runs ``tuner search`` on each that is not whole yet (a sweep: benchmarks/sweep_search.py, which
-builds the same search and queues the sweep's configs), one after another, until
+builds the same search and queues the sweep's configs; it is whole once its bases have their
+noise floor too, :func:`whole`), one after another, until
 ``--limit-min`` minutes are nearly spent: a trial is never started that could run past them.
 Studies carried in the repository (``benchmarks/landscapes/NAME``,
 ``benchmarks/screens/NAME/ARM``, ``benchmarks/sweeps/NAME``, as an earlier call's archive left
@@ -43,6 +44,8 @@ from benchmarks import knob_catalogue as catalogue  # noqa: E402
 from benchmarks import knob_sweep  # noqa: E402
 from benchmarks.knob_catalogue import StudyPlan, TorchSettings  # noqa: E402
 from tuner.cli.options import parse_duration  # noqa: E402
+from tuner.data.derive import listed  # noqa: E402
+from tuner.data.select import eligible  # noqa: E402
 from tuner.errors import UserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,6 +95,21 @@ def measured(root: Path, plan: StudyPlan) -> int:
     return len(plan.keys() & keys)
 
 
+def whole(root: Path, plan: StudyPlan) -> bool:
+    """Whether the study under ``root`` is done: a row for each of the plan's configs, and for
+    a sweep each base that finished ok measured in :data:`knob_sweep.NOISE_PROCESSES`
+    processes (its noise floor)."""
+    if measured(root, plan) < len(plan.keys()):
+        return False
+    if not plan.queue:
+        return True
+    df = pd.read_parquet(root / plan.path / "trials.parquet")
+    bases = eligible(df)
+    bases = bases[bases["config_key"].isin(knob_sweep.base_keys(plan.space))]
+    return bool(bases["latency_ms_p50_repeats"].map(listed).ge(
+        knob_sweep.NOISE_PROCESSES).all())
+
+
 def carry(repo: Path, work: Path, plans: Sequence[StudyPlan]) -> None:
     """Copy each study the repository holds (its kept files only) into the work folder, over
     what an earlier call left there: the repository's copy is the one to resume."""
@@ -139,7 +157,7 @@ def run_plans(plans: Sequence[StudyPlan], work: Path, model: str, dtype: str,
     spaces.mkdir(parents=True, exist_ok=True)
     for plan in plans:
         total = len(plan.keys())
-        if measured(work, plan) >= total:
+        if whole(work, plan):
             continue
         left = deadline - clock()
         if left < worst_trial_s(plan):
@@ -233,8 +251,9 @@ def main(argv: Sequence[str] | None = None, search: Search | None = None,
     run_plans(plans, args.work, args.model, args.dtype, deadline, search,
               lambda text: print(text, flush=True))
     archive(args.work, plans, design_dir, args.out)
-    left = [f"{p.name} {measured(args.work, p)}/{len(p.keys())}" for p in plans
-            if measured(args.work, p) < len(p.keys())]
+    left = [f"{p.name} {measured(args.work, p)}/{len(p.keys())}"
+            + ("" if measured(args.work, p) < len(p.keys()) else ", its bases' noise floor")
+            for p in plans if not whole(args.work, p)]
     print(f"{design_dir}: " + ("every config measured" if not left else
                                "not whole yet, run the same command again: " + ", ".join(left)))
     return 0

@@ -13,12 +13,15 @@ eager and the base at each batch size, then the queue in order, and stops. Where
 cannot be reached (eager fails at a batch size: the configs there are rows that say so, not
 trials), the sampler would go on to the rest of the union: the first config it proposes outside
 the plan is aborted as it starts (the trial in flight abandoned: no row), and the run ends.
+Then the base at each batch size is measured again in fresh processes until it has
+:data:`knob_sweep.NOISE_PROCESSES` p50s, its trial's included (:func:`measure_bases`): the sweep's
+noise floor.
 
 Ctrl-C (SIGINT, which record_knobs sends once its time is spent) stops after the trial in
 flight; the same command resumes the study and measures only what is left: the study keeps the
 StartFrom it was made with, and a run that gives the same one is accepted.
 
-Exit code: 0 once nothing queued is left to run, 1 for a bad input (a line on stderr), 2 for a
+Exit code: 0 once nothing queued is left to run and the bases have their processes, 1 for a bad input (a line on stderr), 2 for a
 bad command line, and the tuner's code for a stopped run (130 after Ctrl-C) otherwise.
 """
 
@@ -36,11 +39,13 @@ import click
 if __package__ in (None, ""):  # run as a script: the repository root holds `benchmarks`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import knob_sweep  # noqa: E402
 from tuner.cli import measure, output  # noqa: E402
+from tuner.data.select import eligible  # noqa: E402
 from tuner.domain.config import TrialConfig  # noqa: E402
 from tuner.errors import UserError  # noqa: E402
 from tuner.launch import signals  # noqa: E402
-from tuner.study import foreground, new_search  # noqa: E402
+from tuner.study import finalists, foreground, new_search  # noqa: E402
 from tuner.study.start_plan import StartFrom  # noqa: E402
 
 DONE = "every config of the sweep has a row (where the model fails, one that says so)"
@@ -74,18 +79,49 @@ def run(options: new_search.SearchOptions, queue: StartFrom) -> int:
     planned = {c.key for c in new.spec.space.baselines()} | {s.config.key for s in queue.configs}
     new.spec = dataclasses.replace(new.spec, start_from=queue, n_trials=len(planned))
     with output.progress(say) as callbacks:
-        ended, done = _run(new, callbacks, planned, say)
+        ended, done, search = _run(new, callbacks, planned, say)
     summary = ended.summary
     if done:  # stopped here, not by the user: nothing is left to resume
         summary = dataclasses.replace(summary, stop_reason=DONE, stopped=False)
     output.finish(summary, say, as_json=False)
-    return 0 if done or not ended.stopped else signals.exit_code(ended.received)
+    if not (done or not ended.stopped):
+        return signals.exit_code(ended.received)
+    received: list[int] = []
+    if measure_bases(search, say, received):
+        return signals.exit_code(received)
+    return 0
+
+
+def measure_bases(search: Any, say: Callable[[str], None], received: list[int]) -> bool:
+    """Measure each base that finished ok again, in fresh processes, until it has
+    :data:`knob_sweep.NOISE_PROCESSES` p50s (those of an earlier run count); Ctrl-C stops after
+    the process in flight, as in ``tuner confirm``. True if it was stopped."""
+    trials = search.current().trials
+    keys = knob_sweep.base_keys(search.spec.space)
+    bases = eligible(trials)
+    bases = bases[bases["config_key"].isin(keys)]
+    if bases.empty:
+        return False
+    say(f"the noise floor: each base measured in {knob_sweep.NOISE_PROCESSES} processes")
+    search.abort.clear()  # set where the sweep ended itself (:func:`_run`), which was the search's
+    search.stop_after_trial.clear()
+    with signals.installed(signals.stop_handlers(search, say, "re-measurement", received)):
+        try:
+            summary = finalists.confirm(search.study, search.claims.storage, search.spec,
+                                        search.runner, bases, knob_sweep.NOISE_PROCESSES - 1,
+                                        on_message=say, stop=search.stop_after_trial,
+                                        abort=search.abort)
+        finally:
+            search.runner.close()
+    search.export()
+    return summary.stopped
 
 
 def _run(new: new_search.NewSearch, callbacks: Mapping[str, Callable[..., None]],
-         planned: set[str], say: Callable[[str], None]) -> tuple[foreground.Ended, bool]:
+         planned: set[str], say: Callable[[str], None]) -> tuple[foreground.Ended, bool, Any]:
     """Run the search in the foreground, aborting the first trial of a config outside
-    ``planned`` (keys) as it starts; how the run ended, and whether that abort ended it."""
+    ``planned`` (keys) as it starts; how the run ended, whether that abort ended it, and the
+    search."""
     from tuner.study.search import Search
 
     runner = new.runner
@@ -112,7 +148,7 @@ def _run(new: new_search.NewSearch, callbacks: Mapping[str, Callable[..., None]]
         runner.close()
         raise
     held.append(search)
-    return foreground.run_search(search, say), bool(done)
+    return foreground.run_search(search, say), bool(done), search
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from benchmarks import knob_sweep
 from benchmarks.knob_catalogue import Candidate, TorchSettings
 from tests.support.knob_search import MODES, OPTIONS, SETTINGS, record
 from tuner.cli import output
+from tuner.data.derive import listed
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import NOT_RUN, Status
 from tuner.fake import FakeRunner
@@ -117,6 +118,9 @@ def test_a_call_measures_the_sweep_and_stops_after_its_queue(tmp_path, fake_cli,
     df = trials(tmp_path / "repo")
     assert list(df["config_key"]) == [c.key for c in plan.configs()]  # 12 trials, in order
     assert list(df["started_from"].fillna("-")) == ["-", "-", *dict(plan.queue)]
+    # The noise floor: the base (the second baseline) in three processes, the rest in one.
+    processes = df["latency_ms_p50_repeats"].map(listed)
+    assert list(processes) == [0, knob_sweep.NOISE_PROCESSES] + [0] * (len(df) - 2)
     design = json.loads((tmp_path / "repo" / FOLDER / "design.json").read_text())
     assert design["design"] == "sweep" and design["planned"] == {
         NAME: [c.key for c in plan.configs()]}
@@ -160,6 +164,29 @@ def test_a_stopped_sweep_resumes_and_measures_only_what_is_left(tmp_path, fake_c
     assert set(first["trial_number"]) < set(both["trial_number"])
 
 
+def test_a_sweep_stopped_before_its_noise_floor_is_not_whole_and_the_next_call_measures_it(
+        tmp_path, fake_cli, monkeypatch, capsys):
+    calls: list[list[str]] = []
+    repo = tmp_path / "repo"
+    plan = knob_sweep.sweep("resnet50", [1], NAME, SETTINGS)[0][0]
+    with monkeypatch.context() as patch:  # Ctrl-C as the last config's trial ends
+        patch.setattr(output, "progress", lambda say: interrupted_after(len(plan.configs())))
+        record(tmp_path, repo, calls, "--design", "sweep")
+    assert capsys.readouterr().out.strip().endswith(
+        f"not whole yet, run the same command again: {NAME} 12/12, its bases' noise floor")
+    with tarfile.open(tmp_path / "out" / "knobs.tgz") as tar:
+        tar.extractall(repo, filter="data")
+    assert trials(repo)["latency_ms_p50_repeats"].map(listed).sum() == 0
+    code, out = record(tmp_path, repo, calls, "--design", "sweep")
+    assert code == 0 and len(calls) == 2
+    assert capsys.readouterr().out.strip().endswith(f"{FOLDER}: every config measured")
+    with tarfile.open(out) as tar:
+        tar.extractall(tmp_path / "back", filter="data")
+    df = trials(tmp_path / "back")
+    assert len(df) == 12 and list(df["latency_ms_p50_repeats"].map(listed)) == \
+        [0, knob_sweep.NOISE_PROCESSES] + [0] * 10
+
+
 def test_a_sweep_where_eager_fails_at_a_batch_size_ends_without_the_rest_of_its_union(
         tmp_path, fake_cli, monkeypatch, capsys):
     # Eager runs out of memory at batch size 16: the configs there are rows that say so, the
@@ -183,7 +210,12 @@ def test_a_sweep_where_eager_fails_at_a_batch_size_ends_without_the_rest_of_its_
     assert set(ran["config_key"]) == {c.key for c in plan.configs()
                                       if c.batch_size == 1} | {eager_16.key}
     assert plan.keys() <= set(df["config_key"])  # every planned config has its row
-    assert len(oom.calls) == len(ran) + 1 and oom.calls[-1] not in plan.keys()  # aborted
+    # The trials, the sampler's config aborted as it started, then the base at batch size 1
+    # measured twice more (the noise floor); the base at 16 did not run, so it is not.
+    assert len(oom.calls) == len(ran) + 3 and oom.calls[len(ran)] not in plan.keys()
+    base_1 = [c.key for c in plan.configs()
+              if c.key in knob_sweep.base_keys(plan.space) and c.batch_size == 1]
+    assert oom.calls[len(ran) + 1:] == base_1 * 2
 
 
 def test_the_queue_file_holds_the_plans_queue_each_config_named_by_its_candidate():

@@ -42,13 +42,13 @@ def grid_figures(config: TrialConfig) -> dict:
 
 def write(root: Path, folder: str, name: str, space: SearchSpace, figures: dict, *,
           design: dict | None = None, fail: dict | None = None, drop: int = 0,
-          configs: list[TrialConfig] | None = None) -> None:
+          configs: list[TrialConfig] | None = None, columns: dict | None = None) -> None:
     """The study ``folder/name`` (every config of ``space`` but the last ``drop``, or
     ``configs``), and the design file beside it: in a grid's or a sweep's folder, or in the
     screen's beside its arms."""
     configs = configs or space.configs()[:len(space.configs()) - drop]
     study = write_study(root / folder, name, trial_configs=configs,
-                        meta={"space": space.to_dict()}, fail=fail,
+                        meta={"space": space.to_dict()}, fail=fail, columns=columns,
                         changes={c.key: figures[c.key] for c in configs if c.key in figures})
     if design is not None:
         target = study if folder in ("landscapes", "sweeps") else study.parent
@@ -211,12 +211,12 @@ def statuses(text: str) -> dict[int, str]:
             re.finditer(r"^\| (\d+) \|.*\| ([^|]+) \|$", text, re.M)}
 
 
-def test_a_sweep_gives_each_knob_against_the_base_at_its_batch_size(tmp_path):
-    # A torch that benchmarks combo kernels: the sweep's combo_kernels config holds
-    # benchmark_combo_kernel=False, which only it sets. Base 2 ms, 10 s; freezing 1.8 ms, 13 s
-    # (0.900, 1.30x); combo_kernels 2.06 ms, 10 s (1.030, 1.00x); cudagraph_trees off fails
-    # to compile; a config of the union outside the plan (freezing and combo_kernels) is left
-    # out whatever it measured.
+def sweep_page(tmp_path: Path, base_p50s: list[float] | None = None) -> tuple[str, str]:
+    """A sweep's page, and the sweep's name. A torch that benchmarks combo kernels: the sweep's
+    combo_kernels config holds benchmark_combo_kernel=False, which only it sets. Base 2 ms,
+    10 s (``base_p50s``: its p50 in each of several processes); freezing 1.8 ms, 13 s; combo_kernels
+    2.06 ms, 10 s; cudagraph_trees off fails to compile; a config of the union outside the
+    plan (freezing and combo_kernels) is left out whatever it measured."""
     settings = TorchSettings("2.12.0", {**SETTINGS.options, "benchmark_combo_kernel": True,
                                         "triton.cudagraph_trees": True}, SETTINGS.modes)
     union = SearchSpace(("eager", "inductor"), ("reduce-overhead",), (False,), (1,), options={
@@ -240,18 +240,44 @@ def test_a_sweep_gives_each_knob_against_the_base_at_its_batch_size(tmp_path):
         configs=[eager, base, freezing, combo, trees, both],
         fail={trees.key: Status.COMPILE_ERROR}, design={
             "design": "sweep", "settings": settings.to_dict(),
-            "planned": {name: [c.key for c in (eager, base, freezing, combo, trees)]}})
-    text = page(tmp_path, tmp_path / "knobs.md")
+            "planned": {name: [c.key for c in (eager, base, freezing, combo, trees)]}},
+        columns={base.key: {"latency_ms_p50_repeats": base_p50s}} if base_p50s else None)
+    assert len(union.configs()) == 17
+    return page(tmp_path, tmp_path / "knobs.md"), name
+
+
+def sweep_table(text: str) -> list[str]:
     table = text[text.index("### Sweeps: the knob alone on reduce-overhead, one study"):]
-    table = table[:table.index("\n\n", table.index("|"))]
-    assert table.splitlines()[2:] == ["| candidate | resnet18 bs1 H200 |", "|---|---:|",
-                                      "| freezing | 0.900, 1.30x |",
-                                      "| combo_kernels | 1.030, 1.00x |",
-                                      "| cudagraph_trees | compile_error |"]
+    return table[:table.index("\n\n", table.index("|"))].splitlines()[2:]
+
+
+def test_a_sweep_gives_each_knob_against_the_base_at_its_batch_size(tmp_path):
+    # freezing 0.900, 1.30x; combo_kernels 1.030, 1.00x
+    text, name = sweep_page(tmp_path)
+    assert sweep_table(text) == ["| candidate | resnet18 bs1 H200 |", "|---|---:|",
+                                 "| freezing | 0.900, 1.30x |",
+                                 "| combo_kernels | 1.030, 1.00x |",
+                                 "| cudagraph_trees | compile_error |"]
     assert f"1 sweep(s) ({name})" in text
     line = "knobs: 2 of 3 candidates move p50 by at least 2 % on at least one model"
     assert text.rstrip().splitlines()[-1] == line
     assert "- **Moved p50 by at least 2 %:** combo_kernels (resnet18 slower); freezing " \
            "(resnet18 faster)" in text
-    assert len(union.configs()) == 17
-    assert statuses(text)[1] == "whole"  # the five planned configs, not the union's 17
+    # The five planned configs have their rows (not the union's 17); the base has one process.
+    assert statuses(text)[1] == "every config; the bases' noise floor left"
+    assert "No sweep has measured its bases in several processes yet." in text
+
+
+def test_a_knob_within_the_bases_processes_is_noise_and_moves_nothing(tmp_path):
+    # The base in three processes, 1.9, 2.0 and 2.2 ms: combo_kernels' 2.06 ms lies among them;
+    # freezing's 1.8 ms is faster than every one. Ratios are to their median, 2.0 ms.
+    text, name = sweep_page(tmp_path, [2.0, 1.9, 2.2])
+    assert sweep_table(text) == ["| candidate | resnet18 bs1 H200 |", "|---|---:|",
+                                 "| freezing | 0.900, 1.30x |",
+                                 "| combo_kernels | 1.030, 1.00x, noise |",
+                                 "| cudagraph_trees | compile_error |"]
+    assert text.rstrip().splitlines()[-1] == \
+        "knobs: 1 of 3 candidates move p50 by at least 2 % on at least one model"
+    assert "- **Moved p50 by at least 2 %:** freezing (resnet18 faster)" in text
+    assert f"| {name} | inductor:reduce-overhead, bs1 | 3 | 1.9-2.2 | 15.0 % |" in text
+    assert statuses(text)[1] == "whole"

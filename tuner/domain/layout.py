@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import re
 from pathlib import Path
 
@@ -42,10 +43,20 @@ def check_name(name: str) -> str:
     return name
 
 
+# A file name's bytes on Linux file systems are at most 255, and the artifacts are written through
+# a temporary name with about 15 more: a longer key's name keeps its start and its hash.
+_ARTIFACTS_NAME_MAX = 200
+
+
 def artifacts_relative(config_key: str) -> str:
     """Where a study keeps a config's compile artifacts, relative to the study folder: the
-    config's key with anything but ``[A-Za-z0-9_.-]`` made ``_``."""
-    return "artifacts/" + re.sub(r"[^A-Za-z0-9_.-]+", "_", config_key).strip("_") + ".bin"
+    config's key with anything but ``[A-Za-z0-9_.-]`` made ``_``; a key too long for a file
+    name (a config of many options) keeps its first characters and a hash of the whole key."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", config_key).strip("_")
+    if len(name) + len(".bin") > _ARTIFACTS_NAME_MAX:
+        digest = hashlib.sha256(config_key.encode()).hexdigest()[:16]
+        name = f"{name[:_ARTIFACTS_NAME_MAX - len(digest) - len('-.bin')]}-{digest}"
+    return f"artifacts/{name}.bin"
 
 
 @dataclasses.dataclass(frozen=True)
