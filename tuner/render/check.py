@@ -118,9 +118,23 @@ def _latency(check: Check) -> str:
     if r.latency_ms_p50 is None:
         return "not measured"
     study = check.rec.measured.latency_ms_p50_median or check.rec.measured.latency_ms_p50
-    versus = (f" (study {study:.3f} ms, {100 * (r.latency_ms_p50 / study - 1):+.1f} %)"
+    versus = (f" (study {study:.3f} ms, {100 * (r.latency_ms_p50 / study - 1):+.1f} %"
+              f"{_spread(check.rec.row.get('latency_ms_p50_repeats'), r.latency_ms_p50)})"
               if _number(study) and study > 0 else "")
     return f"p50 {r.latency_ms_p50:.3f} ms per request{versus}, over {plural(r.calls, 'call')}"
+
+
+def _spread(repeats: Any, p50: float) -> str:
+    """The study's processes where it measured the config in several: their range, and whether
+    this one p50 lies within it (a difference within it is the machine's noise)."""
+    values = [float(v) for v in repeats] if hasattr(repeats, "__len__") and \
+        not isinstance(repeats, str) else []
+    values = [v for v in values if math.isfinite(v)]
+    if len(values) < 2:
+        return ""
+    low, high = min(values), max(values)
+    where = "within them" if low <= p50 <= high else "outside them"
+    return f"; its {len(values)} processes {low:.3f}-{high:.3f} ms, this one {where}"
 
 
 def as_json(check: Check) -> dict[str, Any]:

@@ -58,6 +58,13 @@ def test_a_warm_start_with_the_studys_output_passes(rec):
     assert lines[3] == ("output: matches the study's eager output (max abs error 1e-07, "
                         "tolerance 0.001 of the output's scale)")
     assert lines[4].startswith("latency: p50 0.500 ms per request (study ")
+    # The study measured it in three processes: their range says what a difference is worth.
+    p50s = [float(v) for v in rec.row["latency_ms_p50_repeats"]]
+    assert len(p50s) == 3
+    assert f"; its 3 processes {min(p50s):.3f}-{max(p50s):.3f} ms, this one outside them)" \
+        in lines[4]
+    inside = Check(rec, dataclasses.replace(HIT, latency_ms_p50=sorted(p50s)[1])).lines()[4]
+    assert inside.endswith("ms, this one within them), over 30 calls")
     assert lines[-1] == "verdict: warm start and output as the study's"
     data = found.to_dict()
     assert data["passed"] is True and data["tuner_version"] == tuner.__version__
