@@ -21,8 +21,9 @@ Ctrl-C (SIGINT, which record_knobs sends once its time is spent) stops after the
 flight; the same command resumes the study and measures only what is left: the study keeps the
 StartFrom it was made with, and a run that gives the same one is accepted.
 
-Exit code: 0 once nothing queued is left to run and the bases have their processes, 1 for a bad input (a line on stderr), 2 for a
-bad command line, and the tuner's code for a stopped run (130 after Ctrl-C) otherwise.
+Exit code: 0 once nothing queued is left to run and the bases have their processes, 1 for a
+bad input (a line on stderr), 2 for a bad command line, and the tuner's code for a stopped run
+(130 after Ctrl-C) otherwise.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def run(options: new_search.SearchOptions, queue: StartFrom) -> int:
     if done:  # stopped here, not by the user: nothing is left to resume
         summary = dataclasses.replace(summary, stop_reason=DONE, stopped=False)
     output.finish(summary, say, as_json=False)
-    if not (done or not ended.stopped):
+    if ended.stopped and not done:  # by the user, or by record_knobs at its time
         return signals.exit_code(ended.received)
     received: list[int] = []
     if measure_bases(search, say, received):
