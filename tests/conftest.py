@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tuner.fake.runner import FAKE_OFFERED_ENV, offered
+
 ROOT = Path(__file__).resolve().parents[1]
 # Workers import `tests.support.models` by name: make the repo root importable in their processes
 # too.
@@ -14,6 +16,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.g
 # pytest-xdist's workers run with COLUMNS=80 (the controller's terminal width): the tests read
 # output as a pipe gets it (COLUMNS unset: 120 columns), and a test that wants a width sets it.
 os.environ.pop("COLUMNS", None)
+# What the installed torch offers, found once here: the fake commands the tests start in their own
+# processes read it instead of importing torchvision, dynamo and inductor each (tuner.fake).
+if FAKE_OFFERED_ENV not in os.environ:
+    os.environ[FAKE_OFFERED_ENV] = offered()
 
 
 @pytest.fixture

@@ -142,14 +142,23 @@ def installed_defaults(modes: Sequence[str], names: Sequence[str]) -> OptionDefa
     it unset, as the installed torch runs it: ``torch._inductor.config`` under
     ``list_mode_options(mode)`` (:meth:`tuner.domain.config.TrialConfig.compile_kwargs`). A
     search records them in its study, so its configs are named by what differs from them."""
+    current, by_mode = inductor_settings(modes)
+    out = {}
+    for mode, options in by_mode.items():
+        runs = {**current, **options}
+        out[mode] = {name: runs[name] for name in names if name in runs}
+    return OptionDefaults.from_dict(out)
+
+
+def inductor_settings(modes: Sequence[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``torch._inductor.config`` as it stands, and the options each of ``modes`` sets over it
+    (``list_mode_options``; a mode this torch does not list is left out)."""
     from torch._inductor import config, list_mode_options
 
-    current = config.get_config_copy()
-    out = {}
+    by_mode = {}
     for mode in modes:
         try:
-            by_mode = {**current, **list_mode_options(mode)}
+            by_mode[str(mode)] = dict(list_mode_options(mode))
         except (RuntimeError, KeyError):  # a mode this torch does not list
             continue
-        out[str(mode)] = {name: by_mode[name] for name in names if name in by_mode}
-    return OptionDefaults.from_dict(out)
+    return config.get_config_copy(), by_mode

@@ -6,6 +6,7 @@ benchmarks' dry runs.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -177,7 +178,43 @@ class FakeRunner:
 
 # -- the command line with FakeRunner behind it ---------------------------------------------------
 FAKE_DELAY_ENV = "TUNER_TEST_FAKE_DELAY_S"  # seconds each fake trial takes, in every process
+# What the installed torch offers, found once by the test process (tests/conftest.py) as JSON
+# (:func:`offered`). With it a fake command checks --model, --backend and --mode and names its
+# configs without importing torchvision, dynamo or inductor: seconds in every process it starts.
+FAKE_OFFERED_ENV = "TUNER_TEST_OFFERED"
 FAKE_GPUS = 8  # GPUs a fake fleet may use on a machine where torch sees none
+
+
+def offered() -> str:
+    """What this process's torch offers, as :data:`FAKE_OFFERED_ENV` holds it: torchvision's
+    model names, torch.compile's backends and modes, and inductor's settings (those of a plain
+    value: what a search's option defaults read) overall and per mode."""
+    from tuner.domain.inductor_options import inductor_settings
+    from tuner.domain.space import installed_backends, installed_modes
+    from tuner.domain.workload import torchvision_models
+
+    def plain(options: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in options.items()
+                if v is None or isinstance(v, (bool, int, float, str))}
+
+    modes = installed_modes()
+    current, by_mode = inductor_settings(modes)
+    return json.dumps({"models": torchvision_models(), "backends": installed_backends(),
+                       "modes": modes, "config": plain(current),
+                       "by_mode": {mode: plain(options) for mode, options in by_mode.items()}})
+
+
+def _install_offered(setattr: Any, listed: str) -> None:
+    """Answer what torch offers from :func:`offered`'s JSON."""
+    from tuner.domain import inductor_options, space, workload
+
+    found = json.loads(listed)
+    setattr(workload, "torchvision_models", lambda: list(found["models"]))
+    setattr(space, "installed_backends", lambda: list(found["backends"]))
+    setattr(space, "installed_modes", lambda: list(found["modes"]))
+    setattr(inductor_options, "inductor_settings", lambda modes: (
+        dict(found["config"]),
+        {m: dict(found["by_mode"][m]) for m in map(str, modes) if m in found["by_mode"]}))
 
 
 def install(delay_s: float | None = None, setattr: Any = setattr) -> None:
@@ -200,3 +237,5 @@ def install(delay_s: float | None = None, setattr: Any = setattr) -> None:
     setattr(runner, "make_runner", fake_runner)
     setattr(gpus, "visible_gpus", lambda: real_visible() or FAKE_GPUS)
     setattr(Fleet, "worker_module", "tuner.fake.fleet_worker")
+    if listed := os.environ.get(FAKE_OFFERED_ENV):
+        _install_offered(setattr, listed)

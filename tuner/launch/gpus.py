@@ -25,13 +25,15 @@ NO_GPU_FIX_JOINED = ("run it on a machine with a GPU (an NVIDIA driver and a CUD
                      "torch), or make a new study with `tuner search --device cpu`")
 
 
-def check_device(device: str, available: int, where: str, fix: str = NO_GPU_FIX) -> None:
+def check_device(device: str, where: str, fix: str = NO_GPU_FIX) -> None:
     """A one-line error, before any trial, for a CUDA device this process cannot see: without
     it every trial would start, crash on the missing driver, and the search would exit 0.
     ``where`` names what asked for the device (``--device cuda``, ``study 'x' runs on cuda``);
-    ``fix`` says what to do with no GPU, in the options of the command that asked."""
+    ``fix`` says what to do with no GPU, in the options of the command that asked. The GPUs are
+    counted (which imports torch, seconds) only for a CUDA device."""
     if not re.fullmatch(CUDA_DEVICE, device):
         return  # cpu, or a name validate() reports as unknown
+    available = visible_gpus()
     if available == 0:
         raise UserError(f"{where}, but torch sees no CUDA GPU on this machine "
                         f"(torch.cuda.is_available() is False): {fix}")
@@ -45,7 +47,7 @@ def check_worker_gpu(study: str, device: str, gpu: int | None) -> None:
     """A one-line error for a worker (``tuner worker``) whose study or ``--gpu`` this host
     cannot serve. It imports torch to count the GPUs: a fleet's workers skip it, their parent
     checked."""
-    check_device(device, visible_gpus(), f"study {study!r} runs on {device}", NO_GPU_FIX_JOINED)
+    check_device(device, f"study {study!r} runs on {device}", NO_GPU_FIX_JOINED)
     if gpu is not None:
         if device != "cuda":
             raise UserError(f"study {study!r} runs on {device}; --gpu shows a worker's trials "

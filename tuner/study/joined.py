@@ -78,7 +78,7 @@ def join_confirm(study: str, repeats: str, studies_dir: Path, storage: str | Non
     ``storage``). ``redo``: their earlier re-measurements forgotten first."""
     from tuner.domain.workload import check_loads_here
     from tuner.launch import runner as runners
-    from tuner.launch.gpus import NO_GPU_FIX_JOINED, check_device, visible_gpus
+    from tuner.launch.gpus import NO_GPU_FIX_JOINED, check_device
     from tuner.study.export import refuse_another_studys_folder
     from tuner.study.repeats import Repeats
     from tuner.study.search import Search
@@ -91,7 +91,7 @@ def join_confirm(study: str, repeats: str, studies_dir: Path, storage: str | Non
     spec = join_spec(name, storage, root, "STUDY")
     refuse_another_studys_folder(spec)
     device = spec.workload.device
-    check_device(device, visible_gpus(), f"study {spec.name!r} runs on {device}",
+    check_device(device, f"study {spec.name!r} runs on {device}",
                  NO_GPU_FIX_JOINED)
     check_timeout(timeout_s, spec.protocol, f" (as study {spec.name!r} asks)")
     import_from_here()

@@ -260,7 +260,7 @@ def _spec(o: SearchOptions, name: str, workload: Workload, values: _Values,
     from_file, device = o.from_file, workload.device
     # The device first: counting GPUs imports torch alone; validating imports the model's
     # package and dynamo (seconds more before a one-line error).
-    gpu_list.check_device(device, gpu_list.visible_gpus(), f"--device {device}")
+    gpu_list.check_device(device, f"--device {device}")
     workloads.validate(workload)
     options = dict(from_file.inductor_options) if from_file.inductor_options else \
         option_values(o.inductor_options) if o.inductor_options else \
