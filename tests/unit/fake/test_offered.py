@@ -20,9 +20,7 @@ def real():
 
 
 def test_the_fake_answers_what_torch_offers_as_torch_does(real, monkeypatch):
-    listed = fakes.offered()
-    monkeypatch.delenv(fakes.FAKE_OFFERED_ENV, raising=False)
-    monkeypatch.setenv(fakes.FAKE_OFFERED_ENV, listed)
+    monkeypatch.setenv(fakes.FAKE_OFFERED_ENV, fakes.offered())
     fakes.install(setattr=monkeypatch.setattr)
 
     assert workload.torchvision_models() == real["models"]
