@@ -107,11 +107,15 @@ def test_the_noise_verdict_and_the_knobs_on_synthetic_studies(tmp_path, processe
         "B reduce-overhead)" in text.splitlines()
 
 
-def test_the_docs_excerpt_of_the_pair_is_the_real_output():
+@pytest.mark.parametrize("heading, pair", [
+    ("For the\nresnet50 pair, the lines under each batch size's table:\n\n```\n", PAIR),
+    ("the lines\nunder each batch size's table:\n\n```\n",
+     [ROOT / "studies" / "h100-resnet50-bf16-extended-from-h200", PAIR[1]])])
+def test_the_docs_excerpt_of_the_pair_is_the_real_output(heading, pair, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
     page = (ROOT / "docs" / "examples.md").read_text()
-    start = page.index("For the\nresnet50 pair, the lines under each batch size's table:\n\n```\n")
-    excerpt = page[start:].split("```\n")[1].splitlines()
-    out = CliRunner().invoke(main, ["compare", *map(str, PAIR)])
+    excerpt = page[page.index(heading):].split("```\n")[1].splitlines()
+    out = CliRunner().invoke(main, ["compare", *map(str, pair)])
     assert out.exit_code == 0, out.output
     rest = iter(out.output.splitlines())  # the excerpt's lines, in the output's order
     assert len(excerpt) > 3 and all(line in rest for line in excerpt), excerpt
