@@ -32,6 +32,7 @@ from tuner.study.broken import HELD, Breakage, breakage_of, retried
 from tuner.study.fronts import Fronts, StoredTrial
 from tuner.study.params import params_of
 from tuner.study.record import is_measured, stored_result, was_run
+from tuner.study.start_plan import StartFrom
 from tuner.study.storage import (
     CONFIG_ATTR,
     DUPLICATE_ATTR,
@@ -108,6 +109,7 @@ class Claims:
         self._finish = finish
         self._retry_held = retry_held
         self._heartbeat: Heartbeat | None = None
+        self._started: tuple[object, dict[str, str]] | None = None  # started_from's cache
         # The GPUs this worker's trials see (CUDA_VISIBLE_DEVICES, as its runner pins them), kept
         # with each claim: a search beside another on the same GPUs is told (Search).
         self.gpus: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -221,10 +223,27 @@ class Claims:
                                          "heartbeat_s": self.heartbeat_s, "gpus": self.gpus})
         trial.set_user_attr(KEY_ATTR, config.key)
         trial.set_user_attr(CONFIG_ATTR, config.to_dict())
+        if (came := self.started_from(config.key)) is not None:
+            # A config --start-from gave says so whichever trial measures it, not only the one
+            # it was queued in: a worker's sampler may propose it while another worker holds
+            # that queued trial, asked but not claimed yet (no owner: no holder, see state),
+            # and then this claim goes on and that one steps back.
+            trial.set_user_attr(STARTED_FROM_ATTR, came)
         # Each claimant writes its claim before it reads, so of two that claim at once at least
         # one sees the other: both may step back, never both go on.
         state = self.state(exclude=number)
         return not (config.key in state.measured or config.key in state.running)
+
+    def started_from(self, key: str) -> str | None:
+        """The study that gave the config ``key`` through ``--start-from`` (the study's stored
+        :class:`tuner.study.start_plan.StartFrom`): the row's started_from; None for the others."""
+        plan = self.fronts.start_from
+        if plan is None:
+            return None
+        if self._started is None or self._started[0] is not plan:
+            self._started = (plan, {s.config.key: s.source
+                                    for s in StartFrom.from_dict(plan).configs})
+        return self._started[1].get(key)
 
     @staticmethod
     def step_back(trial: optuna.Trial, config: TrialConfig) -> None:

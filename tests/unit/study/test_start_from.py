@@ -18,6 +18,7 @@ from tests.support.synthetic import write_study
 from tuner.data import files
 from tuner.domain.config import TrialConfig
 from tuner.domain.layout import PARETO_FILE
+from tuner.domain.records import TrialRequest
 from tuner.domain.workload import Workload
 from tuner.fake import FakeRunner
 from tuner.study.claims import pid_namespace
@@ -198,4 +199,34 @@ def test_a_started_config_that_a_dead_search_left_running_still_says_where_it_ca
     again.run()
     assert sorted(again.runner.calls) == sorted(s.config.key for s in plan.configs)
     df, _ = files.read(tmp_path / "s")
+    assert dict(zip(df["config_key"], came_from(df)))[config.key] == SOURCE
+
+
+def test_a_started_config_another_worker_claims_while_its_queued_trial_is_unclaimed_says_so(
+        tmp_path):
+    # A fleet's worker takes the started config's queued trial (ask), and before it claims it
+    # (setting its owner, seconds on a loaded host) another worker's sampler proposes the same
+    # config: that one's claim wins, and it measures the config. Its row says where it came from
+    # all the same (the queued trial, pruned as its duplicate, has no row).
+    source_study(tmp_path / "from")
+    plan = read_start_from([str(tmp_path / "from" / SOURCE)], tmp_path, "s", WORKLOAD, SPACE)
+    spec = make_spec(tmp_path, start_from=plan)
+    Search(dataclasses.replace(spec, n_trials=len(SPACE.baselines())), FakeRunner()).run()
+    other = Search(spec, FakeRunner())
+    config = plan.configs[0].config
+    taken = ask(other.fronts.of(1))  # the first worker took the queued trial, unclaimed yet
+    assert taken.user_attrs[KEY_ATTR] == config.key
+    worker = Search(spec, FakeRunner())
+    trial, number = worker.claims.ask(worker.fronts.of(1))  # a trial of its sampler's
+    assert worker.claims.claim(trial, number, config)
+    result = worker.runner.run(TrialRequest(config, spec.workload, spec.protocol),
+                               spec.layout.trial_dir(number))
+    worker.record(trial, number, result)
+    worker.claims.stop_heartbeat()
+    number = other.fronts.number(other.fronts.of(1), taken.number)
+    assert not other.claims.claim(taken, number, config)  # the first worker steps back
+    other.claims.step_back(taken, config)
+    worker.export()
+    df, _ = files.read(tmp_path / "s")
+    assert list(df["config_key"]).count(config.key) == 1
     assert dict(zip(df["config_key"], came_from(df)))[config.key] == SOURCE
