@@ -136,7 +136,10 @@ def recording(root: Path, left: Mapping[str, tuple[int, int]],
         'run(command="MODEL=... BATCH_SIZES=... DESIGN=... bash scripts/gpu_landscape.sh",',
         '    carry=[".whl"], kind="nvidia-h100-x1")',
         "```", "",
-        "then, at the repository root here: `tar -xzf FILES_AT/knobs.tgz` (FILES_AT: the "
+        "or, the same command every time, `DESIGN=plan bash scripts/gpu_landscape.sh`: the "
+        "units below in their order: a call that makes one whole goes on with the next (on an "
+        "H200 it records the same units, named `...-h200`).", "",
+        "Then, at the repository root here: `tar -xzf FILES_AT/knobs.tgz` (FILES_AT: the "
         "reply's `files_at`), `.venv/bin/python benchmarks/knobs.py`, and commit "
         "`benchmarks/landscapes`, `benchmarks/sweeps`, `benchmarks/screens` and this page. The archive holds only "
         "`study.db`, the Parquet files and `design.json`; once a grid is whole it also holds "

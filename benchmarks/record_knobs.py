@@ -3,7 +3,10 @@
     python3 benchmarks/record_knobs.py --model resnet50 --batch-sizes 1,16 --design screen \\
         --limit-min 8.5 --out $OUT/knobs.tgz
 
-Run by ``scripts/gpu_landscape.sh`` (its environment variables are these options). It makes the
+Run by ``scripts/gpu_landscape.sh`` (its environment variables are these options).
+``--design plan`` takes the units of the recording plan (benchmarks/knob_plan.py, the
+"Recording" table of benchmarks/results/knobs.md) in their order, named after the GPU this call
+got, and goes on to the next unit once one is whole, so that a call's minutes are all spent. It makes the
 design's studies (a grid: one landscape; a screen: one small study per candidate; a sweep: one
 study of every cheap candidate, one knob at a time), checked against the installed torch, and
 runs ``tuner search`` on each that is not whole yet (a sweep: benchmarks/sweep_search.py, which
@@ -41,7 +44,7 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `ben
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import knob_catalogue as catalogue  # noqa: E402
-from benchmarks import knob_sweep  # noqa: E402
+from benchmarks import knob_plan, knob_sweep  # noqa: E402
 from benchmarks.knob_catalogue import StudyPlan, TorchSettings  # noqa: E402
 from tuner.cli.options import parse_duration  # noqa: E402
 from tuner.data.derive import listed  # noqa: E402
@@ -173,10 +176,12 @@ def run_plans(plans: Sequence[StudyPlan], work: Path, model: str, dtype: str,
             f"({measured(work, plan) - before} now; tuner search exit {code})")
 
 
-def archive(work: Path, plans: Sequence[StudyPlan], design_dir: str, out: Path) -> list[str]:
-    """Write the archive of the kept files (see the module's docstring); their paths."""
-    kept = [f"{design_dir}/{catalogue.DESIGN_FILE}"]
-    for plan in plans:
+def archive(work: Path, designs: Sequence[tuple[Sequence[StudyPlan], str]], out: Path
+            ) -> list[str]:
+    """Write the archive of the kept files (see the module's docstring) of each design (its
+    plans and its folder); their paths."""
+    kept = [f"{folder}/{catalogue.DESIGN_FILE}" for _, folder in designs]
+    for plan in (plan for plans, _ in designs for plan in plans):
         kept += [f"{plan.path}/{name}" for name in KEEP if (work / plan.path / name).is_file()]
         whole = measured(work, plan) >= len(plan.keys())
         if plan.folder == catalogue.LANDSCAPES and whole:
@@ -220,11 +225,15 @@ def write_design(work: Path, design_dir: str, args: argparse.Namespace,
 
 
 def main(argv: Sequence[str] | None = None, search: Search | None = None,
-         settings: TorchSettings | None = None, gpu: str | None = None) -> int:
+         settings: TorchSettings | None = None, gpu: str | None = None,
+         units: Sequence[knob_plan.Unit] = knob_plan.PLAN) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch-sizes", default="16")
-    parser.add_argument("--design", choices=("grid", "screen", "sweep"), default="screen")
+    parser.add_argument("--design", choices=("grid", "screen", "sweep", "plan"),
+                        default="screen", help="plan: the recording plan's units in order "
+                        "(benchmarks/knob_plan.py); --model, --batch-sizes, --name, --knobs "
+                        "and --arms are then the units'")
     parser.add_argument("--name", default="", help="default MODEL-bf16-bsB1-B2-GPU")
     parser.add_argument("--knobs", default="", help="grid: candidate names (default: the "
                         "model kind's five, knob_catalogue.GRID_KNOBS)")
@@ -237,26 +246,51 @@ def main(argv: Sequence[str] | None = None, search: Search | None = None,
     parser.add_argument("--log", type=Path, help="the searches' output (default: stdout)")
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.limit_min * 60 - 20  # the archive's seconds
-    try:
-        settings = settings or TorchSettings.installed()
-        plans, said, design_dir = design(args, settings, gpu or _gpu())
-    except UserError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    for line in said:
-        print(line)
-    carry(args.repo, args.work, plans)
-    write_design(args.work, design_dir, args, settings, plans, said)
+    if args.design == "plan":
+        calls = [argparse.Namespace(**{**vars(args), "design": u.design, "model": u.model,
+                                       "batch_sizes": ",".join(map(str, u.batch_sizes)),
+                                       "arms": u.arms, "name": "", "knobs": ""})
+                 for u in units]
+    else:
+        calls = [args]
     search = search or functools.partial(tuner_process, log=args.log)
-    run_plans(plans, args.work, args.model, args.dtype, deadline, search,
-              lambda text: print(text, flush=True))
-    archive(args.work, plans, design_dir, args.out)
-    left = [f"{p.name} {measured(args.work, p)}/{len(p.keys())}"
-            + ("" if measured(args.work, p) < len(p.keys()) else ", its bases' noise floor")
-            for p in plans if not whole(args.work, p)]
-    print(f"{design_dir}: " + ("every config measured" if not left else
-                               "not whole yet, run the same command again: " + ", ".join(left)))
+    designs: list[tuple[list[StudyPlan], str]] = []
+    whole_yet = True
+    for one in calls:
+        if not whole_yet:
+            break
+        try:
+            settings = settings or TorchSettings.installed()
+            plans, said, design_dir = design(one, settings, gpu or _gpu())
+        except UserError as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            return 1
+        carry(args.repo, args.work, plans)
+        whole_yet = all(whole(args.work, p) for p in plans)
+        if whole_yet and len(calls) > 1:
+            continue  # a unit an earlier call finished: the plan's next
+        for line in said:
+            print(line)
+        write_design(args.work, design_dir, one, settings, plans, said)
+        run_plans(plans, args.work, one.model, args.dtype, deadline, search,
+                  lambda text: print(text, flush=True))
+        designs.append((plans, design_dir))
+        whole_yet = _report(args.work, plans, design_dir)
+    if not designs:
+        print("every unit of the plan is whole")
+    archive(args.work, designs, args.out)
     return 0
+
+
+def _report(work: Path, plans: Sequence[StudyPlan], design_dir: str) -> bool:
+    """Print how far the design is; whether it is whole."""
+    left = [f"{p.name} {measured(work, p)}/{len(p.keys())}"
+            + ("" if measured(work, p) < len(p.keys()) else ", its bases' noise floor")
+            for p in plans if not whole(work, p)]
+    print(f"{design_dir}: " + ("every config measured" if not left else
+                               "not whole yet, run the same command again: " + ", ".join(left)),
+          flush=True)
+    return not left
 
 
 def _gpu() -> str:

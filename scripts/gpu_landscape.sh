@@ -10,7 +10,10 @@
 #                settings, and that base with exactly one candidate set), under
 #                benchmarks/sweeps/NAME/ (benchmarks/knob_sweep.py; ARMS and KNOBS do not
 #                apply; the slow candidates stay screens); grid: the landscape, modes
-#                default and reduce-overhead x five knobs both ways, under benchmarks/landscapes/
+#                default and reduce-overhead x five knobs both ways, under benchmarks/landscapes/;
+#                plan: the units of the recording plan (benchmarks/knob_plan.py, "Recording"
+#                in benchmarks/results/knobs.md) in order, the next once one is whole (MODEL,
+#                BATCH_SIZES, NAME, ARMS and KNOBS are then the units')
 #   NAME         default MODEL-bf16-bsB1-B2-GPU (gpu as nvidia-smi names it: h100, h200)
 #   ARMS         screen: cheap (default), slow (the autotuning searches, 4-minute compile
 #                budget), all, or candidate names; KNOBS: grid: five candidate names

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import re
 import tarfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from benchmarks import knob_catalogue as catalogue
+from benchmarks import knob_plan, record_knobs
 from benchmarks.knob_catalogue import TorchSettings
-from tests.support.knob_search import MODES, OPTIONS, SETTINGS, record
+from tests.support.knob_search import MODES, OPTIONS, SETTINGS, in_process, record
 from tuner.cli.app import main as tuner_main
 from tuner.domain.space_file import read_space_file
 from tuner.errors import UserError
@@ -154,3 +156,42 @@ def test_a_carried_arm_is_resumed_where_the_last_call_stopped(tmp_path, fake_cli
         tar.extractall(tmp_path / "back", filter="data")
     trials = pd.read_parquet(tmp_path / "back" / screen / "freezing" / "trials.parquet")
     assert len(trials) == 3 and carried < set(trials["trial_number"])  # the third measured now
+
+
+def test_a_plan_call_goes_on_to_the_next_unit_and_a_later_call_starts_where_it_stopped(
+        tmp_path, fake_cli, capsys):
+    # Two small units: the freezing screen at batch size 1, then at 2 (3 configs each).
+    units = [knob_plan.Unit("screen", "resnet50", (bs,), "freezing") for bs in (1, 2)]
+    first, second = (f"benchmarks/screens/resnet50-bf16-bs{bs}-h100" for bs in (1, 2))
+    calls: list[list[str]] = []
+    out = tmp_path / "out" / "knobs.tgz"
+
+    def call(repo: Path) -> list[str]:
+        assert record_knobs.main(
+            ["--design", "plan", "--work", str(tmp_path / "work"), "--repo", str(repo),
+             "--out", str(out)], search=in_process(calls), settings=SETTINGS, gpu="h100",
+            units=units) == 0
+        with tarfile.open(out) as tar:
+            tar.extractall(repo, filter="data")  # what a session commits
+            # the units with a study measured in this call
+            return sorted({n.split("/")[2] for n in tar.getnames() if n.endswith(".parquet")})
+
+    # One call, time enough: the first unit, then the second.
+    assert call(tmp_path / "fresh") == [first.split("/")[2], second.split("/")[2]]
+    text = capsys.readouterr().out
+    assert text.index(f"{first}: every config measured") < \
+        text.index(f"{second}: every config measured")
+    # A repository whose first unit an earlier call finished: this call records the second.
+    repo = tmp_path / "repo"
+    record(tmp_path, repo, calls, "--arms", "freezing")
+    with tarfile.open(tmp_path / "out" / "knobs.tgz") as tar:
+        tar.extractall(repo, filter="data")
+    capsys.readouterr()
+    searches = len(calls)
+    assert call(repo) == [second.split("/")[2]] and len(calls) == searches + 1
+    text = capsys.readouterr().out
+    assert first not in text and f"{second}: every config measured" in text
+    assert len(pd.read_parquet(repo / second / "freezing" / "trials.parquet")) == 3
+    # And then nothing is left to run.
+    assert call(repo) == [] and len(calls) == searches + 1
+    assert capsys.readouterr().out.strip() == "every unit of the plan is whole"
