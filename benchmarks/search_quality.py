@@ -47,6 +47,7 @@ from tuner.data.select import eligible  # noqa: E402
 from tuner.errors import UserError  # noqa: E402
 from tuner.study.search import Search  # noqa: E402
 from tuner.study.spec import StudySpec  # noqa: E402
+from tuner.study.start_plan import StartFrom  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LANDSCAPES = HERE / "landscapes"
@@ -108,13 +109,14 @@ def reached(landscape: Landscape, order: Sequence[str], target: float = TARGET) 
 
 
 def search_order(landscape: Landscape, sampler: str | None, seed: int, root: Path,
-                 target: float = TARGET) -> list[str]:
+                 target: float = TARGET, start_from: StartFrom | None = None) -> list[str]:
     """Run the tuner's search over the grid, replayed, until it has measured a config within
-    ``target`` of the best at every batch size; the config keys of its trials, in order."""
+    ``target`` of the best at every batch size; the config keys of its trials, in order.
+    ``start_from``: what ``tuner search --start-from`` measures first (benchmarks/start_from.py)."""
     near = near_best(landscape, target)
     runner = ReplayRunner(landscape)
     spec = StudySpec(name="replay", workload=landscape.workload, space=landscape.space(),
-                     root=root, seed=seed, sampler=sampler)
+                     root=root, seed=seed, sampler=sampler, start_from=start_from)
 
     def stop_once_reached(_event: object) -> None:
         if all(any(key in keys for key in runner.calls) for keys in near.values()):

@@ -15,8 +15,16 @@ baselines the tuner queues first included, and their wall time (``wall_s``). Two
 study's own (what the issue asks: how soon a search settles), and the best either study of the
 pair measured on that GPU (a study that never found it says "not reached").
 
+Replayed on the knob landscapes (``benchmarks/landscapes/*.parquet``, issue 53): where the
+same grid was recorded on two GPUs (names that differ only in their last part, the GPU), the
+search over one GPU's grid is replayed (:func:`benchmarks.search_quality.search_order`, the
+tuner's default sampler, ``--seeds`` seeds) with ``--start-from`` the other GPU's grid and
+without, each direction counted as one landscape: the median over the seeds of the trials until
+a config within 2 % of that grid's best, at every batch size.
+
 The report (``--out``, default ``benchmarks/results/start-from.md``) has one row per study and
-ends with a line of exactly this form (the medians over the pairs, own bests):
+per replayed landscape, and ends with a line of exactly this form (the medians over the
+pairs and replayed landscapes, own bests):
 ``start-from: within 2 % of the best after A trials with --start-from, B without (median over
 landscapes)``.
 """
@@ -29,6 +37,7 @@ import datetime
 import re
 import statistics
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -37,12 +46,18 @@ import pandas as pd
 if __package__ in (None, ""):  # run as a script: the repository root holds `benchmarks`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.replay import Landscape  # noqa: E402
+from benchmarks.search_quality import reached as landscape_reached  # noqa: E402
+from benchmarks.search_quality import search_order  # noqa: E402
 from tuner.data.select import eligible, not_run  # noqa: E402
+from tuner.study.start_from import read_start_from  # noqa: E402
 from tuner.study.storage.attrs import STARTED_FROM_ATTR  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = REPO / "studies"
 REPORT = REPO / "benchmarks" / "results" / "start-from.md"
+LANDSCAPES = REPO / "benchmarks" / "landscapes"
+SEEDS = 20
 TARGET = 0.02
 FROM = re.compile(r"-from-[a-z0-9]+$")
 
@@ -143,26 +158,65 @@ def measure_pair(with_path: Path, without_path: Path) -> tuple[StudyRun, StudyRu
     return run(with_path), run(without_path)
 
 
-def summary_line(pairs: Sequence[tuple[StudyRun, StudyRun]]) -> str:
-    """The issue's line, over the pairs whose --start-from study measured what it took."""
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """One GPU's grid searched again (replayed), with ``--start-from`` the same grid of another
+    GPU and without: the median over the seeds of the trials until within the target of the
+    grid's best at every batch size."""
+
+    target: str  # the landscape searched
+    source: str  # the one started from
+    with_trials: float
+    without_trials: float
+    seeds: int
+    taken: int  # configs --start-from put first (the baselines left out)
+
+
+def landscape_pairs(root: Path = LANDSCAPES) -> list[tuple[Path, Path]]:
+    """(searched, started from): the landscapes of one design on two GPUs, both ways."""
+    by_design: dict[str, list[Path]] = {}
+    for path in sorted(root.glob("*.parquet")):
+        by_design.setdefault(path.stem.rpartition("-")[0], []).append(path)
+    return [(a, b) for paths in by_design.values() for a in paths for b in paths if a != b]
+
+
+def replay(target: Path, source: Path, seeds: Sequence[int]) -> Replay:
+    grid = Landscape.read(target)
+    space = grid.space()
+    counts: dict[bool, list[int]] = {True: [], False: []}
+    taken = 0
+    for seed in seeds:
+        for start in (True, False):
+            with tempfile.TemporaryDirectory(prefix="start-from-") as root:
+                plan = read_start_from([str(source)], Path(root), "replay", grid.workload,
+                                       space) if start else None
+                taken = len(plan.configs) if plan is not None else taken
+                order = search_order(grid, None, seed, Path(root), start_from=plan)
+            counts[start].append(landscape_reached(grid, order).trials)
+    return Replay(grid.name, Landscape.read(source).name, statistics.median(counts[True]),
+                  statistics.median(counts[False]), len(seeds), taken)
+
+
+def summary_line(pairs: Sequence[tuple[StudyRun, StudyRun]],
+                 replays: Sequence[Replay] = ()) -> str:
+    """The issue's line, over the pairs whose --start-from study measured what it took and the
+    replayed landscapes."""
     done = [pair for pair in pairs if pair[0].complete]
-    if not done:
+    if not done and not replays:
         return (f"start-from: no pair yet: {len(pairs)} --start-from "
                 f"{'study has' if len(pairs) == 1 else 'studies have'} configs of the other "
                 "study still queued (run the same command again: it resumes)")
-    pairs = done
-
-    def median(runs: Sequence[StudyRun]) -> str:
-        counts = [r.own.trials for r in runs if r.own.trials is not None]
-        value = statistics.median(counts)
-        return f"{value:g}"
-
+    with_ = [w.own.trials for w, _ in done if w.own.trials is not None]
+    without = [o.own.trials for _, o in done if o.own.trials is not None]
+    with_ += [r.with_trials for r in replays]
+    without += [r.without_trials for r in replays]
     return (f"start-from: within {TARGET * 100:g} % of the best after "
-            f"{median([w for w, _ in pairs])} trials with --start-from, "
-            f"{median([o for _, o in pairs])} without (median over landscapes)")
+            f"{statistics.median(with_):g} trials with --start-from, "
+            f"{statistics.median(without):g} without (median over landscapes)")
 
 
-def report(pairs: Sequence[tuple[StudyRun, StudyRun]], command: str) -> str:
+def report(pairs: Sequence[tuple[StudyRun, StudyRun]], command: str,
+           replays: Sequence[Replay] = ()) -> str:
     lines = [
         "# --start-from on a second GPU", "",
         f"Written by `{command}` on {datetime.date.today()}, from the committed studies named "
@@ -179,7 +233,19 @@ def report(pairs: Sequence[tuple[StudyRun, StudyRun]], command: str) -> str:
     for pair in pairs:
         for run in pair:
             lines.append(_row(run))
-    lines += ["", summary_line(pairs)]
+    lines += ["", "## Replayed on the knob landscapes", ""]
+    if not replays:
+        lines.append("None yet: no grid of `benchmarks/landscapes/` was recorded on two GPUs.")
+    else:
+        lines += [f"Each grid searched again from its recording (the tuner's default sampler, "
+                  f"median over {replays[0].seeds} seeds), with `--start-from` the same grid "
+                  "of the other GPU and without; trials until a config within "
+                  f"{TARGET * 100:g} % of that grid's best at every batch size.", "",
+                  "| landscape searched | started from | configs put first | trials with | "
+                  "trials without |", "|---|---|---:|---:|---:|"]
+        lines += [f"| `{r.target}` | `{r.source}` | {r.taken} | {r.with_trials:g} | "
+                  f"{r.without_trials:g} |" for r in replays]
+    lines += ["", summary_line(pairs, replays)]
     return "\n".join(lines) + "\n"
 
 
@@ -209,19 +275,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("studies", nargs="*", type=Path, help="WITH WITHOUT, pair by pair")
     parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--landscapes", type=Path, default=LANDSCAPES,
+                        help="the grids replayed where two GPUs have one")
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--studies-dir", type=Path, default=STUDIES,
+                        help="where the pairs are found when none are given")
     args = parser.parse_args(argv)
     if len(args.studies) % 2:
         parser.error("give the studies in pairs: WITH WITHOUT")
     given = [(args.studies[i].resolve(), args.studies[i + 1].resolve())
              for i in range(0, len(args.studies), 2)]
-    paths = given or discover()
-    if not paths:
-        parser.error(f"no studies/*-from-* folder with its counterpart under {STUDIES}")
+    paths = given or discover(args.studies_dir)
+    grids = landscape_pairs(args.landscapes)
+    if not paths and not grids:
+        parser.error(f"no *-from-* folder with its counterpart under {args.studies_dir}, and no "
+                     f"grid recorded on two GPUs under {args.landscapes}")
     pairs = [measure_pair(w, o) for w, o in paths]
+    replays = [replay(target, source, range(args.seeds)) for target, source in grids]
     command = "python benchmarks/start_from.py" + "".join(
         f" {p}" for p in (argv if argv is not None else sys.argv[1:]))
-    args.out.write_text(report(pairs, command))
-    print(summary_line(pairs))
+    args.out.write_text(report(pairs, command, replays))
+    print(summary_line(pairs, replays))
     return 0
 
 

@@ -3,14 +3,17 @@ trial order and latencies set by hand, so every count below can be worked out by
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
 
 from benchmarks import start_from
+from benchmarks.replay import Landscape
 from tests.support.synthetic import write_study
 from tuner.domain.config import TrialConfig
 from tuner.domain.records import Status
+from tuner.domain.space import SearchSpace
 from tuner.study.storage.attrs import STARTED_FROM_ATTR
 
 EAGER1, EAGER16 = TrialConfig("eager", 1), TrialConfig("eager", 16)
@@ -76,7 +79,7 @@ def test_a_study_that_never_measured_the_pairs_best_has_not_reached_it(tmp_path)
 def test_the_report_ends_with_the_issues_line_and_pairs_are_found_by_name(pair, tmp_path):
     assert start_from.discover(tmp_path) == [pair]
     out = tmp_path / "start-from.md"
-    assert start_from.main(["--out", str(out), *map(str, pair)]) == 0
+    assert start_from.main(["--out", str(out), "--landscapes", str(tmp_path), *map(str, pair)]) == 0
     text = out.read_text()
     assert text.splitlines()[-1] == ("start-from: within 2 % of the best after 4 trials with "
                                      "--start-from, 7 without (median over landscapes)")
@@ -95,7 +98,53 @@ def test_a_pair_whose_taken_configs_still_wait_in_the_queue_does_not_count(pair,
     first, _ = start_from.measure_pair(with_, without)
     assert first.queued == 1 and not first.complete
     out = tmp_path / "start-from.md"
-    start_from.main(["--out", str(out), str(with_), str(without)])
+    start_from.main(["--out", str(out), "--landscapes", str(tmp_path), str(with_), str(without)])
     text = out.read_text()
     assert "| 2, 1 still queued |" in text
     assert text.splitlines()[-1].startswith("start-from: no pair yet: 1 --start-from study has")
+
+
+# A grid recorded on two GPUs: every config of GRID_SPACE, its best a config the baselines are
+# not (reduce-overhead with coordinate descent and channels_last), the same on both.
+GRID_SPACE = SearchSpace(("eager", "inductor"), ("default", "reduce-overhead"), (False,), (1,),
+                         channels_last=(False, True),
+                         options={"coordinate_descent_tuning": (False, True)})
+GRID_BEST = TrialConfig("inductor", 1, "reduce-overhead", False, channels_last=True,
+                        options={"coordinate_descent_tuning": True})
+
+
+def grid(root: Path, gpu: str, best_ms: float) -> Path:
+    configs = GRID_SPACE.configs()
+    changes = {c.key: {"latency_ms_p50": best_ms if c.key == GRID_BEST.key else 2.0 + i / 10,
+                       "wall_s": 10.0} for i, c in enumerate(configs)}
+    folder = write_study(root / "studies", f"tiny-bs1-{gpu}", gpu=f"NVIDIA {gpu.upper()}",
+                         trial_configs=configs, changes=changes)
+    file = root / "landscapes" / f"tiny-bs1-{gpu}.parquet"
+    file.parent.mkdir(exist_ok=True)
+    file.write_bytes((folder / "trials.parquet").read_bytes())
+    return file
+
+
+def test_a_grid_recorded_on_two_gpus_is_replayed_both_ways_and_counted_in_the_line(tmp_path):
+    h100, h200 = grid(tmp_path, "h100", 1.0), grid(tmp_path, "h200", 0.8)
+    grid(tmp_path, "other", 1.0).rename(tmp_path / "landscapes" / "another-design-h100.parquet")
+    assert start_from.landscape_pairs(tmp_path / "landscapes") == [(h100, h200), (h200, h100)]
+    baselines = len(GRID_SPACE.baselines())
+    assert GRID_BEST.key not in {c.key for c in GRID_SPACE.baselines()}
+    replayed = start_from.replay(h100, h200, range(2))
+    # Started from the H200's grid, its best comes right after the baselines.
+    assert (replayed.target, replayed.source) == ("tiny-bs1-h100", "tiny-bs1-h200")
+    assert replayed.with_trials == baselines + 1 and replayed.taken >= 1
+    assert replayed.without_trials > replayed.with_trials
+    assert len(Landscape.read(h100).configs) == len(GRID_SPACE.configs())
+    back = start_from.replay(h200, h100, range(2))
+    out = tmp_path / "start-from.md"
+    assert start_from.main(["--out", str(out), "--landscapes", str(tmp_path / "landscapes"),
+                            "--studies-dir", str(tmp_path / "studies"), "--seeds", "2"]) == 0
+    text = out.read_text()
+    assert f"| `tiny-bs1-h100` | `tiny-bs1-h200` | {replayed.taken} | {baselines + 1} |" in text
+    assert text.splitlines()[-1] == (
+        f"start-from: within 2 % of the best after "
+        f"{statistics.median([replayed.with_trials, back.with_trials]):g} trials with "
+        f"--start-from, {statistics.median([replayed.without_trials, back.without_trials]):g} "
+        "without (median over landscapes)")
