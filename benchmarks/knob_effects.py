@@ -22,7 +22,7 @@ from benchmarks import knob_sweep
 from benchmarks.knob_catalogue import CATALOGUE, TorchSettings
 from tuner.data import files
 from tuner.data.derive import listed
-from tuner.data.plain import PLAIN_MODES
+from tuner.data.plain import plain_mask
 from tuner.data.rows import config_of, num, plain
 from tuner.data.select import eligible
 from tuner.domain.config import INDUCTOR, OptionValue, TrialConfig
@@ -47,6 +47,13 @@ class Study:
     gpu: str
     # A sweep's configs (its design.json's), of those of its space; None: every one
     planned: frozenset[str] | None = None
+    # Its rows' configs that are plain modes, by the tuner's one rule (tuner.data.plain)
+    plain_keys: frozenset[str] = frozenset()
+
+    def is_plain(self, config: TrialConfig) -> bool:
+        """Whether ``config``, one of its rows', is inductor in a mode as
+        ``torch.compile(mode=...)`` gives it (:func:`tuner.data.plain.is_plain`)."""
+        return config.key in self.plain_keys
 
     def keys(self) -> set[str]:
         """The configs it measures: those planned, else every config of its space."""
@@ -67,7 +74,7 @@ class Study:
         ok = eligible(self.trials)
         return any(listed(row.get("latency_ms_p50_repeats")) < knob_sweep.NOISE_PROCESSES
                    for _, row in ok[ok["config_key"].isin(self.keys())].iterrows()
-                   if is_plain(config_of(row), self.settings))
+                   if self.is_plain(config_of(row)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +117,8 @@ def load_studies(root: Path, here: TorchSettings) -> list[Study]:
             TorchSettings.from_dict(design["settings"]) if recorded else here, recorded, arm,
             str(meta["workload"]["model"]), str(meta["workload"].get("dtype")),
             catalogue.gpu_short(str(gpus.iloc[0]) if len(gpus) else None),
-            None if planned is None else frozenset(planned)))
+            None if planned is None else frozenset(planned),
+            frozenset(df.loc[plain_mask(df, meta), "config_key"])))
     return studies
 
 
@@ -177,7 +185,7 @@ def sweep_effects(study: Study) -> list[Effect]:
     planned = study.keys()  # not the union's not-run rows where the model failed in eager
     rows = [row for _, row in study.trials.iterrows() if row["config_key"] in planned]
     bases = {int(row["batch_size"]): row for row in rows
-             if is_plain(config_of(row), study.settings)}
+             if study.is_plain(config_of(row))}
     ok = set(eligible(study.trials)["config_key"])
     out = []
     for row in rows:
@@ -241,11 +249,3 @@ def _status(row: pd.Series) -> str:
     if str(plain(row.get("message")) or "").startswith(NOT_RUN):
         return f"{status}, not run"
     return "wrong result" if status == "ok" else status
-
-
-def is_plain(config: TrialConfig, settings: TorchSettings) -> bool:
-    """Inductor in a mode as ``torch.compile(mode=...)`` gives it: static shapes, contiguous,
-    every option at torch's value in that mode."""
-    return (config.backend == INDUCTOR and config.mode in PLAIN_MODES
-            and not config.dynamic and not config.channels_last
-            and all(v == settings.value(n, config.mode) for n, v in config.options))

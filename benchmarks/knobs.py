@@ -48,14 +48,13 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `ben
 from benchmarks import knob_plan  # noqa: E402
 from benchmarks.knob_catalogue import CATALOGUE, TorchSettings  # noqa: E402
 from benchmarks.knob_effects import (  # noqa: E402
-    PLAIN_MODES,
     Effect,
     Study,
     effects,
-    is_plain,
     load_studies,
 )
 from tuner.data.derive import listed  # noqa: E402
+from tuner.data.plain import PLAIN_MODES  # noqa: E402
 from tuner.data.rows import config_of, num  # noqa: E402
 from tuner.data.select import eligible  # noqa: E402
 from tuner.errors import UserError  # noqa: E402
@@ -187,7 +186,7 @@ def plain_modes(grid: Study, screens: Sequence[Study], batch_size: int) -> list[
     ok = eligible(grid.trials)
     for _, row in ok[ok["batch_size"] == batch_size].iterrows():
         config = config_of(row)
-        if is_plain(config, grid.settings):
+        if grid.is_plain(config):
             out[str(config.mode)] = Measured(f"inductor:{config.mode}", float(row["latency_ms_p50"]),
                                              num(row["compile_s_cold"]), "grid")
     elsewhere: dict[str, list[tuple[float, float | None, str]]] = {}
@@ -197,7 +196,7 @@ def plain_modes(grid: Study, screens: Sequence[Study], batch_size: int) -> list[
         ok = eligible(study.trials)
         for _, row in ok[ok["batch_size"] == batch_size].iterrows():
             config = config_of(row)
-            if is_plain(config, study.settings) and str(config.mode) not in out:
+            if study.is_plain(config) and str(config.mode) not in out:
                 elsewhere.setdefault(str(config.mode), []).append(
                     (float(row["latency_ms_p50"]), num(row["compile_s_cold"]), study.name))
     for mode, got in elsewhere.items():
@@ -250,7 +249,7 @@ def noise(screens: Sequence[Study]) -> list[str]:
         for _, row in ok.iterrows():
             config = config_of(row)
             label = f"inductor:{config.mode} with torch's settings" \
-                if is_plain(config, study.settings) else str(row["label"])
+                if study.is_plain(config) else str(row["label"])
             groups.setdefault((study.name.split("/")[0], f"{label}, bs{row['batch_size']}"),
                               []).append(float(row["latency_ms_p50"]))
     lines = ["| screen | config | arms | p50 median ms | spread: (max - min) / median |",
@@ -271,7 +270,7 @@ def sweep_noise(sweeps: Sequence[Study]) -> list[str]:
         for _, row in eligible(study.trials).iterrows():
             p50 = [float(v) for v in row["latency_ms_p50_repeats"]] \
                 if listed(row.get("latency_ms_p50_repeats")) else []
-            if len(p50) > 1 and is_plain(config_of(row), study.settings):
+            if len(p50) > 1 and study.is_plain(config_of(row)):
                 mid = statistics.median(p50)
                 lines.append(f"| {study.name} | inductor:{row['mode']}, bs{row['batch_size']} | "
                              f"{len(p50)} | {min(p50):.4g}-{max(p50):.4g} | "
