@@ -255,19 +255,15 @@ def main(argv: Sequence[str] | None = None, search: Search | None = None,
         calls = [args]
     search = search or functools.partial(tuner_process, log=args.log)
     designs: list[tuple[list[StudyPlan], str]] = []
-    whole_yet = True
-    for one in calls:
-        if not whole_yet:
-            break
-        try:
-            settings = settings or TorchSettings.installed()
-            plans, said, design_dir = design(one, settings, gpu or _gpu())
-        except UserError as exc:
-            print(f"Error: {exc}", file=sys.stderr)
-            return 1
+    try:
+        settings, gpu = settings or TorchSettings.installed(), gpu or _gpu()
+        planned = [design(one, settings, gpu) for one in calls]
+    except UserError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    for one, (plans, said, design_dir) in zip(calls, planned, strict=True):
         carry(args.repo, args.work, plans)
-        whole_yet = all(whole(args.work, p) for p in plans)
-        if whole_yet and len(calls) > 1:
+        if len(calls) > 1 and all(whole(args.work, p) for p in plans):
             continue  # a unit an earlier call finished: the plan's next
         for line in said:
             print(line)
@@ -275,7 +271,8 @@ def main(argv: Sequence[str] | None = None, search: Search | None = None,
         run_plans(plans, args.work, one.model, args.dtype, deadline, search,
                   lambda text: print(text, flush=True))
         designs.append((plans, design_dir))
-        whole_yet = _report(args.work, plans, design_dir)
+        if not _report(args.work, plans, design_dir):
+            break  # the next call goes on from here
     if not designs:
         print("every unit of the plan is whole")
     archive(args.work, designs, args.out)

@@ -51,6 +51,7 @@ from benchmarks.search_quality import reached as landscape_reached  # noqa: E402
 from benchmarks.search_quality import search_order  # noqa: E402
 from tuner.data.select import eligible, not_run  # noqa: E402
 from tuner.study.start_from import read_start_from  # noqa: E402
+from tuner.study.start_plan import StartFrom  # noqa: E402
 from tuner.study.storage.attrs import STARTED_FROM_ATTR  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,19 +183,17 @@ def landscape_pairs(root: Path = LANDSCAPES) -> list[tuple[Path, Path]]:
 
 def replay(target: Path, source: Path, seeds: Sequence[int]) -> Replay:
     grid = Landscape.read(target)
-    space = grid.space()
-    counts: dict[bool, list[int]] = {True: [], False: []}
-    taken = 0
+    # what `tuner search --start-from SOURCE` would measure first here ("replay": a study that
+    # is not SOURCE)
+    plan = read_start_from([str(source)], source.parent, "replay", grid.workload, grid.space())
+    counts: dict[StartFrom | None, list[int]] = {plan: [], None: []}
     for seed in seeds:
-        for start in (True, False):
+        for start, trials in counts.items():
             with tempfile.TemporaryDirectory(prefix="start-from-") as root:
-                plan = read_start_from([str(source)], Path(root), "replay", grid.workload,
-                                       space) if start else None
-                taken = len(plan.configs) if plan is not None else taken
-                order = search_order(grid, None, seed, Path(root), start_from=plan)
-            counts[start].append(landscape_reached(grid, order).trials)
-    return Replay(grid.name, Landscape.read(source).name, statistics.median(counts[True]),
-                  statistics.median(counts[False]), len(seeds), taken)
+                order = search_order(grid, None, seed, Path(root), start_from=start)
+            trials.append(landscape_reached(grid, order).trials)
+    return Replay(grid.name, source.stem, statistics.median(counts[plan]),
+                  statistics.median(counts[None]), len(seeds), len(plan.configs))
 
 
 def summary_line(pairs: Sequence[tuple[StudyRun, StudyRun]],

@@ -176,6 +176,16 @@ def test_a_plan_call_goes_on_to_the_next_unit_and_a_later_call_starts_where_it_s
             # the units with a study measured in this call
             return sorted({n.split("/")[2] for n in tar.getnames() if n.endswith(".parquet")})
 
+    # A unit left not whole (here its search measured nothing) stops the call there: the
+    # plan's order holds, and the next call starts with that unit again.
+    failed: list[list[str]] = []
+    assert record_knobs.main(
+        ["--design", "plan", "--work", str(tmp_path / "failed"), "--repo", str(tmp_path / "none"),
+         "--out", str(out)], search=lambda args, timeout_s: failed.append(list(args)) or 1,
+        settings=SETTINGS, gpu="h100", units=units) == 0
+    assert len(failed) == 1
+    assert capsys.readouterr().out.strip().endswith(
+        f"{first}: not whole yet, run the same command again: freezing 0/3")
     # One call, time enough: the first unit, then the second.
     assert call(tmp_path / "fresh") == [first.split("/")[2], second.split("/")[2]]
     text = capsys.readouterr().out

@@ -109,7 +109,6 @@ class Claims:
         self._finish = finish
         self._retry_held = retry_held
         self._heartbeat: Heartbeat | None = None
-        self._started: tuple[object, dict[str, str]] | None = None  # started_from's cache
         # The GPUs this worker's trials see (CUDA_VISIBLE_DEVICES, as its runner pins them), kept
         # with each claim: a search beside another on the same GPUs is told (Search).
         self.gpus: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -223,7 +222,8 @@ class Claims:
                                          "heartbeat_s": self.heartbeat_s, "gpus": self.gpus})
         trial.set_user_attr(KEY_ATTR, config.key)
         trial.set_user_attr(CONFIG_ATTR, config.to_dict())
-        if (came := self.started_from(config.key)) is not None:
+        plan = self.fronts.start_from
+        if plan is not None and (came := StartFrom.from_dict(plan).source_of(config.key)):
             # A config --start-from gave says so whichever trial measures it, not only the one
             # it was queued in: a worker's sampler may propose it while another worker holds
             # that queued trial, asked but not claimed yet (no owner: no holder, see state),
@@ -233,17 +233,6 @@ class Claims:
         # one sees the other: both may step back, never both go on.
         state = self.state(exclude=number)
         return not (config.key in state.measured or config.key in state.running)
-
-    def started_from(self, key: str) -> str | None:
-        """The study that gave the config ``key`` through ``--start-from`` (the study's stored
-        :class:`tuner.study.start_plan.StartFrom`): the row's started_from; None for the others."""
-        plan = self.fronts.start_from
-        if plan is None:
-            return None
-        if self._started is None or self._started[0] is not plan:
-            self._started = (plan, {s.config.key: s.source
-                                    for s in StartFrom.from_dict(plan).configs})
-        return self._started[1].get(key)
 
     @staticmethod
     def step_back(trial: optuna.Trial, config: TrialConfig) -> None:

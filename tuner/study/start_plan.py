@@ -33,6 +33,10 @@ class StartFrom:
                             for s in self.configs],
                 "notes": list(self.notes)}
 
+    def source_of(self, key: str) -> str | None:
+        """The study that gave the config ``key`` (a row's started_from); None for the others."""
+        return next((s.source for s in self.configs if s.config.key == key), None)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StartFrom:
         return cls(tuple(data.get("studies") or ()),

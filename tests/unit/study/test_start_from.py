@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -23,7 +24,9 @@ from tuner.domain.workload import Workload
 from tuner.fake import FakeRunner
 from tuner.study.claims import pid_namespace
 from tuner.study.search import Search
+from tuner.study.spec import StudySpec
 from tuner.study.start_from import read_start_from
+from tuner.study.start_plan import StartFrom
 from tuner.study.storage import CONFIG_ATTR, KEY_ATTR, OWNER_ATTR
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -180,12 +183,18 @@ def test_baselines_queued_again_on_a_resume_still_come_before_the_started_config
         **dict.fromkeys(baselines), **dict.fromkeys(started, SOURCE)}
 
 
-def test_a_started_config_that_a_dead_search_left_running_still_says_where_it_came_from(
-        tmp_path):
+def baselines_measured(tmp_path: Path) -> tuple[StartFrom, StudySpec]:
+    """A study started from SOURCE whose baselines are measured: its started configs queued."""
     source_study(tmp_path / "from")
     plan = read_start_from([str(tmp_path / "from" / SOURCE)], tmp_path, "s", WORKLOAD, SPACE)
     spec = make_spec(tmp_path, start_from=plan)
     Search(dataclasses.replace(spec, n_trials=len(SPACE.baselines())), FakeRunner()).run()
+    return plan, spec
+
+
+def test_a_started_config_that_a_dead_search_left_running_still_says_where_it_came_from(
+        tmp_path):
+    plan, spec = baselines_measured(tmp_path)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     fronts = Search(spec, FakeRunner()).fronts
@@ -208,10 +217,7 @@ def test_a_started_config_another_worker_claims_while_its_queued_trial_is_unclai
     # (setting its owner, seconds on a loaded host) another worker's sampler proposes the same
     # config: that one's claim wins, and it measures the config. Its row says where it came from
     # all the same (the queued trial, pruned as its duplicate, has no row).
-    source_study(tmp_path / "from")
-    plan = read_start_from([str(tmp_path / "from" / SOURCE)], tmp_path, "s", WORKLOAD, SPACE)
-    spec = make_spec(tmp_path, start_from=plan)
-    Search(dataclasses.replace(spec, n_trials=len(SPACE.baselines())), FakeRunner()).run()
+    plan, spec = baselines_measured(tmp_path)
     other = Search(spec, FakeRunner())
     config = plan.configs[0].config
     taken = ask(other.fronts.of(1))  # the first worker took the queued trial, unclaimed yet
